@@ -1,0 +1,315 @@
+"""Compiling a graph (and its subgraphs) into immutable plans.
+
+Kernels are resolved by ``(domain, op_type, opset)`` here, attributes are decoded here, and the
+names a subgraph reads from enclosing scopes (its captures) are found here and passed to the
+node that owns the subgraph as extra inputs. The executor never looks at an op name.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
+
+from onnxflow.compile.attributes import decode_attribute
+from onnxflow.compile.functions import expand_call, schema_function
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan
+from onnxflow.errors import UnsupportedOperatorError, ValidationError, where
+from onnxflow.ops.registry import REGISTRY, Registry, normalize_domain
+from onnxflow.values import tensor_to_array
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A compiled subgraph and where its captures sit in the owning node's captured values."""
+
+    plan: Plan
+    positions: tuple[int, ...]
+    graph: GraphProto
+
+    def bind(self, captured: tuple[Any, ...] | list[Any]) -> list[Any]:
+        """Pick this subgraph's captured values out of the owning node's captured values."""
+        return [captured[i] for i in self.positions]
+
+    def __call__(self, inputs: list[Any], captured: list[Any]) -> list[Any]:
+        """Run the subgraph on formal inputs plus already bound captures."""
+        return self.plan.run(inputs + captured)
+
+
+class NodeContext:
+    """What a builder kernel may know and do about its node at compile time."""
+
+    def __init__(
+        self, builder: _GraphBuilder, node: NodeProto, opset: int, opsets: dict[str, int]
+    ) -> None:
+        self._builder = builder
+        self.name = node.name
+        self.op_type = node.op_type
+        self.domain = normalize_domain(node.domain)
+        self.opset = opset
+        self.opsets = opsets
+        self.inputs = tuple(node.input)
+        self.outputs = tuple(node.output)
+        self.captures: list[str] = []
+
+    @property
+    def n_inputs(self) -> int:
+        """Number of inputs the node lists (omitted ones as ``""`` included)."""
+        return len(self.inputs)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of outputs the node lists (omitted ones as ``""`` included)."""
+        return len(self.outputs)
+
+    def input_type(self, i: int) -> TypeProto | None:
+        """Return the statically known type of input ``i``, if shape inference found one."""
+        if i >= len(self.inputs) or not self.inputs[i]:
+            return None
+        return self._builder.compiler.value_types.get(self.inputs[i])
+
+    def describe(self) -> str:
+        """Return the standard description used at the start of error messages."""
+        return where(self.name, self.op_type, self.domain, self.opset)
+
+    def error(self, message: str) -> ValidationError:
+        """Return a validation error about this node."""
+        return ValidationError(f"{self.describe()}: {message}")
+
+    def subgraph(self, graph: GraphProto) -> Subgraph:
+        """Compile a subgraph attribute once; its outer-scope reads become this node's captures."""
+        plan = self._builder.compile_subgraph(graph, self.opsets)
+        positions = []
+        for name in plan.capture_names:
+            if name not in self.captures:
+                self.captures.append(name)
+            positions.append(self.captures.index(name))
+        return Subgraph(plan, tuple(positions), graph)
+
+
+@dataclass
+class Compiler:
+    """Compiles graphs of one model; collects every unsupported operator before failing."""
+
+    functions: dict[tuple[str, str], FunctionProto] = field(default_factory=dict)
+    value_types: dict[str, TypeProto] = field(default_factory=dict)
+    registry: Registry = REGISTRY
+    base_dir: str | None = None
+    missing: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def compile_main(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:
+        """Compile the main graph; raise UnsupportedOperatorError listing every missing op."""
+        plan = _GraphBuilder(self, graph, None).build(opsets)
+        if self.missing:
+            unique = sorted(set(self.missing))
+            listed = ", ".join(
+                f"{where('', op, dom, ver)}" for dom, op, ver in unique
+            )
+            raise UnsupportedOperatorError(
+                f"the model uses {len(unique)} operator(s) onnxflow does not support: {listed}",
+                unique,
+            )
+        return plan
+
+
+class _GraphBuilder:
+    """Builds one Plan: assigns slots, resolves names, compiles each node."""
+
+    def __init__(
+        self, compiler: Compiler, graph: GraphProto, outer: frozenset[str] | None
+    ) -> None:
+        self.compiler = compiler
+        self.graph = graph
+        self.outer = outer
+        self.slots: dict[str, int] = {}
+        self.slot_names: list[str] = ["<none>", "<omitted>"]
+        self.template: list[Any] = [None, None]
+        self.constant_slots: set[int] = set()
+        self.captures: list[str] = []
+        self.steps: list[tuple[Callable[..., Any], tuple[int, ...], Any]] = []
+        self.infos: list[NodeInfo] = []
+
+    # -- slots -------------------------------------------------------------------------------
+    def _new_slot(self, name: str, value: Any = None) -> int:
+        self.slots[name] = len(self.template)
+        self.slot_names.append(name)
+        self.template.append(value)
+        return self.slots[name]
+
+    def resolve(self, name: str) -> int:
+        """Return the slot of a name read by a node, capturing it from an outer scope if needed."""
+        if not name:
+            return NONE_SLOT
+        slot = self.slots.get(name)
+        if slot is not None:
+            return slot
+        if self.outer is not None and name in self.outer:
+            self.captures.append(name)
+            return self._new_slot(name)
+        raise ValidationError(
+            f"graph {self.graph.name!r}: name {name!r} is read but never defined "
+            "(not a graph input, initializer, earlier node output or outer-scope value)"
+        )
+
+    def visible(self) -> frozenset[str]:
+        """Names a subgraph compiled now may read from this scope and its enclosing ones."""
+        return frozenset(self.slots) | (self.outer or frozenset())
+
+    # -- build -------------------------------------------------------------------------------
+    def build(self, opsets: dict[str, int]) -> Plan:
+        inputs = [vi.name for vi in self.graph.input]
+        for name in inputs:
+            self._new_slot(name)
+        for init in self.graph.initializer:
+            value = tensor_to_array(init, self.compiler.base_dir)
+            slot = self.slots.get(init.name)
+            if slot is None:
+                slot = self._new_slot(init.name, value)
+            self.template[slot] = value
+            self.constant_slots.add(slot)
+        for init in self.graph.sparse_initializer:
+            value = _sparse_to_dense(init)
+            self.constant_slots.add(self._new_slot(init.values.name, value))
+        for node in self.graph.node:
+            self.compile_node(node, opsets)
+        outputs = [vi.name for vi in self.graph.output]
+        output_slots = tuple(self.resolve(name) for name in outputs)
+        arg_slots = tuple(self.slots[n] for n in inputs) + tuple(
+            self.slots[c] for c in self.captures
+        )
+        steps = _with_frees(self.steps, set(output_slots), len(self.template))
+        return Plan(
+            graph_name=self.graph.name,
+            template=tuple(self.template),
+            input_names=tuple(inputs),
+            capture_names=tuple(self.captures),
+            arg_slots=arg_slots,
+            output_names=tuple(outputs),
+            output_slots=output_slots,
+            steps=steps,
+            infos=tuple(self.infos),
+            slot_names=tuple(self.slot_names),
+            constant_slots=frozenset(self.constant_slots),
+        )
+
+    def compile_subgraph(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:
+        return _GraphBuilder(self.compiler, graph, self.visible()).build(opsets)
+
+    def compile_node(self, node: NodeProto, opsets: dict[str, int]) -> None:
+        domain = normalize_domain(node.domain)
+        opset = opsets.get(domain)
+        if opset is None:
+            raise ValidationError(
+                f"{where(node.name, node.op_type, domain, None)}: domain "
+                f"{domain or 'ai.onnx'!r} is not in the opset imports {sorted(opsets)}"
+            )
+        kernel = self.compiler.registry.lookup(domain, node.op_type, opset)
+        if kernel is None:
+            body = self._function_for(node, domain, opset)
+            if body is None:
+                self.compiler.missing.append((domain, node.op_type, opset))
+                self._define_outputs(node)
+                return
+            fn_opsets = {normalize_domain(o.domain): o.version for o in body.opset_import}
+            fn_opsets = {**opsets, **fn_opsets}
+            for inner in expand_call(node, body):
+                self.compile_node(inner, fn_opsets)
+            return
+        attrs = {a.name: decode_attribute(a) for a in node.attribute if not a.ref_attr_name}
+        ins = [self.resolve(name) for name in node.input]
+        if kernel.build:
+            ctx = NodeContext(self, node, opset, opsets)
+            try:
+                fn = kernel.fn(ctx, **attrs)
+            except TypeError as exc:
+                raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
+            ins += [self.resolve(name) for name in ctx.captures]
+        else:
+            fn = _bind_plain(kernel.fn, attrs, node, opset)
+        outs = self._define_outputs(node)
+        out: Any = outs if _multi_output(node, domain, opset) else outs[0]
+        self.steps.append((fn, tuple(ins), out))
+        self.infos.append(
+            NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
+        )
+
+    def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
+        slots = []
+        for name in node.output:
+            if not name:
+                slots.append(TRASH_SLOT)
+            elif name in self.slots:
+                raise ValidationError(
+                    f"{where(node.name, node.op_type, node.domain, None)} in graph "
+                    f"{self.graph.name!r}: output {name!r} is already defined"
+                )
+            else:
+                slots.append(self._new_slot(name))
+        return tuple(slots) or (TRASH_SLOT,)
+
+    def _function_for(self, node: NodeProto, domain: str, opset: int) -> FunctionProto | None:
+        local = self.compiler.functions.get((domain, node.op_type))
+        if local is not None:
+            return local
+        types = [self.compiler.value_types.get(name) if name else None for name in node.input]
+        return schema_function(node, opset, types)
+
+
+def _bind_plain(
+    fn: Callable[..., Any], attrs: dict[str, Any], node: NodeProto, opset: int
+) -> Callable[..., Any]:
+    if not attrs:
+        return fn
+    try:
+        inspect.signature(fn).bind_partial(**attrs)
+    except TypeError as exc:
+        raise ValidationError(
+            f"{where(node.name, node.op_type, node.domain, opset)}: unexpected attribute(s) "
+            f"{sorted(attrs)}: {exc}"
+        ) from exc
+    return functools.partial(fn, **attrs)
+
+
+def _multi_output(node: NodeProto, domain: str, opset: int) -> bool:
+    if len(node.output) > 1:
+        return True
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, domain).max_output > 1
+    except onnx.defs.SchemaError:
+        return False
+
+
+def _with_frees(
+    steps: Iterable[tuple[Any, tuple[int, ...], Any]], keep: set[int], n_slots: int
+) -> tuple[tuple[Any, ...], ...]:
+    """Attach to each step the slots whose value is not needed after it."""
+    steps = list(steps)
+    last: dict[int, int] = {}
+    for i, (_, ins, out) in enumerate(steps):
+        for s in (out,) if out.__class__ is int else out:
+            last.setdefault(s, i)
+            last[s] = max(last[s], i)
+        for s in ins:
+            last[s] = i
+    frees: list[list[int]] = [[] for _ in steps]
+    for slot, i in last.items():
+        if slot not in keep and slot not in (NONE_SLOT, TRASH_SLOT) and slot < n_slots:
+            frees[i].append(slot)
+    return tuple((fn, ins, out, tuple(frees[i])) for i, (fn, ins, out) in enumerate(steps))
+
+
+def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    values = numpy_helper.to_array(sparse.values)
+    indices = numpy_helper.to_array(sparse.indices)
+    dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
+    if indices.ndim == 2:
+        indices = np.ravel_multi_index(tuple(indices.T), tuple(sparse.dims))
+    dense.reshape(-1)[indices] = values
+    return dense

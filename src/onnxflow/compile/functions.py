@@ -1,0 +1,134 @@
+"""Expanding function calls into the nodes of their bodies.
+
+Two kinds of functions run this way: model-local functions (``ModelProto.functions``) and
+operators whose schema defines them by a function body, when onnxflow has no direct kernel.
+``onnx.inliner`` handles only the first kind on whole models; expanding at compile time, node by
+node, serves both with one mechanism and keeps the function's own opset imports for its body.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+import onnx
+import onnx.defs
+from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto
+
+from onnxflow.ops.registry import normalize_domain
+
+_counter = itertools.count()
+
+
+def schema_function(
+    node: NodeProto, opset: int, input_types: list[TypeProto | None]
+) -> FunctionProto | None:
+    """Return the function body that defines ``node``'s operator at ``opset``, if any."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, normalize_domain(node.domain))
+    except onnx.defs.SchemaError:
+        return None
+    if schema.has_context_dependent_function and all(t is not None for t in input_types):
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+        if versions:
+            raw = schema.get_context_dependent_function_with_opset_version(
+                max(versions),
+                node.SerializeToString(),
+                [t.SerializeToString() for t in input_types if t is not None],
+            )
+            if raw:
+                return FunctionProto.FromString(raw)
+    if schema.has_function:
+        versions = [v for v in schema.function_opset_versions if v <= opset]
+        if versions:
+            raw = schema.get_function_with_opset_version(max(versions))
+            if raw:
+                return FunctionProto.FromString(raw)
+    return None
+
+
+def expand_call(node: NodeProto, fn: FunctionProto) -> list[NodeProto]:
+    """Return ``fn``'s body specialised for the call ``node``: names renamed, attributes bound."""
+    prefix = f"{node.name or node.op_type}#{next(_counter)}/"
+    mapping: dict[str, str] = {}
+    for formal, actual in itertools.zip_longest(fn.input, node.input, fillvalue=""):
+        if formal:
+            mapping[formal] = actual
+    for formal, actual in itertools.zip_longest(fn.output, node.output, fillvalue=""):
+        if formal:
+            mapping[formal] = actual
+    for name in _defined_names(fn.node):
+        mapping.setdefault(name, prefix + name)
+    call_attrs = {a.name: a for a in node.attribute}
+    defaults = {a.name: a for a in fn.attribute_proto}
+    return [_specialise(n, mapping, call_attrs, defaults) for n in fn.node]
+
+
+def _defined_names(nodes: Iterable[NodeProto]) -> Iterable[str]:
+    for n in nodes:
+        yield from (o for o in n.output if o)
+        for g in _subgraphs(n):
+            yield from (i.name for i in g.input)
+            yield from (t.name for t in g.initializer)
+            yield from _defined_names(g.node)
+
+
+def _subgraphs(node: NodeProto) -> Iterable[GraphProto]:
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def _specialise(
+    node: NodeProto,
+    mapping: dict[str, str],
+    call_attrs: dict[str, AttributeProto],
+    defaults: dict[str, AttributeProto],
+) -> NodeProto:
+    out = NodeProto()
+    out.CopyFrom(node)
+    _rename_node(out, mapping)
+    kept = []
+    for a in out.attribute:
+        if a.ref_attr_name:
+            source = call_attrs.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+            if source is None:
+                continue
+            bound = AttributeProto()
+            bound.CopyFrom(source)
+            bound.name = a.name
+            kept.append(bound)
+        else:
+            kept.append(a)
+    del out.attribute[:]
+    out.attribute.extend(kept)
+    for a in out.attribute:
+        for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+            _bind_graph_attrs(g, call_attrs, defaults)
+    return out
+
+
+def _bind_graph_attrs(
+    g: GraphProto, call_attrs: dict[str, AttributeProto], defaults: dict[str, AttributeProto]
+) -> None:
+    for i, n in enumerate(g.node):
+        g.node[i].CopyFrom(_specialise(n, {}, call_attrs, defaults))
+
+
+def _rename_node(node: NodeProto, mapping: dict[str, str]) -> None:
+    if mapping:
+        node.input[:] = [mapping.get(x, x) if x else "" for x in node.input]
+        node.output[:] = [mapping.get(x, x) if x else "" for x in node.output]
+    for g in _subgraphs(node):
+        _rename_graph(g, mapping)
+
+
+def _rename_graph(g: GraphProto, mapping: dict[str, str]) -> None:
+    for vi in itertools.chain(g.input, g.output, g.value_info):
+        vi.name = mapping.get(vi.name, vi.name)
+    for t in g.initializer:
+        t.name = mapping.get(t.name, t.name)
+    for n in g.node:
+        _rename_node(n, mapping)

@@ -1,0 +1,62 @@
+"""The immutable execution plan a graph compiles into.
+
+A plan holds value slots (a frame is a list indexed by slot), the constants that fill a fresh
+frame, and one step per node. Slot 0 always holds ``None`` and stands for an omitted optional
+input; slot 1 receives omitted outputs. A step is a plain tuple so the executor's loop stays tight:
+
+``(fn, input_slots, output_slot_or_slots, slots_to_free)``
+
+where the third field is an ``int`` for a single-output node and a tuple otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NONE_SLOT = 0
+TRASH_SLOT = 1
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What error messages, traces and profiles say about one step."""
+
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compiled graph: run it with :func:`onnxflow.runtime.executor.execute`.
+
+    ``arg_slots`` are filled from the call's arguments: the graph's formal inputs first, then the
+    values captured from enclosing scopes (``capture_names``), in that order.
+    """
+
+    graph_name: str
+    template: tuple[Any, ...]
+    input_names: tuple[str, ...]
+    capture_names: tuple[str, ...]
+    arg_slots: tuple[int, ...]
+    output_names: tuple[str, ...]
+    output_slots: tuple[int, ...]
+    steps: tuple[tuple[Any, ...], ...]
+    infos: tuple[NodeInfo, ...]
+    slot_names: tuple[str, ...]
+    constant_slots: frozenset[int] = field(default_factory=frozenset)
+
+    @property
+    def n_inputs(self) -> int:
+        """Number of formal inputs (captures not included)."""
+        return len(self.input_names)
+
+    def run(self, args: list[Any] | tuple[Any, ...]) -> list[Any]:
+        """Run the plan on formal inputs followed by captured values; return its outputs."""
+        from onnxflow.runtime.executor import execute
+
+        return execute(self, args)

@@ -1,0 +1,26 @@
+"""Kernels, organised by family; importing this package registers all of them.
+
+Every module below this package registers its kernels with :func:`onnxflow.ops.registry.op` when
+imported, so adding a family is adding a module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from onnxflow.ops.registry import REGISTRY, op
+
+__all__ = ["REGISTRY", "load_all", "op"]
+
+_loaded = False
+
+
+def load_all() -> None:
+    """Import every kernel module once."""
+    global _loaded
+    if _loaded:
+        return
+    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        importlib.import_module(info.name)
+    _loaded = True

@@ -1,0 +1,1 @@
+"""Control-flow operators: If, Loop, Scan, SequenceMap."""
