@@ -109,9 +109,7 @@ class Compiler:
         plan = _GraphBuilder(self, graph, None).build(opsets)
         if self.missing:
             unique = sorted(set(self.missing))
-            listed = ", ".join(
-                f"{where('', op, dom, ver)}" for dom, op, ver in unique
-            )
+            listed = ", ".join(f"{where('', op, dom, ver)}" for dom, op, ver in unique)
             raise UnsupportedOperatorError(
                 f"the model uses {len(unique)} operator(s) onnxflow does not support: {listed}",
                 unique,
@@ -122,9 +120,7 @@ class Compiler:
 class _GraphBuilder:
     """Builds one Plan: assigns slots, resolves names, compiles each node."""
 
-    def __init__(
-        self, compiler: Compiler, graph: GraphProto, outer: frozenset[str] | None
-    ) -> None:
+    def __init__(self, compiler: Compiler, graph: GraphProto, outer: frozenset[str] | None) -> None:
         self.compiler = compiler
         self.graph = graph
         self.outer = outer

@@ -105,7 +105,7 @@ def _specialise(
     del out.attribute[:]
     out.attribute.extend(kept)
     for a in out.attribute:
-        for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+        for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
             _bind_graph_attrs(g, call_attrs, defaults)
     return out
 

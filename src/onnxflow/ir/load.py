@@ -102,7 +102,11 @@ def _read_external(tensor: TensorProto, base_dir: Path) -> None:
         raise ExternalDataError(f"{what}: offset/length are not integers") from exc
     try:
         size = target.stat().st_size
-        if offset < 0 or offset > size or (length is not None and (length < 0 or offset + length > size)):
+        if (
+            offset < 0
+            or offset > size
+            or (length is not None and (length < 0 or offset + length > size))
+        ):
             raise ExternalDataError(
                 f"{what}: offset {offset} and length {length} do not fit the file of {size} bytes"
             )

@@ -1,0 +1,87 @@
+"""What the control-flow operators share: collecting per-iteration outputs, typed empties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, ValueInfoProto
+
+from onnxflow.values import np_dtype
+
+
+def as_bool(value: Any, what: str) -> bool:
+    """Return the truth of a one-element boolean tensor (a condition)."""
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
+    return bool(arr.reshape(-1)[0])
+
+
+def as_count(value: Any, what: str) -> int:
+    """Return the integer in a one-element tensor (a trip count)."""
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
+    return int(arr.reshape(-1)[0])
+
+
+def empty_element(vi: ValueInfoProto) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one iteration's output as declared by a body output.
+
+    Used when a loop runs zero times: dimensions that are not statically known count as 0
+    (the result is empty either way); an undeclared element type defaults to float.
+    """
+    tt = vi.type.tensor_type
+    dtype = np_dtype(tt.elem_type or TensorProto.FLOAT)
+    if not tt.HasField("shape"):
+        return (), dtype
+    dims = tuple(d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim)
+    return dims, dtype
+
+
+class Stacker:
+    """Collects one tensor per iteration into a stacked array (new axis 0).
+
+    When the number of iterations is known the buffer is allocated after the first iteration and
+    written in place; otherwise elements are kept and stacked at the end. Every element must have
+    the first one's shape and dtype.
+    """
+
+    def __init__(self, what: str, count: int | None = None) -> None:
+        self.what = what
+        self.count = count
+        self.n = 0
+        self.shape: tuple[int, ...] | None = None
+        self.dtype: np.dtype | None = None
+        self.buffer: np.ndarray | None = None
+        self.items: list[np.ndarray] = []
+
+    def add(self, value: Any) -> None:
+        """Append one iteration's value."""
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        if self.shape is None:
+            self.shape, self.dtype = value.shape, value.dtype
+            if self.count is not None:
+                self.buffer = np.empty((self.count, *value.shape), dtype=value.dtype)
+        elif value.shape != self.shape or value.dtype != self.dtype:
+            raise ValueError(
+                f"{self.what} changes across iterations: iteration 0 gave shape "
+                f"{list(self.shape)} {self.dtype}, iteration {self.n} gave shape "
+                f"{list(value.shape)} {value.dtype}; scan outputs must keep shape and dtype"
+            )
+        if self.buffer is not None:
+            self.buffer[self.n] = value
+        else:
+            self.items.append(value)
+        self.n += 1
+
+    def result(self, declared: ValueInfoProto) -> np.ndarray:
+        """Return the stacked values; an empty array of the declared type after no iterations."""
+        if self.n == 0:
+            shape, dtype = empty_element(declared)
+            return np.empty((0, *shape), dtype=dtype)
+        if self.buffer is not None:
+            return self.buffer if self.n == self.count else self.buffer[: self.n]
+        return np.stack(self.items)

@@ -1,0 +1,38 @@
+"""If, every version (1, 11, 13, 16, 19, 21, 23, 24, 25): run one of two branch graphs.
+
+Both branches compile once; each may read outer-scope values (captures) and may produce
+tensors, sequences or optionals. The branches must have as many outputs as the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from onnx import GraphProto
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.common import as_bool
+from onnxflow.ops.registry import op
+
+
+@op("If", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
+def if_(
+    node: NodeContext, *, then_branch: GraphProto, else_branch: GraphProto
+) -> Callable[..., Any]:
+    """Compile both branches once; return the callable that picks one by the condition."""
+    for which, g in (("then_branch", then_branch), ("else_branch", else_branch)):
+        if len(g.input):
+            raise node.error(f"{which} has {len(g.input)} inputs, expected 0")
+        if len(g.output) != node.n_outputs:
+            raise node.error(
+                f"{which} has {len(g.output)} outputs, expected {node.n_outputs} (the node's)"
+            )
+    then_sub, else_sub = node.subgraph(then_branch), node.subgraph(else_branch)
+    label = node.describe()
+
+    def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
+        sub = then_sub if as_bool(cond, f"{label}: condition") else else_sub
+        return tuple(sub.plan.run(sub.bind(captured)))
+
+    return run

@@ -1,0 +1,78 @@
+"""Loop, every version (1, 11, 13, 16, 19, 21, 23, 24, 25).
+
+Node inputs ``(M, cond, v_1..v_N)``; body inputs ``(i, cond_in, v_1..v_N)``; body outputs
+``(cond_out, v_1..v_N, s_1..s_K)``; node outputs ``(v_1..v_N final, s_1..s_K stacked)``.
+The five modes of the spec's table, by which of M and cond are given:
+
+- neither: run until terminated; the body's condition is ignored;
+- cond only: a while loop driven by the body's condition;
+- M only: a for loop of M iterations; the body's condition is ignored;
+- both: stop at M iterations or when the condition is false, whichever comes first.
+
+M = 0 or an initial cond of false means zero iterations: the loop-carried values come out as
+given and each scan output is empty, with the rank and dtype the body declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import GraphProto
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.common import Stacker, as_bool, as_count
+from onnxflow.ops.registry import op
+from onnxflow.runtime.context import check_terminate, current_run_options
+
+_TRUE = np.array(True)
+
+
+@op("Loop", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
+def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
+    """Compile the body once; return the callable that runs the loop."""
+    n_states = node.n_inputs - 2
+    if n_states < 0:
+        raise node.error(f"expects inputs (M, cond, v_initial...), found {node.n_inputs} inputs")
+    if len(body.input) != n_states + 2:
+        raise node.error(
+            f"body has {len(body.input)} inputs, expected 2 (iteration number, condition) + "
+            f"{n_states} loop-carried = {n_states + 2}"
+        )
+    n_scans = len(body.output) - 1 - n_states
+    if n_scans < 0:
+        raise node.error(
+            f"body has {len(body.output)} outputs, expected at least 1 (condition) + "
+            f"{n_states} loop-carried = {n_states + 1}"
+        )
+    if node.n_outputs > n_states + n_scans:
+        raise node.error(
+            f"node has {node.n_outputs} outputs, expected at most {n_states} loop-carried + "
+            f"{n_scans} scan outputs = {n_states + n_scans}"
+        )
+    sub = node.subgraph(body)
+    scan_decls = list(body.output)[1 + n_states :]
+    label = node.describe()
+
+    def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
+        states, captured = list(rest[:n_states]), sub.bind(rest[n_states:])
+        trips = None if m is None else as_count(m, f"{label}: trip count M")
+        keep_going = True if cond is None else as_bool(cond, f"{label}: condition")
+        use_cond = cond is not None
+        scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
+        options = current_run_options()
+        i = 0
+        while keep_going and (trips is None or i < trips):
+            check_terminate(options, f"{label} iteration {i}")
+            outs = sub.plan.run([np.array(i, dtype=np.int64), _TRUE, *states, *captured])
+            if use_cond:
+                keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
+            states = outs[1 : 1 + n_states]
+            for stacker, value in zip(scans, outs[1 + n_states :]):
+                stacker.add(value)
+            i += 1
+        stacked = [s.result(d) for s, d in zip(scans, scan_decls)]
+        return (*states, *stacked)
+
+    return run

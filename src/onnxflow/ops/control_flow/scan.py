@@ -1,0 +1,177 @@
+"""Scan: version 8 (batched, with ``sequence_lens``) and versions 9..25 (axes and directions).
+
+Node inputs are N initial states then M scan inputs (Scan 8 puts ``sequence_lens`` first); the
+body maps ``(states..., scan elements...)`` to ``(states..., scan output elements...)``; node
+outputs are N final states then K stacked scan outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import GraphProto
+
+from onnxflow.compile.compiler import NodeContext, Subgraph
+from onnxflow.ops.control_flow.common import Stacker, empty_element
+from onnxflow.ops.registry import op
+from onnxflow.runtime.context import check_terminate, current_run_options
+
+
+def _check_arity(node: NodeContext, body: GraphProto, n_inputs: int, m: int) -> tuple[int, int]:
+    """Return (N states, K scan outputs) after checking the counts agree with the body."""
+    if not 1 <= m <= n_inputs:
+        raise node.error(
+            f"num_scan_inputs={m} is out of range: the node has {n_inputs} "
+            "state and scan inputs, so it must be between 1 and that"
+        )
+    n = n_inputs - m
+    if len(body.input) != n + m:
+        raise node.error(
+            f"body has {len(body.input)} inputs, expected {n} states + {m} scan inputs = {n + m}"
+        )
+    k = len(body.output) - n
+    if k < 0:
+        raise node.error(f"body has {len(body.output)} outputs, expected at least {n} states")
+    return n, k
+
+
+def _normalize_axes(axes: list[int] | None, count: int, what: str) -> list[int]:
+    axes = list(axes) if axes is not None else [0] * count
+    if len(axes) != count:
+        raise ValueError(f"{what} has {len(axes)} entries, expected {count}")
+    return axes
+
+
+def _iterate(
+    sub: Subgraph,
+    states: list[Any],
+    sequences: list[np.ndarray],
+    length: int,
+    captured: list[Any],
+    scans: list[Stacker],
+    label: str,
+) -> list[Any]:
+    """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
+    n = len(states)
+    options = current_run_options()
+    for t in range(length):
+        check_terminate(options, f"{label} iteration {t}")
+        outs = sub.plan.run([*states, *(s[t] for s in sequences), *captured])
+        states = outs[:n]
+        for stacker, value in zip(scans, outs[n:]):
+            stacker.add(value)
+    return states
+
+
+@op("Scan", 9, 11, 16, 19, 21, 23, 24, 25, build=True)
+def scan(
+    node: NodeContext,
+    *,
+    body: GraphProto,
+    num_scan_inputs: int,
+    scan_input_axes: list[int] | None = None,
+    scan_input_directions: list[int] | None = None,
+    scan_output_axes: list[int] | None = None,
+    scan_output_directions: list[int] | None = None,
+) -> Callable[..., Any]:
+    """Compile the body once; return the callable that scans."""
+    m = num_scan_inputs
+    n, k = _check_arity(node, body, node.n_inputs, m)
+    in_axes = _normalize_axes(scan_input_axes, m, "scan_input_axes")
+    in_dirs = _normalize_axes(scan_input_directions, m, "scan_input_directions")
+    out_axes = _normalize_axes(scan_output_axes, k, "scan_output_axes")
+    out_dirs = _normalize_axes(scan_output_directions, k, "scan_output_directions")
+    sub = node.subgraph(body)
+    decls = list(body.output)[n:]
+    label = node.describe()
+
+    def run(*args: Any) -> tuple[Any, ...]:
+        states, inputs = list(args[:n]), args[n : n + m]
+        captured = sub.bind(args[n + m :])
+        sequences = []
+        for i, (x, axis, reverse) in enumerate(zip(inputs, in_axes, in_dirs)):
+            x = np.moveaxis(x, axis + x.ndim if axis < 0 else axis, 0)
+            sequences.append(x[::-1] if reverse else x)
+            if x.shape[0] != sequences[0].shape[0]:
+                raise ValueError(
+                    f"{label}: scan input {i} has sequence length {x.shape[0]} on axis {axis}, "
+                    f"but scan input 0 has {sequences[0].shape[0]}; all must be equal"
+                )
+        length = sequences[0].shape[0]
+        scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
+        states = _iterate(sub, states, sequences, length, captured, scans, label)
+        outputs = []
+        for stacker, decl, axis, reverse in zip(scans, decls, out_axes, out_dirs):
+            y = stacker.result(decl)
+            y = y[::-1] if reverse else y
+            outputs.append(np.moveaxis(y, 0, axis + y.ndim if axis < 0 else axis))
+        return (*states, *outputs)
+
+    return run
+
+
+@op("Scan", 8, build=True)
+def scan_8(
+    node: NodeContext,
+    *,
+    body: GraphProto,
+    num_scan_inputs: int,
+    directions: list[int] | None = None,
+) -> Callable[..., Any]:
+    """Compile the body once; return the callable for batched Scan-8 (batch axis 0, time 1)."""
+    m = num_scan_inputs
+    n, k = _check_arity(node, body, node.n_inputs - 1, m)
+    dirs = _normalize_axes(directions, m, "directions")
+    sub = node.subgraph(body)
+    decls = list(body.output)[n:]
+    label = node.describe()
+
+    def run(sequence_lens: Any, *args: Any) -> tuple[Any, ...]:
+        inits, inputs = args[:n], args[n : n + m]
+        captured = sub.bind(args[n + m :])
+        batch, max_len = inputs[0].shape[0], inputs[0].shape[1]
+        for i, x in enumerate(inputs):
+            if x.shape[:2] != (batch, max_len):
+                raise ValueError(
+                    f"{label}: scan input {i} has (batch, sequence) dims {list(x.shape[:2])}, "
+                    f"but scan input 0 has {[batch, max_len]}; all must be equal"
+                )
+        lens = [max_len] * batch if sequence_lens is None else [int(v) for v in sequence_lens]
+        if len(lens) != batch or any(not 0 <= v <= max_len for v in lens):
+            raise ValueError(
+                f"{label}: sequence_lens {lens} must have {batch} entries in [0, {max_len}]"
+            )
+        finals: list[list[Any]] = [[] for _ in range(n)]
+        batches: list[list[Stacker]] = []
+        for b in range(batch):
+            length = lens[b]
+            seqs = [x[b, :length][::-1] if d else x[b, :length] for x, d in zip(inputs, dirs)]
+            scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
+            states = _iterate(sub, [s[b] for s in inits], seqs, length, captured, scans, label)
+            for j, s in enumerate(states):
+                finals[j].append(s)
+            batches.append(scans)
+        outs = [np.stack(f) if f else init for f, init in zip(finals, inits)]
+        outs += [_padded(j, batches, decls[j], batch, max_len) for j in range(k)]
+        return tuple(outs)
+
+    return run
+
+
+def _padded(
+    j: int, batches: list[list[Stacker]], decl: Any, batch: int, max_len: int
+) -> np.ndarray:
+    """Scan output ``j`` of Scan-8: [batch, max_len, ...], zero past each sequence's length."""
+    results = [scans[j].result(decl) for scans in batches]
+    full = next((r for r in results if r.shape[0] > 0), None)
+    if full is None:
+        shape, dtype = empty_element(decl)
+    else:
+        shape, dtype = full.shape[1:], full.dtype
+    out = np.zeros((batch, max_len, *shape), dtype=dtype)
+    for b, r in enumerate(results):
+        if r.shape[0]:
+            out[b, : r.shape[0]] = r
+    return out

@@ -1,0 +1,33 @@
+"""The state of the run in progress, visible to long-running kernels (loops) without threading
+it through every call: whether the caller asked to terminate.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from onnxflow.errors import CancelledError
+
+_CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("onnxflow_run_options", default=None)
+
+
+def set_run_options(options: Any) -> contextvars.Token[Any]:
+    """Make ``options`` (a RunOptions or None) the current run's options."""
+    return _CURRENT.set(options)
+
+
+def reset_run_options(token: contextvars.Token[Any]) -> None:
+    """Restore the run options that were current before :func:`set_run_options`."""
+    _CURRENT.reset(token)
+
+
+def current_run_options() -> Any:
+    """Return the current run's options, or None outside a run."""
+    return _CURRENT.get()
+
+
+def check_terminate(options: Any, where: str) -> None:
+    """Raise CancelledError if ``options`` asks the run to terminate."""
+    if options is not None and options.terminate:
+        raise CancelledError(f"run terminated by RunOptions.terminate during {where}")
