@@ -174,7 +174,7 @@ def test_scan_output_changing_shape_is_a_clear_error() -> None:
         [numpy_helper.from_array(np.array(3, np.int64), "M")],
     )
     sess = onnxflow.InferenceSession(helper.make_model(graph), check=False)
-    with pytest.raises(onnxflow.RuntimeFailure, match="'grow'.*changes across iterations"):
+    with pytest.raises(onnxflow.RuntimeFailure, match=r"'grow'.*changes across iterations"):
         sess.run(None, {"x0": np.ones(2, np.float32)})
 
 

@@ -235,7 +235,7 @@ def test_scan_inputs_of_different_lengths_is_an_error() -> None:
         [_vi("Y", np.float32, None)],
     )
     sess = onnxflow.InferenceSession(helper.make_model(graph))
-    with pytest.raises(onnxflow.RuntimeFailure, match="sequence length 3.*has 2"):
+    with pytest.raises(onnxflow.RuntimeFailure, match=r"sequence length 3.*has 2"):
         sess.run(None, {"A": np.zeros((2, 2, 3), np.float32), "B": np.zeros((3, 2, 3), np.float32)})
 
 

@@ -1,0 +1,3 @@
+from onnxflow.cli import main
+
+raise SystemExit(main())

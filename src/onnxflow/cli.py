@@ -1,0 +1,195 @@
+"""The ``onnxflow`` command: ``run`` a model on given or generated inputs, ``check`` a model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, GraphProto, numpy_helper
+
+from onnxflow.errors import OnnxflowError
+from onnxflow.ir.load import load_model
+from onnxflow.session import InferenceSession
+from onnxflow.values import NodeArg, np_dtype
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``onnxflow`` command; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except OnnxflowError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onnxflow", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a model and summarise its outputs")
+    run.add_argument("model", help="path to an .onnx file")
+    run.add_argument(
+        "--input", action="append", default=[], metavar="NAME=FILE",
+        help="feed input NAME from a .npy or .pb (TensorProto) file; repeatable",
+    )
+    run.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=VALUE",
+        help="value of a symbolic dimension for generated inputs (default 1); repeatable",
+    )
+    run.add_argument("--output-dir", help="save every output there as NAME.npy")
+    run.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+    run.set_defaults(func=_run)
+    check = sub.add_parser("check", help="validate a model and print a report")
+    check.add_argument("model", help="path to an .onnx file")
+    check.set_defaults(func=_check)
+    return parser
+
+
+def _pairs(items: Iterable[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise OnnxflowError(f"{what} {item!r} is not of the form NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def _read_input(name: str, path: str) -> np.ndarray:
+    file = Path(path)
+    try:
+        if file.suffix == ".pb":
+            tensor = onnx.TensorProto()
+            tensor.ParseFromString(file.read_bytes())
+            return numpy_helper.to_array(tensor)
+        return np.load(file, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise OnnxflowError(f"cannot read input {name!r} from {path!r}: {exc}") from exc
+
+
+def generate_input(arg: NodeArg, dims: dict[str, int], rng: np.random.Generator) -> np.ndarray:
+    """Return random values of an input's declared type and shape (symbolic dims from ``dims``)."""
+    if arg.type_proto is None or arg.type_proto.WhichOneof("value") != "tensor_type":
+        raise OnnxflowError(f"cannot generate input {arg.name!r} of type {arg.type}: pass --input")
+    dtype = np_dtype(arg.type_proto.tensor_type.elem_type)
+    shape = [
+        d if isinstance(d, int) and d > 0 else dims.get(d, 1) if isinstance(d, str) else 1
+        for d in (arg.shape or [])
+    ]
+    if dtype == np.dtype(object):
+        return rng.choice(np.array(["a", "b", "c"], dtype=object), size=shape)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 10, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def summarize(value: Any) -> str:
+    """One line describing a value: dtype, shape and a few statistics."""
+    if value is None:
+        return "empty optional"
+    if isinstance(value, list):
+        return f"sequence of {len(value)}" + (f", first: {summarize(value[0])}" if value else "")
+    if isinstance(value, dict):
+        return f"map of {len(value)} entries"
+    arr = np.asarray(value)
+    head = f"{arr.dtype} {list(arr.shape)}"
+    if arr.size == 0:
+        return f"{head} (empty)"
+    if arr.dtype.kind in "fiub" or arr.dtype.name in ("bfloat16",) or arr.dtype.kind == "V":
+        try:
+            f = arr.astype(np.float64)
+            return (
+                f"{head} min={np.nanmin(f):.6g} max={np.nanmax(f):.6g} mean={np.nanmean(f):.6g}"
+                f" first={np.array2string(arr.reshape(-1)[:4], separator=', ')}"
+            )
+        except (TypeError, ValueError):
+            pass
+    return f"{head} first={arr.reshape(-1)[:4].tolist()}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    sess = InferenceSession(args.model)
+    given = _pairs(args.input, "--input")
+    dims = {k: int(v) for k, v in _pairs(args.dim, "--dim").items()}
+    known = {a.name for a in sess.get_inputs()} | {
+        a.name for a in sess.get_overridable_initializers()
+    }
+    for name in given:
+        if name not in known:
+            raise OnnxflowError(f"--input {name}: the model has no input {name!r}")
+    rng = np.random.default_rng(args.seed)
+    feeds = {}
+    for arg in sess.get_inputs():
+        if arg.name in given:
+            feeds[arg.name] = _read_input(arg.name, given[arg.name])
+        else:
+            feeds[arg.name] = generate_input(arg, dims, rng)
+            print(f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)} "
+                  f"(random, seed {args.seed}; pass --input {arg.name}=FILE to use your own)")
+    for name in given:
+        feeds.setdefault(name, _read_input(name, given[name]))
+    outputs = sess.run(None, feeds)
+    out_dir = Path(args.output_dir) if args.output_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for arg, value in zip(sess.get_outputs(), outputs):
+        print(f"output {arg.name}: {summarize(value)}")
+        if out_dir and isinstance(value, np.ndarray):
+            np.save(out_dir / f"{_safe(arg.name)}.npy", value)
+    if out_dir:
+        print(f"saved outputs to {out_dir}")
+    return 0
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def count_ops(graph: GraphProto, counts: Counter[str] | None = None) -> Counter[str]:
+    """Count operators by ``domain.op_type``, including the nodes inside subgraphs."""
+    counts = Counter() if counts is None else counts
+    for node in graph.node:
+        counts[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] += 1
+        for a in node.attribute:
+            if a.type == AttributeProto.GRAPH:
+                count_ops(a.g, counts)
+            for g in a.graphs:
+                count_ops(g, counts)
+    return counts
+
+
+def _check(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    print(f"model: {args.model}")
+    print(f"  IR version {model.ir_version}; producer {model.producer_name or '?'} "
+          f"{model.producer_version}".rstrip())
+    opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
+    print(f"  opsets: {opsets}")
+    for kind, items in (("input", model.graph.input), ("output", model.graph.output)):
+        for vi in items:
+            arg = NodeArg.from_value_info(vi)
+            print(f"  {kind} {arg.name}: {arg.type} {arg.shape}")
+    counts = count_ops(model.graph)
+    print(f"  {sum(counts.values())} nodes (subgraphs included):")
+    for op_name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"    {op_name}: {n}")
+    try:
+        InferenceSession(model)
+    except OnnxflowError as exc:
+        print(f"problems found:\n  {exc}")
+        return 1
+    print("problems found: none")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
