@@ -1,0 +1,425 @@
+"""Shape manipulation: tensors rearranged, joined, cut or generated from a shape.
+
+Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Concat, Split, Slice, Transpose, Expand, Tile,
+Range, Pad, CenterCropPad, DepthToSpace, SpaceToDepth, ReverseSequence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.registry import op
+
+
+def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
+    """Return a 1-D integer tensor (or list) as Python ints; None as an empty list."""
+    if values is None:
+        return []
+    return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+def _axis(axis: int, rank: int) -> int:
+    """Return ``axis`` made non-negative for a tensor of ``rank``; raise if out of range."""
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+@op("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
+def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
+    return np.array(data.shape[start:end], dtype=np.int64)
+
+
+@op("Size", 1, 13, 19, 21, 23, 24, 25)
+def size(data: np.ndarray) -> np.ndarray:
+    """Return the number of elements of data as an int64 scalar."""
+    return np.array(data.size, dtype=np.int64)
+
+
+def _reshape(data: np.ndarray, shape: Sequence[int], allowzero: int) -> np.ndarray:
+    dims = list(shape)
+    if allowzero and 0 in dims and -1 in dims:
+        raise ValueError(f"shape {dims} has both 0 and -1 while allowzero=1")
+    if not allowzero:
+        for i, d in enumerate(dims):
+            if d == 0:
+                if i >= data.ndim:
+                    raise ValueError(f"shape {dims} copies dim {i} of a rank-{data.ndim} input")
+                dims[i] = data.shape[i]
+    if dims.count(-1) > 1:
+        raise ValueError(f"shape {dims} has more than one -1")
+    return data.reshape(dims)
+
+
+@op("Reshape", 1)
+def reshape_v1(
+    data: np.ndarray, *, shape: list[int] | None = None, consumed_inputs: list[int] | None = None
+) -> np.ndarray:
+    """Return data reshaped to the ``shape`` attribute (0 copies the input dim)."""
+    if shape is None:
+        raise ValueError("Reshape-1 needs the 'shape' attribute")
+    return _reshape(data, shape, 0)
+
+
+@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
+def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
+    """Return data reshaped; 0 copies the input dim unless allowzero=1, one -1 is inferred."""
+    return _reshape(data, _ints(shape), allowzero)
+
+
+@op("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
+def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
+    """Return x as a matrix: dims before ``axis`` make the rows, the rest the columns."""
+    if not -x.ndim <= axis <= x.ndim:
+        raise ValueError(f"axis {axis} is out of range [-{x.ndim}, {x.ndim}]")
+    if axis < 0:
+        axis += x.ndim
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _squeeze(data: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
+    if axes is None:
+        return np.squeeze(data)
+    axes = tuple(_axis(a, data.ndim) for a in axes)
+    bad = [a for a in axes if data.shape[a] != 1]
+    if bad:
+        raise ValueError(f"cannot squeeze axes {bad} of shape {data.shape}: size is not 1")
+    return np.squeeze(data, axis=axes)
+
+
+@op("Squeeze", 1, 11)
+def squeeze_v1(data: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
+    """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
+    return _squeeze(data, axes)
+
+
+@op("Squeeze", 13, 21, 23, 24, 25)
+def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+    """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
+    return _squeeze(data, None if axes is None else _ints(axes))
+
+
+def _unsqueeze(data: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    rank = data.ndim + len(axes)
+    norm = sorted(_axis(a, rank) for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"axes {list(axes)} repeat an axis")
+    dims = list(data.shape)
+    for a in norm:
+        dims.insert(a, 1)
+    return data.reshape(dims)
+
+
+@op("Unsqueeze", 1, 11)
+def unsqueeze_v1(data: np.ndarray, *, axes: list[int]) -> np.ndarray:
+    """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
+    return _unsqueeze(data, axes)
+
+
+@op("Unsqueeze", 13, 21, 23, 24, 25)
+def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
+    return _unsqueeze(data, _ints(axes))
+
+
+@op("Concat", 1)
+def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Return the inputs joined along ``axis`` (default 1 in this version)."""
+    return concat(*inputs, axis=axis)
+
+
+@op("Concat", 4, 11, 13)
+def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
+    """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
+    if not inputs:
+        raise ValueError("Concat needs at least one input")
+    rank = inputs[0].ndim
+    ranks = {x.ndim for x in inputs}
+    if len(ranks) != 1:
+        raise ValueError(f"Concat inputs must share one rank, found ranks {sorted(ranks)}")
+    return np.concatenate(inputs, axis=_axis(axis, rank))
+
+
+def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bool) -> tuple:
+    axis = _axis(axis, x.ndim)
+    dim = x.shape[axis]
+    if sizes is None:
+        if uneven:
+            chunk = -(-dim // n)
+            sizes = [min(chunk, dim - i * chunk) for i in range(n)]
+        elif dim % n:
+            raise ValueError(f"cannot split dim {dim} into {n} equal parts")
+        else:
+            sizes = [dim // n] * n
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+@op("Split", 1, 2, 11, 13, 18, build=True)
+def split(
+    node: NodeContext,
+    *,
+    axis: int = 0,
+    split: list[int] | None = None,
+    num_outputs: int | None = None,
+) -> Callable[..., tuple]:
+    """Split along ``axis`` into the given sizes, or into as many equal parts as outputs.
+
+    From version 18 ``num_outputs`` parts are as equal as possible (the last one smaller).
+    """
+    if num_outputs is not None and num_outputs != node.n_outputs:
+        raise node.error(f"num_outputs={num_outputs} but the node has {node.n_outputs} outputs")
+    n, uneven = node.n_outputs, node.opset >= 18
+
+    def run(x: np.ndarray, sizes: np.ndarray | None = None) -> tuple:
+        given = split if sizes is None else _ints(sizes)
+        return _split(x, axis, given, n, uneven)
+
+    return run
+
+
+def _slice(
+    data: np.ndarray,
+    starts: list[int],
+    ends: list[int],
+    axes: list[int] | None,
+    steps: list[int] | None,
+) -> np.ndarray:
+    axes = list(range(len(starts))) if axes is None else [_axis(a, data.ndim) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ValueError(
+            f"starts, ends, axes and steps must have one length, found "
+            f"{len(starts)}, {len(ends)}, {len(axes)}, {len(steps)}"
+        )
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if step == 0:
+            raise ValueError("slice step cannot be 0")
+        dim = data.shape[axis]
+        start += dim if start < 0 else 0
+        end += dim if end < 0 else 0
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+            index[axis] = slice(start, end, step)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            index[axis] = slice(start, end if end >= 0 else None, step)
+    return data[tuple(index)]
+
+
+@op("Slice", 1)
+def slice_v1(
+    data: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None
+) -> np.ndarray:
+    """Return the sub-tensor data[starts:ends] along ``axes`` (attributes in this version)."""
+    return _slice(data, starts, ends, axes, None)
+
+
+@op("Slice", 10, 11, 13)
+def slice_(
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    axes: np.ndarray | None = None,
+    steps: np.ndarray | None = None,
+) -> np.ndarray:
+    """Return the sub-tensor data[starts:ends:steps] along ``axes``, with ONNX clamping."""
+    return _slice(
+        data,
+        _ints(starts),
+        _ints(ends),
+        None if axes is None else _ints(axes),
+        None if steps is None else _ints(steps),
+    )
+
+
+@op("Transpose", 1, 13, 21, 23, 24, 25)
+def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
+    """Return data with its axes permuted by ``perm`` (reversed by default)."""
+    return np.transpose(data, perm)
+
+
+@op("Expand", 8, 13)
+def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Return x broadcast (bidirectionally) with ``shape``."""
+    target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
+    return np.broadcast_to(x, target).copy()
+
+
+@op("Tile", 1)
+def tile_v1(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """Return x repeated ``tiles`` times along the single ``axis``."""
+    reps = [1] * x.ndim
+    reps[_axis(int(axis), x.ndim)] = int(tiles)
+    return np.tile(x, reps)
+
+
+@op("Tile", 6, 13)
+def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
+    """Return x repeated ``repeats[i]`` times along each axis i."""
+    reps = _ints(repeats)
+    if len(reps) != x.ndim:
+        raise ValueError(f"repeats has {len(reps)} entries, expected one per axis ({x.ndim})")
+    return np.tile(x, reps)
+
+
+@op("Range", 11, 27)
+def range_(
+    start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1
+) -> np.ndarray:
+    """Return start, start+delta, ... up to ``limit`` (exclusive), in the inputs' dtype.
+
+    float16/bfloat16 inputs are computed in float32 when ``stash_type`` is 1 (version 27).
+    """
+    dtype = np.asarray(start).dtype
+    if dtype.kind in "iu":
+        return np.arange(int(start), int(limit), int(delta), dtype=np.int64).astype(dtype)
+    work = np.float32 if dtype.itemsize == 2 and stash_type == 1 else dtype
+    s, l, d = (np.asarray(v).astype(work) for v in (start, limit, delta))
+    count = max(math.ceil(float((l - s) / d)), 0)
+    return (s + np.arange(count).astype(work) * d).astype(dtype)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad(
+    data: np.ndarray, pads: list[int], mode: str, value: object, axes: list[int] | None = None
+) -> np.ndarray:
+    if mode not in _PAD_MODES:
+        raise ValueError(f"unknown pad mode {mode!r}, expected one of {sorted(_PAD_MODES)}")
+    axes = list(range(data.ndim)) if axes is None else [_axis(a, data.ndim) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"pads has {len(pads)} entries, expected 2 * {len(axes)}")
+    begin, end = [0] * data.ndim, [0] * data.ndim
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    crop = tuple(
+        slice(-min(b, 0), data.shape[i] + min(e, 0)) for i, (b, e) in enumerate(zip(begin, end))
+    )
+    data = data[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if mode != "constant":
+        return np.pad(data, widths, mode=_PAD_MODES[mode])
+    if value is None:
+        value = "" if data.dtype == object else 0
+    return np.pad(
+        data, widths, mode="constant", constant_values=np.asarray(value).astype(data.dtype)
+    )
+
+
+@op("Pad", 1)
+def pad_v1(
+    data: np.ndarray, *, paddings: list[int], mode: str = "constant", value: float = 0.0
+) -> np.ndarray:
+    """Return data padded by ``paddings`` ([begins..., ends...]) in ``mode``."""
+    return _pad(data, paddings, mode, value)
+
+
+@op("Pad", 2)
+def pad_v2(
+    data: np.ndarray, *, pads: list[int], mode: str = "constant", value: float = 0.0
+) -> np.ndarray:
+    """Return data padded (or cropped, where negative) by ``pads`` in ``mode``."""
+    return _pad(data, pads, mode, value)
+
+
+@op("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+def pad(
+    data: np.ndarray,
+    pads: np.ndarray,
+    constant_value: np.ndarray | None = None,
+    axes: np.ndarray | None = None,
+    *,
+    mode: str = "constant",
+) -> np.ndarray:
+    """Return data padded (or cropped, where negative) by ``pads`` over ``axes`` in ``mode``."""
+    value = None if constant_value is None or constant_value.size == 0 else constant_value
+    return _pad(data, _ints(pads), mode, value, None if axes is None else _ints(axes))
+
+
+@op("CenterCropPad", 18)
+def center_crop_pad(
+    data: np.ndarray, shape: np.ndarray, *, axes: list[int] | None = None
+) -> np.ndarray:
+    """Return data centre-cropped or zero-padded to ``shape`` over ``axes``.
+
+    Odd crops start half a pixel left of centre; odd padding puts the extra pixel on the right.
+    """
+    target = _ints(shape)
+    axes = list(range(data.ndim)) if axes is None else [_axis(a, data.ndim) for a in axes]
+    if len(target) != len(axes):
+        raise ValueError(f"shape has {len(target)} entries, expected one per axis ({len(axes)})")
+    begin, end = [0] * data.ndim, [0] * data.ndim
+    for a, t in zip(axes, target):
+        diff = t - data.shape[a]
+        begin[a] = diff // 2 if diff >= 0 else -((-diff) // 2)
+        end[a] = diff - begin[a]
+    return _pad(data, begin + end, "constant", None)
+
+
+def _space_to_depth_check(x: np.ndarray, blocksize: int, mode: str) -> None:
+    if x.ndim != 4:
+        raise ValueError(f"expected a 4-D input (N, C, H, W), found shape {x.shape}")
+    if mode not in ("DCR", "CRD"):
+        raise ValueError(f"mode must be 'DCR' or 'CRD', found {mode!r}")
+    if blocksize <= 0:
+        raise ValueError(f"blocksize must be positive, found {blocksize}")
+
+
+@op("DepthToSpace", 1, 11, 13, 28)
+def depth_to_space(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """Return x with depth moved into blocksize x blocksize spatial blocks."""
+    _space_to_depth_check(x, blocksize, mode)
+    b, c, h, w = x.shape
+    bs = blocksize
+    if c % (bs * bs):
+        raise ValueError(f"channels {c} are not a multiple of blocksize^2 = {bs * bs}")
+    if mode == "DCR":
+        tmp = x.reshape(b, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        tmp = x.reshape(b, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return tmp.reshape(b, c // bs**2, h * bs, w * bs)
+
+
+@op("SpaceToDepth", 1, 13, 28)
+def space_to_depth(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """Return x with blocksize x blocksize spatial blocks moved into depth."""
+    _space_to_depth_check(x, blocksize, mode)
+    b, c, h, w = x.shape
+    bs = blocksize
+    if h % bs or w % bs:
+        raise ValueError(f"spatial dims {(h, w)} are not multiples of blocksize {bs}")
+    tmp = x.reshape(b, c, h // bs, bs, w // bs, bs)
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    return tmp.transpose(perm).reshape(b, c * bs * bs, h // bs, w // bs)
+
+
+@op("ReverseSequence", 10, 28)
+def reverse_sequence(
+    x: np.ndarray, sequence_lens: np.ndarray, *, batch_axis: int = 1, time_axis: int = 0
+) -> np.ndarray:
+    """Return x with the first ``sequence_lens[i]`` time steps of each batch entry reversed."""
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ValueError(
+            f"batch_axis and time_axis must be 0 and 1, found {batch_axis}, {time_axis}"
+        )
+    lens = _ints(sequence_lens)
+    if len(lens) != x.shape[batch_axis]:
+        raise ValueError(
+            f"sequence_lens has {len(lens)} entries, batch size is {x.shape[batch_axis]}"
+        )
+    out = x.copy()
+    view, src = np.moveaxis(out, batch_axis, 0), np.moveaxis(x, batch_axis, 0)
+    for i, n in enumerate(lens):
+        if not 0 <= n <= x.shape[time_axis]:
+            raise ValueError(f"sequence_lens[{i}] = {n} is outside [0, {x.shape[time_axis]}]")
+        view[i, :n] = src[i, :n][::-1]
+    return out
