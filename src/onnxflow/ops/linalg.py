@@ -1,0 +1,100 @@
+"""Linear algebra: MatMul 1, 9, 13; Gemm 1, 6 (``broadcast``), 7, 9, 11, 13; Einsum 12, 28;
+Det 11, 22.
+
+Results keep the inputs' dtype; float16 and bfloat16 accumulate in float32 where NumPy would
+otherwise lose precision or refuse the type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxflow.ops.registry import op
+
+_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
+
+
+@op("MatMul", 1, 9, 13)
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return np.matmul(a, b) in a's dtype."""
+    y = np.matmul(a, b)
+    if y.ndim == 0 or y.dtype != a.dtype:
+        return np.asarray(y, dtype=a.dtype)
+    return y
+
+
+def _gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None,
+    alpha: float,
+    beta: float,
+    trans_a: int,
+    trans_b: int,
+) -> np.ndarray:
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"Gemm expects 2-D A and B, found shapes {a.shape} and {b.shape}")
+    y = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+    if alpha != 1.0:
+        y = y * alpha
+    if c is not None and beta != 0.0:
+        if np.broadcast_shapes(c.shape, y.shape) != y.shape:
+            raise ValueError(f"Gemm: C of shape {c.shape} does not broadcast to {y.shape}")
+        y = y + (c if beta == 1.0 else c * beta)
+    return np.asarray(y).astype(a.dtype, copy=False)
+
+
+@op("Gemm", 1, 6)
+def gemm_legacy(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+    broadcast: int = 0,
+) -> np.ndarray:
+    """Return alpha * A' @ B' + beta * C; C must be (M, N) unless ``broadcast`` is set."""
+    rows = a.shape[1] if transA else a.shape[0]
+    cols = b.shape[0] if transB else b.shape[1]
+    if not broadcast and c.shape != (rows, cols):
+        raise ValueError(
+            f"Gemm with broadcast=0 expects C of shape {(rows, cols)}, found {c.shape}"
+        )
+    return _gemm(a, b, c, alpha, beta, transA, transB)
+
+
+@op("Gemm", 7, 9, 11, 13)
+def gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> np.ndarray:
+    """Return alpha * A' @ B' + beta * C, with C (optional from 11) broadcast to (M, N)."""
+    return _gemm(a, b, c, alpha, beta, transA, transB)
+
+
+@op("Einsum", 12, 28)
+def einsum(*inputs: np.ndarray, equation: str) -> np.ndarray:
+    """Return the Einstein summation ``equation`` of the inputs, in their dtype."""
+    dtype = inputs[0].dtype
+    if dtype.name in _SMALL_FLOATS:
+        inputs = tuple(x.astype(np.float32) for x in inputs)
+    y = np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 2)
+    return np.asarray(y).astype(dtype, copy=False)
+
+
+@op("Det", 11, 22)
+def det(x: np.ndarray) -> np.ndarray:
+    """Return the determinants of the trailing square matrices of x, shape x.shape[:-2]."""
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"Det expects [*, M, M], found shape {x.shape}")
+    work = x.astype(np.float32) if x.dtype.name in _SMALL_FLOATS else x
+    return np.asarray(np.linalg.det(work)).astype(x.dtype, copy=False)

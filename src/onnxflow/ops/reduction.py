@@ -1,0 +1,218 @@
+"""Reductions and losses.
+
+- ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin,
+  ReduceProd, ReduceSum, ReduceSumSquare: ``axes`` is an attribute in the early versions and an
+  input (with ``noop_with_empty_axes``) from ReduceSum 13 and the others 18. Reducing an empty
+  set gives the identity element (-inf for ReduceMax and ReduceLogSumExp, 1 for ReduceProd...).
+- NegativeLogLikelihoodLoss 12, 13, 22 and SoftmaxCrossEntropyLoss 12, 13.
+
+float16 and bfloat16 accumulate in float32; every result keeps the input's dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from onnxflow.ops.registry import op
+
+Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
+
+_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
+
+
+def _work(x: np.ndarray, *, float_math: bool = False) -> np.ndarray:
+    """Return x in the dtype to compute in: float32 for small floats, float64 for integers
+    when the math is transcendental (``float_math``), x itself otherwise."""
+    if x.dtype.name in _SMALL_FLOATS:
+        return x.astype(np.float32)
+    if float_math and x.dtype.kind in "iub":
+        return x.astype(np.float64)
+    return x
+
+
+def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ...]:
+    """Return axes as sorted non-negative ints; raise on out-of-range or repeated axes."""
+    found = [int(a) for a in np.asarray(axes).reshape(-1)]
+    if rank == 0 and all(a in (0, -1) for a in found):
+        return ()
+    out = []
+    for a in found:
+        if not -rank <= a < rank:
+            raise ValueError(f"axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes {found} repeat an axis")
+    return tuple(sorted(out))
+
+
+def _reduce(fn: Reducer, x: np.ndarray, axes: object, keepdims: int, noop: int) -> np.ndarray:
+    if axes is None or len(axes) == 0:  # type: ignore[arg-type]
+        picked = () if noop else tuple(range(x.ndim))
+    else:
+        picked = normalize_axes(axes, x.ndim)  # type: ignore[arg-type]
+    return np.asarray(fn(x, picked, bool(keepdims))).astype(x.dtype, copy=False)
+
+
+def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.sum(np.abs(_work(x)), axis=axes, keepdims=keep)
+
+
+def _l2(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _work(x, float_math=True)
+    return np.sqrt(np.sum(w * w, axis=axes, keepdims=keep))
+
+
+def _log_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.log(np.sum(_work(x, float_math=True), axis=axes, keepdims=keep))
+
+
+def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _work(x, float_math=True)
+    top = np.max(w, axis=axes, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0)
+    total = np.sum(np.exp(w - top), axis=axes, keepdims=True)
+    out = np.log(total) + top
+    return out if keep else np.squeeze(out, axis=axes)
+
+
+def _extreme(ufunc: np.ufunc, bound: str) -> Reducer:
+    def reducer(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+        if x.dtype == np.bool_:
+            initial = bound == "max"
+        elif x.dtype.kind in "iu":
+            info = np.iinfo(x.dtype)
+            initial = info.min if bound == "min" else info.max
+        else:
+            initial = -np.inf if bound == "min" else np.inf
+        return ufunc.reduce(x, axis=axes, keepdims=keep, initial=x.dtype.type(initial))
+
+    return reducer
+
+
+def _mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.mean(_work(x, float_math=True), axis=axes, keepdims=keep)
+
+
+def _prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _work(x)
+    return np.prod(w, axis=axes, keepdims=keep, dtype=w.dtype)
+
+
+def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _work(x)
+    return np.sum(w, axis=axes, keepdims=keep, dtype=w.dtype)
+
+
+def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _work(x)
+    return np.sum(w * w, axis=axes, keepdims=keep, dtype=w.dtype)
+
+
+def _register(
+    name: str, attr_versions: tuple[int, ...], input_versions: tuple[int, ...], fn: Reducer
+) -> None:
+    """Register ``name`` with ``axes`` as an attribute and, in later versions, as an input."""
+
+    def with_axes_attribute(data: np.ndarray, *, axes: list[int] | None = None, keepdims: int = 1):
+        return _reduce(fn, data, axes, keepdims, 0)
+
+    def with_axes_input(
+        data: np.ndarray,
+        axes: np.ndarray | None = None,
+        *,
+        keepdims: int = 1,
+        noop_with_empty_axes: int = 0,
+    ) -> np.ndarray:
+        return _reduce(fn, data, axes, keepdims, noop_with_empty_axes)
+
+    for kernel, versions in (
+        (with_axes_attribute, attr_versions),
+        (with_axes_input, input_versions),
+    ):
+        kernel.__doc__ = f"{name}: reduce ``data`` over ``axes`` ({fn.__name__.strip('_')})."
+        kernel.__qualname__ = f"{name}.{kernel.__name__}"
+        op(name, *versions)(kernel)
+
+
+_register("ReduceL1", (1, 11, 13), (18,), _l1)
+_register("ReduceL2", (1, 11, 13), (18,), _l2)
+_register("ReduceLogSum", (1, 11, 13), (18, 28), _log_sum)
+_register("ReduceLogSumExp", (1, 11, 13), (18, 28), _log_sum_exp)
+_register("ReduceMax", (1, 11, 12, 13), (18, 20), _extreme(np.maximum, "min"))
+_register("ReduceMean", (1, 11, 13), (18,), _mean)
+_register("ReduceMin", (1, 11, 12, 13), (18, 20), _extreme(np.minimum, "max"))
+_register("ReduceProd", (1, 11, 13), (18,), _prod)
+_register("ReduceSum", (1, 11), (13,), _sum)
+_register("ReduceSumSquare", (1, 11, 13), (18,), _sum_square)
+
+
+# -- losses ------------------------------------------------------------------------------------
+
+
+def _nll(
+    log_prob: np.ndarray,
+    target: np.ndarray,
+    weight: np.ndarray | None,
+    ignore_index: int | None,
+    reduction: str,
+) -> np.ndarray:
+    """Return the (weighted) negative log likelihood of ``target`` classes, reduced."""
+    if log_prob.ndim < 2 or target.shape != (log_prob.shape[0], *log_prob.shape[2:]):
+        raise ValueError(
+            f"expected input (N, C, d1..dk) and target (N, d1..dk), found input "
+            f"{log_prob.shape} and target {target.shape}"
+        )
+    labels = target.astype(np.int64)
+    valid = np.ones(labels.shape, bool) if ignore_index is None else labels != ignore_index
+    n_classes = log_prob.shape[1]
+    if np.any(valid & ((labels < 0) | (labels >= n_classes))):
+        raise ValueError(
+            f"target holds a class outside [0, {n_classes}) (ignore_index {ignore_index})"
+        )
+    safe = np.where(valid, labels, 0)
+    work = _work(log_prob)
+    picked = np.take_along_axis(work, np.expand_dims(safe, 1), axis=1).squeeze(1)
+    w = np.ones(labels.shape, work.dtype) if weight is None else _work(weight)[safe]
+    w = np.where(valid, w, 0).astype(work.dtype)
+    loss = -picked * w
+    if reduction == "none":
+        out = loss
+    elif reduction == "sum":
+        out = np.sum(loss)
+    elif reduction == "mean":
+        out = np.sum(loss) / np.sum(w)
+    else:
+        raise ValueError(f"reduction must be 'none', 'sum' or 'mean', found {reduction!r}")
+    return np.asarray(out).astype(log_prob.dtype, copy=False)
+
+
+@op("NegativeLogLikelihoodLoss", 12, 13, 22)
+def negative_log_likelihood_loss(
+    input: np.ndarray,
+    target: np.ndarray,
+    weight: np.ndarray | None = None,
+    *,
+    ignore_index: int | None = None,
+    reduction: str = "mean",
+) -> np.ndarray:
+    """Return the negative log likelihood loss of log-probabilities ``input`` (N, C, ...)."""
+    return _nll(input, target, weight, ignore_index, reduction)
+
+
+@op("SoftmaxCrossEntropyLoss", 12, 13)
+def softmax_cross_entropy_loss(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    ignore_index: int | None = None,
+    reduction: str = "mean",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (loss, log_prob): the NLL loss of log-softmax over the class axis 1."""
+    work = _work(scores)
+    shifted = work - np.max(work, axis=1, keepdims=True)
+    log_prob = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    loss = _nll(log_prob, labels, weights, ignore_index, reduction)
+    return loss.astype(scores.dtype, copy=False), log_prob.astype(scores.dtype, copy=False)
