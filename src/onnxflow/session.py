@@ -18,6 +18,7 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
+from onnxflow.runtime.context import reset_run_options, set_run_options
 from onnxflow.values import NodeArg, np_dtype, value_type_str
 
 
@@ -102,7 +103,11 @@ class InferenceSession:
         """Run the model on ``input_feed``; return the requested outputs (all when None)."""
         indices = self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
-        results = self.plan.run(args)
+        token = set_run_options(run_options)
+        try:
+            results = self.plan.run(args)
+        finally:
+            reset_run_options(token)
         protected = _roots(input_feed.values(), self.plan.template)
         return [_detach(results[i], protected) for i in indices]
 
