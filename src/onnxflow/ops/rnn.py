@@ -1,0 +1,281 @@
+"""Recurrent networks: RNN, LSTM, GRU (every version; layout 1 from version 14).
+
+One driver runs a cell over time for each direction. The input projection ``X @ W.T + Wb`` of
+every time step is computed in one matmul up front; the loop over time only does the recurrent
+part. ``sequence_lens`` is honoured with masks: past a batch entry's length its state is frozen
+and its output is zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnxflow.ops.registry import op
+
+Activation = Callable[[np.ndarray], np.ndarray]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1)
+
+
+# name -> (function of (x, alpha, beta), default alpha or None if unused, default beta or None)
+_ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], float | None, float | None]] = {
+    "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
+    "tanh": (lambda x, a, b: np.tanh(x), None, None),
+    "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
+    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
+    "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
+    "thresholdedrelu": (lambda x, a, b: np.where(x >= a, x, 0), 1.0, None),
+    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 0.2, 0.5),
+    "elu": (lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))), 1.0, None),
+    "softsign": (lambda x, a, b: x / (1 + np.abs(x)), None, None),
+    "softplus": (lambda x, a, b: np.logaddexp(x, 0), None, None),
+}
+
+
+def _activations(
+    names: list[str] | None,
+    alphas: list[float] | None,
+    betas: list[float] | None,
+    defaults: list[str],
+    n_dirs: int,
+    dtype: np.dtype,
+) -> list[list[Activation]]:
+    """Resolve the activation list into one list of callables per direction.
+
+    ``activation_alpha``/``activation_beta`` are consumed in order by the functions that take
+    them; a list naming only one direction's functions serves both directions.
+    """
+    names = list(defaults) if not names else list(names)
+    per_dir = len(defaults)
+    if len(names) == per_dir and n_dirs == 2:
+        names = names * 2
+    if len(names) != per_dir * n_dirs:
+        raise ValueError(
+            f"activations lists {len(names)} functions, expected {per_dir} per direction "
+            f"x {n_dirs} direction(s)"
+        )
+    alpha_iter, beta_iter = iter(alphas or []), iter(betas or [])
+    resolved: list[Activation] = []
+    for name in names:
+        entry = _ACTIVATIONS.get(name.lower())
+        if entry is None:
+            raise ValueError(f"unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}")
+        fn, alpha, beta = entry
+        a = dtype.type(next(alpha_iter, alpha)) if alpha is not None else None
+        b = dtype.type(next(beta_iter, beta)) if beta is not None else None
+        resolved.append(lambda x, fn=fn, a=a, b=b: fn(x, a, b))
+    return [resolved[d * per_dir : (d + 1) * per_dir] for d in range(n_dirs)]
+
+
+@dataclass
+class _Weights:
+    """One direction's parameters, already split into input and recurrent parts."""
+
+    xw: np.ndarray  # (T, B, G*H): X @ W.T + Wb for every step
+    r: np.ndarray  # (G*H, H)
+    rb: np.ndarray  # (G*H,)
+    p: np.ndarray | None  # (3*H,) LSTM peepholes i, o, f
+
+
+Cell = Callable[[_Weights, int, list[np.ndarray], list[Activation]], list[np.ndarray]]
+
+
+def _run(
+    cell: Cell,
+    n_gates: int,
+    n_states: int,
+    inputs: tuple[np.ndarray | None, ...],
+    *,
+    hidden_size: int | None,
+    direction: str,
+    layout: int,
+    acts: tuple[list[str] | None, list[float] | None, list[float] | None, list[str]],
+    peepholes: np.ndarray | None = None,
+) -> tuple[np.ndarray, ...]:
+    """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM)."""
+    x, w, r, b, seq_lens, *initial = inputs
+    dirs = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
+    if direction not in dirs:
+        raise ValueError(
+            f"direction must be forward, reverse or bidirectional, found {direction!r}"
+        )
+    n_dirs = len(dirs[direction])
+    if layout:
+        x = x.transpose(1, 0, 2)
+        initial = [None if s is None else s.transpose(1, 0, 2) for s in initial]
+    work = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    seq, batch, _ = x.shape
+    hidden = r.shape[-1]
+    if w.shape[0] != n_dirs or w.shape[1] != n_gates * hidden or (hidden_size or hidden) != hidden:
+        raise ValueError(
+            f"W has shape {w.shape}, expected ({n_dirs}, {n_gates}*{hidden}, input_size) for "
+            f"direction {direction!r} and hidden_size {hidden_size or hidden}"
+        )
+    lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
+    functions = _activations(*acts[:3], acts[3], n_dirs, work)
+    xs = x.astype(work, copy=False)
+    ys, finals = [], []
+    for d, backwards in enumerate(dirs[direction]):
+        bias = np.zeros(2 * n_gates * hidden, work) if b is None else b[d].astype(work)
+        weights = _Weights(
+            xw=xs @ w[d].astype(work).T + bias[: n_gates * hidden],
+            r=r[d].astype(work),
+            rb=bias[n_gates * hidden :],
+            p=None if peepholes is None else peepholes[d].astype(work),
+        )
+        states = [
+            np.zeros((batch, hidden), work) if s is None else s[d].astype(work)
+            for s in (initial + [None] * n_states)[:n_states]
+        ]
+        y = np.zeros((seq, batch, hidden), work)
+        for t in reversed(range(seq)) if backwards else range(seq):
+            valid = (t < lens)[:, None]
+            new = cell(weights, t, states, functions[d])
+            states = [np.where(valid, n, s) for n, s in zip(new, states)]
+            y[t] = np.where(valid, new[0], 0)
+        ys.append(y)
+        finals.append(states)
+    y_all = np.stack(ys, axis=1)  # (T, D, B, H)
+    outs = [y_all] + [np.stack([f[i] for f in finals]) for i in range(n_states)]
+    if layout:
+        outs = [outs[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in outs[1:]]
+    return tuple(o.astype(x.dtype, copy=False) for o in outs)
+
+
+def _clipper(clip: float | None) -> Activation:
+    return (lambda v: v) if clip is None else (lambda v: np.clip(v, -clip, clip))
+
+
+@op("RNN", 1, 7, 14, 22)
+def rnn(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None = None,
+    sequence_lens: np.ndarray | None = None,
+    initial_h: np.ndarray | None = None,
+    *,
+    activation_alpha: list[float] | None = None,
+    activation_beta: list[float] | None = None,
+    activations: list[str] | None = None,
+    clip: float | None = None,
+    direction: str = "forward",
+    hidden_size: int | None = None,
+    layout: int = 0,
+    output_sequence: int = 0,
+) -> tuple[np.ndarray, ...]:
+    """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
+    bound = _clipper(clip)
+
+    def cell(p: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
+        return [f[0](bound(p.xw[t] + s[0] @ p.r.T + p.rb))]
+
+    return _run(
+        cell,
+        1,
+        1,
+        (x, w, r, b, sequence_lens, initial_h),
+        hidden_size=hidden_size,
+        direction=direction,
+        layout=layout,
+        acts=(activations, activation_alpha, activation_beta, ["Tanh"]),
+    )
+
+
+@op("LSTM", 1, 7, 14, 22)
+def lstm(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None = None,
+    sequence_lens: np.ndarray | None = None,
+    initial_h: np.ndarray | None = None,
+    initial_c: np.ndarray | None = None,
+    p: np.ndarray | None = None,
+    *,
+    activation_alpha: list[float] | None = None,
+    activation_beta: list[float] | None = None,
+    activations: list[str] | None = None,
+    clip: float | None = None,
+    direction: str = "forward",
+    hidden_size: int | None = None,
+    input_forget: int = 0,
+    layout: int = 0,
+    output_sequence: int = 0,
+) -> tuple[np.ndarray, ...]:
+    """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
+    bound = _clipper(clip)
+
+    def cell(q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
+        h, c = s
+        pre = q.xw[t] + h @ q.r.T + q.rb
+        gi, go, gf, gc = np.split(pre, 4, axis=1)
+        pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
+        i = f[0](bound(gi + pi * c))
+        forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
+        c_new = forget * c + i * f[1](bound(gc))
+        o = f[0](bound(go + po * c_new))
+        return [o * f[2](c_new), c_new]
+
+    return _run(
+        cell,
+        4,
+        2,
+        (x, w, r, b, sequence_lens, initial_h, initial_c),
+        hidden_size=hidden_size,
+        direction=direction,
+        layout=layout,
+        acts=(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh", "Tanh"]),
+        peepholes=p,
+    )
+
+
+@op("GRU", 1, 3, 7, 14, 22)
+def gru(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None = None,
+    sequence_lens: np.ndarray | None = None,
+    initial_h: np.ndarray | None = None,
+    *,
+    activation_alpha: list[float] | None = None,
+    activation_beta: list[float] | None = None,
+    activations: list[str] | None = None,
+    clip: float | None = None,
+    direction: str = "forward",
+    hidden_size: int | None = None,
+    layout: int = 0,
+    linear_before_reset: int = 0,
+    output_sequence: int = 0,
+) -> tuple[np.ndarray, ...]:
+    """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
+    bound = _clipper(clip)
+
+    def cell(q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
+        (h,) = s
+        xz, xr, xh = np.split(q.xw[t], 3, axis=1)
+        rz, rr, rh = np.split(q.r, 3)
+        bz, br, bh = np.split(q.rb, 3)
+        z = f[0](bound(xz + h @ rz.T + bz))
+        reset = f[0](bound(xr + h @ rr.T + br))
+        recurrent = reset * (h @ rh.T + bh) if linear_before_reset else (reset * h) @ rh.T + bh
+        cand = f[1](bound(xh + recurrent))
+        return [(1 - z) * cand + z * h]
+
+    return _run(
+        cell,
+        3,
+        1,
+        (x, w, r, b, sequence_lens, initial_h),
+        hidden_size=hidden_size,
+        direction=direction,
+        layout=layout,
+        acts=(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh"]),
+    )
