@@ -1,0 +1,527 @@
+"""Convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv, CausalConvWithState,
+Col2Im.
+
+All work on channels-first tensors ``(N, C, D1, ..., Dn)`` of any spatial rank. A convolution is
+an im2col (one strided copy per kernel element into a ``(N, C, K, *out)`` column buffer) followed
+by one batched GEMM over the groups; ConvTranspose and Col2Im are the reverse: a GEMM, then a
+scatter-add of the columns into the image ("fold"). float16 and bfloat16 are computed in float32
+and rounded back once; integer convolutions accumulate in float64, which is exact for 8-bit
+operands (every partial sum stays far below 2**53).
+
+The window geometry helpers (:func:`spatial_geometry`, :func:`kernel_views`, :func:`pad_spatial`)
+are shared with :mod:`onnxflow.ops.pool`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from onnxflow.ops.registry import op
+
+_SAME = ("SAME_UPPER", "SAME_LOWER")
+
+
+# -- geometry shared with pooling ---------------------------------------------------------------
+def spatial_geometry(
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+    ceil_mode: int = 0,
+) -> tuple[list[int], list[int], list[int]]:
+    """Return ``(output sizes, begin pads, end pads)`` of a sliding window over ``spatial``."""
+    n = len(spatial)
+    strides = _per_axis(strides, n, "strides")
+    dilations = _per_axis(dilations, n, "dilations")
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if auto_pad in _SAME:
+        out = [-(-size // s) for size, s in zip(spatial, strides)]
+        total = [
+            max(0, (o - 1) * s + e - size) for o, s, e, size in zip(out, strides, extent, spatial)
+        ]
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+        return out, begin, [t - b for t, b in zip(total, begin)]
+    if auto_pad == "VALID":
+        out = [(size - e) // s + 1 for size, e, s in zip(spatial, extent, strides)]
+        return out, [0] * n, [0] * n
+    if auto_pad not in ("NOTSET", ""):
+        raise ValueError(
+            f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}"
+        )
+    pads = _per_axis(pads, 2 * n, "pads", fill=0)
+    begin, end = list(pads[:n]), list(pads[n:])
+    out = []
+    for size, e, s, b, a in zip(spatial, extent, strides, begin, end):
+        span = size + b + a - e
+        if span < 0:
+            raise ValueError(f"kernel extent {e} exceeds the padded input size {size + b + a}")
+        o = -(-span // s) + 1 if ceil_mode else span // s + 1
+        if ceil_mode and (o - 1) * s >= size + b:
+            o -= 1  # a window may not start in the end padding
+        out.append(o)
+    return out, begin, end
+
+
+def _per_axis(values: Sequence[int] | None, n: int, name: str, fill: int = 1) -> list[int]:
+    if values is None:
+        return [fill] * n
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} values, expected {n}")
+    return list(values)
+
+
+def pad_spatial(
+    x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0
+) -> np.ndarray:
+    """Return ``x`` padded with ``value`` on its spatial axes (axes 2...), or ``x`` itself."""
+    if not any(begin) and not any(end):
+        return x
+    if min(*begin, *end) < 0:
+        raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
+    return np.pad(x, [(0, 0), (0, 0), *zip(begin, end)], constant_values=value)
+
+
+def kernel_views(
+    xp: np.ndarray,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """Yield ``(kernel index, view (N, C, *out))`` for each kernel element over padded ``xp``."""
+    n = len(kernel)
+    strides = _per_axis(strides, n, "strides")
+    dilations = _per_axis(dilations, n, "dilations")
+    for index in np.ndindex(*kernel):
+        window = tuple(
+            slice(k * d, k * d + (o - 1) * s + 1, s)
+            for k, d, o, s in zip(index, dilations, out, strides)
+        )
+        yield index, xp[(..., *window)]
+
+
+# -- shared convolution core --------------------------------------------------------------------
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float64 stays float64; every other float type is computed in float32."""
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def _conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    group: int,
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+) -> np.ndarray:
+    """Return the convolution of ``x`` with ``w`` (no bias), in x's dtype."""
+    n, c, *spatial = x.shape
+    m, cg, *kernel = w.shape
+    if len(spatial) != len(kernel) or not spatial:
+        raise ValueError(
+            f"X has shape {x.shape} and W {w.shape}: expected equal spatial ranks >= 1"
+        )
+    if cg * group != c or m % group:
+        raise ValueError(
+            f"X has {c} channels and W shape {w.shape} with group={group}: expected "
+            f"W.shape[1] * group == C and W.shape[0] divisible by group"
+        )
+    out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
+    wm = w.reshape(group, m // group, -1)
+    y = np.empty((n, m, *out), dtype=x.dtype)
+    if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides or ()):
+        for b in range(n):
+            y[b] = _grouped_gemm(wm, x[b].reshape(c, -1)).reshape(m, *out)
+        return y
+    xp = pad_spatial(x, begin, end)
+    strides = strides or [1] * len(kernel)
+    extent = (kernel[0] - 1) * (dilations or [1])[0] + 1
+    row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
+    step = max(1, _CHUNK_BYTES // row_bytes)
+    for b in range(n):
+        for r0 in range(0, out[0], step):
+            r1 = min(out[0], r0 + step)
+            rows = xp[b, :, r0 * strides[0] : (r1 - 1) * strides[0] + extent]
+            cols = _im2col(rows, kernel, [r1 - r0, *out[1:]], strides, dilations)
+            y[b, :, r0:r1] = _grouped_gemm(wm, cols).reshape(m, r1 - r0, *out[1:])
+    return y
+
+
+#: Size of one im2col buffer: big enough for an efficient GEMM, small enough to stay cached and to
+#: be reused by the allocator instead of being page-faulted in afresh on every call.
+_CHUNK_BYTES = 1 << 22
+
+
+def _im2col(
+    xp: np.ndarray,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+) -> np.ndarray:
+    """Return the columns ``(C * K, P)`` of one padded image ``xp`` ``(C, *spatial)``."""
+    taps = math.prod(kernel)
+    cols = np.empty((xp.shape[0], taps, *out), dtype=xp.dtype)
+    for tap, (_, view) in enumerate(kernel_views(xp, kernel, out, strides, dilations)):
+        cols[:, tap] = view
+    return cols.reshape(xp.shape[0] * taps, -1)
+
+
+def _grouped_gemm(wm: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Return ``(M, P)`` from weights ``(G, M/G, C/G*K)`` and one image's columns ``(C*K, P)``."""
+    group = wm.shape[0]
+    if group == 1:
+        return wm[0] @ cols
+    cols = cols.reshape(group, -1, cols.shape[-1])
+    if wm.shape[1] == 1:  # depthwise: a weighted sum of each group's rows
+        return np.einsum("gk,gkp->gp", wm[:, 0], cols)
+    return np.matmul(wm, cols).reshape(-1, cols.shape[-1])
+
+
+def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    if b is not None:
+        if b.shape != (y.shape[1],):
+            raise ValueError(f"B has shape {b.shape}, expected ({y.shape[1]},)")
+        y += b.astype(y.dtype, copy=False).reshape(-1, *[1] * (y.ndim - 2))
+    return y
+
+
+# -- kernels ------------------------------------------------------------------------------------
+@op("Conv", 1, 11, 22)
+def conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the N-d convolution of X with W (kernel_shape taken from W), plus bias B."""
+    _check_kernel_shape(kernel_shape, w)
+    dtype = _compute_dtype(x.dtype)
+    y = _conv(
+        x.astype(dtype, copy=False),
+        w.astype(dtype, copy=False),
+        group,
+        strides,
+        dilations,
+        pads,
+        auto_pad,
+    )
+    return _add_bias(y, b).astype(x.dtype, copy=False)
+
+
+def _check_kernel_shape(kernel_shape: list[int] | None, w: np.ndarray) -> None:
+    if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
+        raise ValueError(f"kernel_shape {kernel_shape} does not match W's shape {w.shape}")
+
+
+@op("ConvTranspose", 1, 11, 22)
+def conv_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    output_padding: list[int] | None = None,
+    output_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the transposed convolution of X with W ``(C, M/group, *kernel)``, plus bias B."""
+    _check_kernel_shape(kernel_shape, w)
+    n, c, *spatial = x.shape
+    wc, mg, *kernel = w.shape
+    if wc != c or c % group or len(kernel) != len(spatial):
+        raise ValueError(
+            f"X has shape {x.shape} and W {w.shape} with group={group}: expected W.shape[0] == C "
+            "divisible by group and equal spatial ranks"
+        )
+    cg = c // group
+    begin, size = _transpose_geometry(
+        spatial, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape
+    )
+    dtype = _compute_dtype(x.dtype)
+    wt = w.astype(dtype, copy=False).reshape(group, cg, -1).transpose(0, 2, 1)
+    xg = x.astype(dtype, copy=False).reshape(n, group, cg, -1)
+    cols = np.matmul(wt, xg).reshape(n, group * mg, math.prod(kernel), *spatial)
+    y = _fold(cols, kernel, strides, dilations, begin, size)
+    return _add_bias(y, b).astype(x.dtype, copy=False)
+
+
+def _transpose_geometry(
+    spatial, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape
+) -> tuple[list[int], list[int]]:
+    """Return ``(begin pads, output sizes)`` of a ConvTranspose."""
+    n = len(spatial)
+    strides = _per_axis(strides, n, "strides")
+    dilations = _per_axis(dilations, n, "dilations")
+    extra = _per_axis(output_padding, n, "output_padding", fill=0)
+    full = [
+        s * (i - 1) + a + (k - 1) * d + 1
+        for s, i, a, k, d in zip(strides, spatial, extra, kernel, dilations)
+    ]
+    if output_shape is not None or auto_pad in _SAME:
+        if output_shape is None:
+            size = [i * s for i, s in zip(spatial, strides)]
+        else:
+            size = list(output_shape[-n:])
+        total = [f - o for f, o in zip(full, size)]
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+        return begin, size
+    if auto_pad == "VALID":
+        return [0] * n, full
+    if auto_pad not in ("NOTSET", ""):
+        raise ValueError(
+            f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}"
+        )
+    pads = _per_axis(pads, 2 * n, "pads", fill=0)
+    return list(pads[:n]), [f - b - e for f, b, e in zip(full, pads[:n], pads[n:])]
+
+
+def _fold(
+    cols: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    begin: Sequence[int],
+    size: Sequence[int],
+) -> np.ndarray:
+    """Scatter-add columns ``(N, C, K, *grid)`` into an image ``(N, C, *size)``.
+
+    Column ``(k, g)`` lands at ``g * stride + k * dilation - begin`` on each axis; what falls
+    outside the image is dropped.
+    """
+    n, c, _, *grid = cols.shape
+    rank = len(grid)
+    strides = _per_axis(strides, rank, "strides")
+    dilations = _per_axis(dilations, rank, "dilations")
+    shift = [max(0, -b) for b in begin]
+    frame = [
+        max(sh + (g - 1) * s + (k - 1) * d + 1, sh + b + o)
+        for sh, g, s, k, d, b, o in zip(shift, grid, strides, kernel, dilations, begin, size)
+    ]
+    buf = np.zeros((n, c, *frame), dtype=cols.dtype)
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        window = tuple(
+            slice(sh + k * d, sh + k * d + (g - 1) * s + 1, s)
+            for sh, k, d, g, s in zip(shift, index, dilations, grid, strides)
+        )
+        buf[(..., *window)] += cols[:, :, tap]
+    crop = tuple(slice(sh + b, sh + b + o) for sh, b, o in zip(shift, begin, size))
+    return buf[(..., *crop)]
+
+
+@op("Col2Im", 18)
+def col2im(
+    x: np.ndarray,
+    image_shape: np.ndarray,
+    block_shape: np.ndarray,
+    *,
+    dilations: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the image ``(N, C, *image_shape)`` whose blocks (summed where they overlap) are X."""
+    image = [int(v) for v in image_shape]
+    kernel = [int(v) for v in block_shape]
+    taps = math.prod(kernel)
+    n, rows, length = x.shape
+    grid, begin, _ = spatial_geometry(image, kernel, strides, dilations, pads, "NOTSET")
+    if rows % taps or math.prod(grid) != length:
+        raise ValueError(
+            f"input has shape {x.shape}: expected (N, C * {taps}, {math.prod(grid)}) for image "
+            f"{image} and blocks {kernel}"
+        )
+    cols = x.reshape(n, rows // taps, taps, *grid)
+    return _fold(cols, kernel, strides, dilations, begin, image)
+
+
+@op("ConvInteger", 10)
+def conv_integer(
+    x: np.ndarray,
+    w: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    w_zero_point: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the int32 convolution of ``x - x_zero_point`` with ``w - w_zero_point``."""
+    _check_kernel_shape(kernel_shape, w)
+    y = _integer_conv(x, x_zero_point, w, w_zero_point, group, strides, dilations, pads, auto_pad)
+    return y.astype(np.int32)
+
+
+def _integer_conv(x, x_zero, w, w_zero, group, strides, dilations, pads, auto_pad) -> np.ndarray:
+    """Return the exact integer convolution of zero-point-shifted 8-bit tensors, as float64."""
+    xf = x.astype(np.float64)
+    if x_zero is not None:
+        if np.size(x_zero) != 1:
+            raise ValueError(f"x_zero_point must be a scalar, got shape {np.shape(x_zero)}")
+        xf -= float(np.asarray(x_zero).reshape(()))
+    wf = w.astype(np.float64)
+    if w_zero is not None:
+        wf -= _per_channel(w_zero, w.shape[0], "w_zero_point").reshape(-1, *[1] * (w.ndim - 1))
+    return _conv(xf, wf, group, strides, dilations, pads, auto_pad)
+
+
+def _per_channel(value: np.ndarray, m: int, name: str) -> np.ndarray:
+    """Return a scalar or per-output-channel quantization parameter as a float64 vector."""
+    value = np.asarray(value, dtype=np.float64).reshape(-1)
+    if value.size not in (1, m):
+        raise ValueError(f"{name} has {value.size} values, expected 1 or {m} (output channels)")
+    return value
+
+
+@op("QLinearConv", 10)
+def qlinear_conv(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the quantized convolution, requantized to y_scale / y_zero_point (x's type)."""
+    _check_kernel_shape(kernel_shape, w)
+    acc = _integer_conv(x, x_zero_point, w, w_zero_point, group, strides, dilations, pads, auto_pad)
+    acc = _add_bias(acc, b)
+    m = w.shape[0]
+    scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
+    scale = (scale / np.float32(y_scale)).reshape(-1, *[1] * (acc.ndim - 2))
+    return _requantize(acc.astype(np.float32) * scale, y_zero_point)
+
+
+def _requantize(real: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """Return ``round_half_even(real) + zero_point`` saturated to the zero point's integer type."""
+    info = np.iinfo(zero_point.dtype)
+    q = np.rint(real) + float(np.asarray(zero_point).reshape(()))
+    return np.clip(q, info.min, info.max).astype(zero_point.dtype)
+
+
+@op("DeformConv", 19, 22)
+def deform_conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    offset: np.ndarray,
+    b: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    *,
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    offset_group: int = 1,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the N-d deformable convolution: each tap samples X (multilinearly, zero outside)
+    at its grid position plus its learned offset, scaled by the mask, before the GEMM."""
+    _check_kernel_shape(kernel_shape, w)
+    n, c, *spatial = x.shape
+    m, cg, *kernel = w.shape
+    rank, taps = len(spatial), math.prod(kernel)
+    if cg * group != c or m % group or c % offset_group:
+        raise ValueError(
+            f"X has {c} channels and W shape {w.shape}: expected W.shape[1] * group ({group}) == C "
+            f"and C divisible by offset_group ({offset_group})"
+        )
+    out, begin, _ = spatial_geometry(spatial, kernel, strides, dilations, pads, "NOTSET")
+    dtype = _compute_dtype(x.dtype)
+    off = offset.astype(dtype, copy=False).reshape(n, offset_group, taps, rank, *out)
+    scale = None if mask is None else mask.astype(dtype).reshape(n, offset_group, taps, 1, *out)
+    xg = x.astype(dtype, copy=False).reshape(n, offset_group, c // offset_group, -1)
+    grid = np.meshgrid(
+        *[np.arange(o) * s - p for o, s, p in zip(out, _per_axis(strides, rank, "strides"), begin)],
+        indexing="ij",
+    )
+    cols = np.empty((n, offset_group, c // offset_group, taps, *out), dtype=dtype)
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        taps_at = [
+            g + k * d for g, k, d in zip(grid, index, _per_axis(dilations, rank, "dilations"))
+        ]
+        pos = [off[:, :, tap, i] + taps_at[i] for i in range(rank)]
+        sampled = _sample(xg, spatial, pos)
+        cols[:, :, :, tap] = sampled if scale is None else sampled * scale[:, :, tap]
+    wm = w.astype(dtype, copy=False).reshape(group, m // group, -1)
+    y = np.stack([_grouped_gemm(wm, cols[i].reshape(c * taps, -1)) for i in range(n)])
+    return _add_bias(y.reshape(n, m, *out), b).astype(x.dtype, copy=False)
+
+
+def _sample(xg: np.ndarray, spatial: Sequence[int], pos: list[np.ndarray]) -> np.ndarray:
+    """Return ``xg`` ``(N, G, C, prod(spatial))`` interpolated multilinearly at positions
+    ``pos[i]`` ``(N, G, *out)`` per axis, as ``(N, G, C, *out)``; outside samples are zero."""
+    n, g, c, _ = xg.shape
+    out = pos[0].shape[2:]
+    low = [np.floor(p) for p in pos]
+    total = np.zeros((n, g, c, math.prod(out)), dtype=xg.dtype)
+    for corner in np.ndindex(*[2] * len(spatial)):
+        weight = np.ones(pos[0].shape, dtype=xg.dtype)
+        flat = np.zeros(pos[0].shape, dtype=np.int64)
+        for bit, p, lo, size in zip(corner, pos, low, spatial):
+            idx = lo + bit
+            weight *= (p - lo if bit else 1 - (p - lo)) * ((idx >= 0) & (idx < size))
+            flat = flat * size + np.clip(idx, 0, size - 1).astype(np.int64)
+        values = np.take_along_axis(xg, flat.reshape(n, g, 1, -1), axis=3)
+        total += values * weight.reshape(n, g, 1, -1)
+    return total.reshape(n, g, c, *out)
+
+
+@op("CausalConvWithState", 27)
+def causal_conv_with_state(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    past_state: np.ndarray | None = None,
+    *,
+    activation: str = "none",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the causal depthwise 1-d convolution of ``past_state ++ x`` (optionally SiLU'd)
+    and the new state: the last ``k - 1`` positions of that concatenation."""
+    if activation not in ("none", "silu", "swish"):
+        raise ValueError(f"activation must be 'none', 'silu' or 'swish', got {activation!r}")
+    batch, channels, length = x.shape
+    k = weight.shape[-1]
+    if weight.shape != (channels, 1, k):
+        raise ValueError(f"weight has shape {weight.shape}, expected ({channels}, 1, k)")
+    dtype = _compute_dtype(x.dtype)
+    if past_state is None:
+        past = np.zeros((batch, channels, k - 1), dtype=dtype)
+    else:
+        past = past_state.astype(dtype, copy=False)
+    seq = np.concatenate([past, x.astype(dtype, copy=False)], axis=2)
+    taps = weight.astype(dtype, copy=False)[:, 0]
+    y = np.zeros((batch, channels, length), dtype=dtype)
+    for j in range(k):
+        y += taps[:, j, None] * seq[:, :, j : j + length]
+    y = _add_bias(y, bias)
+    if activation != "none":
+        y = y / (1 + np.exp(-y))
+    return y.astype(x.dtype, copy=False), seq[:, :, seq.shape[2] - (k - 1) :].astype(x.dtype)
