@@ -257,7 +257,7 @@ def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
 def tile_v1(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """Return x repeated ``tiles`` times along the single ``axis``."""
     reps = [1] * x.ndim
-    reps[_axis(int(axis), x.ndim)] = int(tiles)
+    reps[_axis(_ints(axis)[0], x.ndim)] = _ints(tiles)[0]
     return np.tile(x, reps)
 
 

@@ -1,0 +1,402 @@
+"""Shape and indexing kernels: what the node suite does not pin down.
+
+Old versions' attribute forms, index dtypes, negative indices, the spec's clamping and ordering
+rules, inputs left untouched, and clear errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import onnxflow
+from onnxflow.errors import OnnxflowError
+
+I64 = np.int64
+
+
+def run(op, inputs, opset=21, n_out=1, **attrs):
+    """Run one ``op`` node on ``inputs`` (None = omitted) at ``opset``; return its outputs."""
+    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
+    while names and not names[-1]:
+        names.pop()
+    feeds = {n: v for n, v in zip(names, inputs) if n}
+    outs = [f"out{i}" for i in range(n_out)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, outs, **attrs)],
+        "g",
+        [
+            helper.make_tensor_value_info(
+                n,
+                TensorProto.STRING
+                if v.dtype == object
+                else helper.np_dtype_to_tensor_dtype(v.dtype),
+                v.shape,
+            )
+            for n, v in feeds.items()
+        ],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    results = onnxflow.InferenceSession(model).run(None, feeds)
+    return results if n_out > 1 else results[0]
+
+
+def i64(*values):
+    """Return an int64 tensor of the values, or of the one nested list given."""
+    if len(values) == 1 and isinstance(values[0], list):
+        return np.array(values[0], dtype=I64)
+    return np.array(values, dtype=I64)
+
+
+# -- never writing into inputs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "opset", "attrs", "inputs"),
+    [
+        (
+            "ScatterElements",
+            18,
+            {"reduction": "add"},
+            [np.zeros((2, 3)), i64([[0, 1, -1]]), np.ones((1, 3))],
+        ),
+        ("ScatterND", 18, {"reduction": "max"}, [np.zeros((2, 3)), i64([[1, -1]]), np.ones(1)]),
+        ("ScatterND", 13, {}, [np.zeros((2, 3)), i64([[0], [1]]), np.ones((2, 3))]),
+        ("Scatter", 9, {}, [np.zeros((2, 3)), i64([[1, 0, 1]]), np.ones((1, 3))]),
+        ("TensorScatter", 24, {}, [np.zeros((2, 4, 2)), np.ones((2, 1, 2)), i64(1, 3)]),
+        ("ReverseSequence", 10, {}, [np.arange(6.0).reshape(3, 2), i64(3, 2)]),
+        ("CumSum", 14, {"reverse": 1}, [np.arange(4.0), np.array(0)]),
+        ("TopK", 11, {}, [np.array([3.0, 1.0, 2.0]), i64(2)]),
+    ],
+)
+def test_inputs_are_not_mutated(op, opset, attrs, inputs):
+    before = [x.copy() for x in inputs]
+    run(op, inputs, opset=opset, n_out=2 if op == "TopK" else 1, **attrs)
+    for x, y in zip(inputs, before):
+        np.testing.assert_array_equal(x, y)
+
+
+# -- generators and metadata --------------------------------------------------------------------
+
+
+def test_shape_and_size_are_int64_and_shape_slices_with_clamping():
+    x = np.zeros((2, 3, 4, 5), np.float32)
+    assert run("Shape", [x], opset=1).dtype == I64
+    np.testing.assert_array_equal(run("Shape", [x], start=-3, end=-1), [3, 4])
+    np.testing.assert_array_equal(run("Shape", [x], start=-10, end=10), [2, 3, 4, 5])
+    assert run("Shape", [x], start=3, end=1).shape == (0,)
+    size = run("Size", [x])
+    assert size.dtype == I64 and size.shape == () and size == 120
+
+
+@pytest.mark.parametrize(
+    ("attrs", "expected"),
+    [
+        ({"value_float": 2.5}, np.array(2.5, np.float32)),
+        ({"value_floats": [1.0, 2.0]}, np.array([1.0, 2.0], np.float32)),
+        ({"value_int": 3}, np.array(3, I64)),
+        ({"value_ints": [1, 2]}, np.array([1, 2], I64)),
+        ({"value_string": "ab"}, np.array("ab", dtype=object)),
+        ({"value_strings": ["a", "b"]}, np.array(["a", "b"], dtype=object)),
+    ],
+)
+def test_constant_value_attributes(attrs, expected):
+    out = run("Constant", [], opset=13, **attrs)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_constant_sparse_value_with_flat_and_coordinate_indices():
+    values = helper.make_tensor("v", TensorProto.FLOAT, [2], [1.0, 2.0])
+    flat = helper.make_sparse_tensor(
+        values, helper.make_tensor("i", TensorProto.INT64, [2], [1, 7]), [2, 4]
+    )
+    coords = helper.make_sparse_tensor(
+        values, helper.make_tensor("i", TensorProto.INT64, [2, 2], [0, 1, 1, 3]), [2, 4]
+    )
+    expected = np.array([[0, 1, 0, 0], [0, 0, 0, 2]], np.float32)
+    np.testing.assert_array_equal(run("Constant", [], opset=11, sparse_value=flat), expected)
+    np.testing.assert_array_equal(run("Constant", [], opset=13, sparse_value=coords), expected)
+
+
+def test_constant_value_string_attribute_is_rejected_before_version_12():
+    with pytest.raises(OnnxflowError, match="value_int"):
+        run("Constant", [], opset=11, value_int=3)
+
+
+def test_constant_of_shape_and_eye_like():
+    out = run("ConstantOfShape", [i64()], opset=9)
+    assert out.shape == () and out.dtype == np.float32 and out == 0
+    value = helper.make_tensor("v", TensorProto.INT32, [1], [7])
+    out = run("ConstantOfShape", [i64(2, 0)], opset=20, value=value)
+    assert out.shape == (2, 0) and out.dtype == np.int32
+    eye = run("EyeLike", [np.zeros((3, 4), np.int32)], opset=9, k=1, dtype=TensorProto.DOUBLE)
+    np.testing.assert_array_equal(eye, np.eye(3, 4, k=1))
+    assert eye.dtype == np.float64
+    assert run("EyeLike", [np.zeros((2, 2), np.int8)], opset=22).dtype == np.int8
+
+
+@pytest.mark.parametrize(
+    ("start", "limit", "delta", "expected"),
+    [(3, 9, 3, [3, 6]), (10, 4, -2, [10, 8, 6]), (5, 1, 1, []), (0, 0, 1, [])],
+)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64, np.int16])
+def test_range_count_and_dtype(start, limit, delta, expected, dtype):
+    out = run(
+        "Range", [np.array(start, dtype), np.array(limit, dtype), np.array(delta, dtype)], opset=11
+    )
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, np.array(expected, dtype))
+
+
+def test_range_float_count_is_ceil_of_span_over_delta():
+    out = run(
+        "Range", [np.array(0.0, np.float32), np.array(1.0, np.float32), np.array(0.3, np.float32)]
+    )
+    assert out.shape == (4,)
+
+
+# -- reshaping ----------------------------------------------------------------------------------
+
+
+def test_reshape_zero_copies_dim_unless_allowzero():
+    x = np.zeros((0, 3), np.float32)
+    assert run("Reshape", [x, i64(0, 3)], opset=14).shape == (0, 3)
+    assert run("Reshape", [x, i64(3, 0)], opset=14, allowzero=1).shape == (3, 0)
+    y = np.arange(24.0).reshape(2, 3, 4)
+    assert run("Reshape", [y, i64(0, -1)], opset=13).shape == (2, 12)
+    assert run("Reshape", [y], opset=1, shape=[4, 0, -1]).shape == (4, 3, 2)
+    with pytest.raises(OnnxflowError, match="0 and -1"):
+        run("Reshape", [x, i64(0, -1)], opset=14, allowzero=1)
+
+
+def test_squeeze_unsqueeze_old_attribute_forms():
+    x = np.zeros((1, 3, 1), np.float32)
+    assert run("Squeeze", [x], opset=1, axes=[0]).shape == (3, 1)
+    assert run("Squeeze", [x], opset=11).shape == (3,)
+    assert run("Unsqueeze", [np.zeros((3, 4))], opset=1, axes=[0, 3]).shape == (1, 3, 4, 1)
+    assert run("Unsqueeze", [np.zeros((3, 4)), i64(-1, 0)], opset=13).shape == (1, 3, 4, 1)
+    with pytest.raises(OnnxflowError, match="size is not 1"):
+        run("Squeeze", [x, i64(1)], opset=13)
+
+
+def test_flatten_zero_axis_and_empty_input():
+    assert run("Flatten", [np.zeros((2, 3, 4))], axis=0).shape == (1, 24)
+    assert run("Flatten", [np.zeros((2, 0, 4))], axis=-1).shape == (0, 4)
+
+
+def test_concat_strings_empty_tensors_and_version_1_default_axis():
+    a, b = np.array([["a"]], dtype=object), np.array([["b", "c"]], dtype=object)
+    out = run("Concat", [a, b], axis=1)
+    assert out.dtype == object and out.tolist() == [["a", "b", "c"]]
+    out = run("Concat", [np.zeros((0, 3), np.float32), np.ones((2, 3), np.float32)], axis=0)
+    assert out.shape == (2, 3)
+    assert run("Concat", [np.zeros((2, 1)), np.zeros((2, 2))], opset=1).shape == (2, 3)
+
+
+def test_split_forms():
+    x = np.arange(10.0)
+    assert [p.tolist() for p in run("Split", [x], opset=13, n_out=2)] == [
+        [0, 1, 2, 3, 4],
+        [5, 6, 7, 8, 9],
+    ]
+    parts = run("Split", [x], opset=18, n_out=3, num_outputs=3)
+    assert [len(p) for p in parts] == [4, 4, 2]
+    assert [len(p) for p in run("Split", [x], opset=2, n_out=2, split=[3, 7])] == [3, 7]
+    assert [len(p) for p in run("Split", [x, i64(0, 10)], opset=13, n_out=2)] == [0, 10]
+    with pytest.raises(OnnxflowError, match="equal parts"):
+        run("Split", [x], opset=13, n_out=3)
+    with pytest.raises(OnnxflowError, match="do not add up"):
+        run("Split", [x, i64(3, 3)], opset=13, n_out=2)
+
+
+def test_slice_negative_step_clamps_start_to_last_and_end_to_before_first():
+    x = np.arange(5)
+    np.testing.assert_array_equal(run("Slice", [x, i64(-20), i64(-30), i64(0), i64(-1)]), [0])
+    np.testing.assert_array_equal(
+        run("Slice", [x, i64(100), i64(-100), i64(0), i64(-2)]), [4, 2, 0]
+    )
+    np.testing.assert_array_equal(run("Slice", [x], opset=1, starts=[1], ends=[-1]), [1, 2, 3])
+    with pytest.raises(OnnxflowError, match="step cannot be 0"):
+        run("Slice", [x, i64(0), i64(3), i64(0), i64(0)])
+
+
+def test_pad_attribute_versions_axes_and_negative_pads():
+    x = np.arange(6.0).reshape(2, 3)
+    out = run("Pad", [x], opset=2, pads=[0, 1, 0, 0], value=9.0)
+    np.testing.assert_array_equal(out, [[9, 0, 1, 2], [9, 3, 4, 5]])
+    out = run("Pad", [x], opset=1, paddings=[1, 0, 0, 0], mode="edge")
+    np.testing.assert_array_equal(out, [[0, 1, 2], [0, 1, 2], [3, 4, 5]])
+    out = run("Pad", [x, i64(1, 1), None, i64(-1)], opset=18)
+    np.testing.assert_array_equal(out, [[0, 0, 1, 2, 0], [0, 3, 4, 5, 0]])
+    out = run("Pad", [x, i64(0, -1, 0, 2)], opset=19, mode="wrap")
+    np.testing.assert_array_equal(out, [[1, 2, 1, 2], [4, 5, 4, 5]])
+    assert run("Pad", [x.astype(np.int8), i64(1, 0, 0, 0)], opset=13).dtype == np.int8
+
+
+def test_pad_strings_default_to_empty_string():
+    out = run("Pad", [np.array(["a"], dtype=object), i64(1, 0)], opset=13)
+    assert out.tolist() == ["", "a"]
+
+
+# -- gathering and scattering -------------------------------------------------------------------
+
+
+def test_negative_indices_in_gathers():
+    data = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(run("Gather", [data, np.array(-1, np.int32)]), data[-1])
+    np.testing.assert_array_equal(
+        run("Gather", [data, i64([-1, 0])], opset=1, axis=1), data[:, [3, 0]]
+    )
+    np.testing.assert_array_equal(
+        run("GatherElements", [data, i64([[-1], [0]])], axis=1), [[3], [4]]
+    )
+    np.testing.assert_array_equal(run("GatherND", [data, i64([[-1, -2], [0, 1]])]), [10, 1])
+    with pytest.raises(OnnxflowError, match="out of range"):
+        run("Gather", [data, i64(3)])
+
+
+def test_gather_nd_batch_dims():
+    data = np.arange(24.0).reshape(2, 3, 4)
+    out = run(
+        "GatherND", [data, i64([[[-1], [0]], [[1], [1]], [[0], [3]]][:2])], opset=12, batch_dims=1
+    )
+    assert out.shape == (2, 2, 4)
+    np.testing.assert_array_equal(out, [[data[0, 2], data[0, 0]], [data[1, 1], data[1, 1]]])
+    out = run("GatherND", [data, i64([[[3], [-4], [1]], [[0], [1], [2]]])], batch_dims=2)
+    np.testing.assert_array_equal(out, [[3, 4, 9], [12, 17, 22]])
+
+
+@pytest.mark.parametrize(
+    ("reduction", "expected"),
+    [("add", [1, 6, 9]), ("mul", [1, 6, 24]), ("max", [1, 3, 4]), ("min", [1, 1, 2])],
+)
+def test_scatter_nd_reductions_with_duplicate_and_negative_indices(reduction, expected):
+    data, indices = np.array([1.0, 1.0, 2.0]), i64([[-2], [2], [1], [-1]])
+    updates = np.array([2.0, 4.0, 3.0, 3.0])
+    out = run("ScatterND", [data, indices, updates], opset=18, reduction=reduction)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_scatter_nd_without_reduction_negative_index():
+    out = run("ScatterND", [np.zeros(3), i64([[-2], [2]]), np.array([5.0, 7.0])], opset=11)
+    np.testing.assert_array_equal(out, [0, 5, 7])
+
+
+def test_scatter_elements_duplicates_accumulate_and_negative_indices():
+    data = np.zeros((2, 3))
+    out = run(
+        "ScatterElements",
+        [data, i64([[0, -1, 0]]), np.array([[1.0, 2.0, 3.0]])],
+        opset=16,
+        axis=1,
+        reduction="add",
+    )
+    np.testing.assert_array_equal(out, [[4, 0, 2], [0, 0, 0]])
+
+
+def test_tensor_scatter_linear_and_circular():
+    cache = np.zeros((2, 4, 1))
+    update = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])
+    out = run("TensorScatter", [cache, update, i64(0, 3)], opset=24, mode="circular")
+    np.testing.assert_array_equal(out[..., 0], [[1, 2, 0, 0], [4, 0, 0, 3]])
+    out = run("TensorScatter", [cache, update], opset=24)
+    np.testing.assert_array_equal(out[..., 0], [[1, 2, 0, 0], [3, 4, 0, 0]])
+    with pytest.raises(OnnxflowError, match="exceeds"):
+        run("TensorScatter", [cache, update, i64(0, 3)], opset=24)
+
+
+# -- selecting, ordering, counting -------------------------------------------------------------
+
+
+def test_one_hot_negative_indices_off_in_version_9_wrap_from_11():
+    indices, depth, values = i64(-1, 1), i64(3), np.array([0, 5], np.int32)
+    np.testing.assert_array_equal(
+        run("OneHot", [indices, depth, values], opset=9), [[0, 0, 0], [0, 5, 0]]
+    )
+    out = run("OneHot", [indices, depth, values], opset=11, axis=0)
+    np.testing.assert_array_equal(out, [[0, 0], [0, 5], [5, 0]])
+    assert out.dtype == np.int32
+
+
+def test_unique_unsorted_matches_spec_example_and_outputs_int64():
+    y, idx, inv, cnt = run(
+        "Unique", [np.array([2, 1, 1, 3, 4, 3], np.float32)], opset=11, n_out=4, sorted=0
+    )
+    np.testing.assert_array_equal(y, [2, 1, 3, 4])
+    np.testing.assert_array_equal(idx, [0, 1, 3, 4])
+    np.testing.assert_array_equal(inv, [0, 1, 1, 2, 3, 2])
+    np.testing.assert_array_equal(cnt, [1, 2, 2, 1])
+    assert {a.dtype for a in (idx, inv, cnt)} == {np.dtype(I64)}
+
+
+def test_unique_sorted_along_axis_matches_spec_example_4():
+    x = np.array([[[1, 1], [0, 1], [2, 1], [0, 1]]] * 2, np.float32)
+    y, idx, inv, cnt = run("Unique", [x], opset=11, n_out=4, axis=1)
+    np.testing.assert_array_equal(y, [[[0, 1], [1, 1], [2, 1]]] * 2)
+    np.testing.assert_array_equal(idx, [1, 0, 2])
+    np.testing.assert_array_equal(inv, [1, 0, 2, 0])
+    np.testing.assert_array_equal(cnt, [2, 1, 1])
+
+
+def test_top_k_ties_lower_index_first_and_version_1_k_attribute():
+    x = np.array([[1, 3, 3, 2, 3]], np.uint64)
+    values, indices = run("TopK", [x, i64(3)], opset=11, n_out=2)
+    np.testing.assert_array_equal(indices, [[1, 2, 4]])
+    assert values.dtype == np.uint64 and indices.dtype == I64
+    _, indices = run("TopK", [x, i64(2)], opset=11, n_out=2, largest=0)
+    np.testing.assert_array_equal(indices, [[0, 3]])
+    _, indices = run("TopK", [x.astype(np.float32)], opset=1, n_out=2, k=2)
+    np.testing.assert_array_equal(indices, [[1, 2]])
+
+
+def test_arg_max_min_last_index_and_keepdims():
+    x = np.array([[1, 3, 3], [2, 2, 1]], np.float32)
+    out = run("ArgMax", [x], opset=12, axis=1, select_last_index=1, keepdims=0)
+    np.testing.assert_array_equal(out, [2, 1])
+    assert out.dtype == I64
+    out = run("ArgMin", [x], opset=1, axis=-1)
+    np.testing.assert_array_equal(out, [[0], [2]])
+
+
+def test_cum_sum_keeps_dtype_exclusive_reverse():
+    x = np.array([1, 2, 3], np.int32)
+    out = run("CumSum", [x, np.array(0, np.int32)], opset=11, exclusive=1, reverse=1)
+    np.testing.assert_array_equal(out, [5, 3, 0])
+    assert out.dtype == np.int32
+    out = run("CumProd", [x, i64(0)], opset=26, exclusive=1)
+    np.testing.assert_array_equal(out, [1, 1, 2])
+
+
+def test_compress_nonzero_and_trilu():
+    x = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(run("Compress", [x, np.array([False, True])], opset=9), [1])
+    nz = run("NonZero", [np.array([[0, 2], [3, 0]])], opset=9)
+    assert nz.dtype == I64
+    np.testing.assert_array_equal(nz, [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(
+        run("Trilu", [x, i64(1)], opset=14, upper=0), [[0, 1, 0], [3, 4, 5]]
+    )
+
+
+def test_depth_to_space_and_space_to_depth_are_inverse_in_both_modes():
+    x = np.arange(2 * 8 * 2 * 3, dtype=np.float32).reshape(2, 8, 2, 3)
+    for mode in ("DCR", "CRD"):
+        y = run("DepthToSpace", [x], opset=13, blocksize=2, mode=mode)
+        assert y.shape == (2, 2, 4, 6)
+        np.testing.assert_array_equal(run("SpaceToDepth", [y], opset=28, blocksize=2, mode=mode), x)
+
+
+def test_center_crop_pad_odd_crop_left_odd_pad_right():
+    x = np.arange(5.0)
+    np.testing.assert_array_equal(run("CenterCropPad", [x, i64(2)], opset=18), [1, 2])
+    np.testing.assert_array_equal(run("CenterCropPad", [x[:2], i64(5)], opset=18), [0, 0, 1, 0, 0])
+
+
+def test_expand_and_tile_versions():
+    out = run("Expand", [np.arange(3.0).reshape(3, 1), i64(2, 1, 4)], opset=8)
+    assert out.shape == (2, 3, 4) and out.flags.writeable
+    out = run("Tile", [np.arange(2.0).reshape(1, 2), i64(3), i64(1)], opset=1)
+    np.testing.assert_array_equal(out, [[0, 1, 0, 1, 0, 1]])
