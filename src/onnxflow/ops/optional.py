@@ -1,0 +1,40 @@
+"""Optionals: Optional, OptionalHasElement, OptionalGetElement.
+
+An optional holding a value is the value itself; an empty optional is ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import TypeProto
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.registry import op
+
+
+@op("Optional", 15, 28)
+def optional(value: Any = None, *, type: TypeProto | None = None) -> Any:
+    """Return an optional holding the input, or an empty one (``None``) when it is omitted."""
+    return value
+
+
+@op("OptionalHasElement", 15, 18, 28)
+def optional_has_element(value: Any = None) -> np.ndarray:
+    """Return a bool scalar: False for an omitted input or an empty optional, else True."""
+    return np.asarray(value is not None)
+
+
+@op("OptionalGetElement", 15, 18, 28, build=True)
+def optional_get_element(node: NodeContext) -> Callable[[Any], Any]:
+    """Return the optional's element; a plain tensor or sequence passes through unchanged."""
+    name = node.inputs[0] if node.inputs else ""
+
+    def get_element(value: Any = None) -> Any:
+        if value is None:
+            raise ValueError(f"input {name!r} is an empty optional; expected one holding a value")
+        return value
+
+    return get_element
