@@ -1,0 +1,246 @@
+"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul,
+MatMulInteger.
+
+=====================  ======================================
+QuantizeLinear         10, 13, 19, 21, 23, 24, 25, 28
+DequantizeLinear       10, 13, 19, 21, 23, 24, 25, 28
+DynamicQuantizeLinear  11
+QLinearMatMul          10, 21
+MatMulInteger          10
+=====================  ======================================
+
+The module-level :func:`quantize` and :func:`dequantize` implement the spec's formulas for every
+granularity (per tensor, per axis, blocked) and are shared with QLinearConv and ConvInteger.
+Later versions only add attributes and types, so one kernel serves every version of an op.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from onnxflow.ops.cast import E8M0, convert, is_float
+from onnxflow.ops.registry import op
+from onnxflow.values import np_dtype
+
+
+def quantize(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zero_point: np.ndarray | None,
+    axis: int,
+    block_size: int,
+    output_dtype_np: np.dtype,
+    saturate: bool,
+    precision: np.dtype | None = None,
+) -> np.ndarray:
+    """Return ``saturate(round(x / scale) + zero_point)`` as ``output_dtype_np``.
+
+    ``scale`` and ``zero_point`` are a scalar (per tensor), a 1-D tensor along ``axis`` (per
+    axis) or, with ``block_size > 0``, ``x``'s shape with ``axis`` divided in blocks. The
+    division runs in ``precision`` (default: the scale's type) and rounds half to even for
+    integer outputs; float outputs round to nearest even, and float 8 ones clamp out-of-range
+    values when ``saturate`` (see :func:`onnxflow.ops.cast.convert`). A missing ``zero_point``
+    is 0.
+    """
+    compute = np.dtype(precision or _arithmetic_dtype(scale.dtype))
+    scale = expand_param(scale, x.shape, axis, block_size, "scale")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scaled = (x.astype(compute) / scale.astype(compute)).astype(np.float64)
+    if zero_point is not None:
+        zero_point = expand_param(zero_point, x.shape, axis, block_size, "zero point")
+    return store_quantized(scaled, zero_point, np.dtype(output_dtype_np), saturate)
+
+
+def dequantize(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zero_point: np.ndarray | None,
+    axis: int,
+    block_size: int,
+    out_dtype: np.dtype,
+) -> np.ndarray:
+    """Return ``(x - zero_point) * scale`` as ``out_dtype``, multiplying in ``out_dtype``.
+
+    ``scale`` and ``zero_point`` are laid out as for :func:`quantize`; a missing
+    ``zero_point`` is 0. The subtraction is exact (integers in int64, floats in float64).
+    """
+    wide = np.float64 if is_float(x.dtype) else np.int64
+    diff = x.astype(wide)
+    if zero_point is not None:
+        diff = diff - expand_param(zero_point, x.shape, axis, block_size, "zero point").astype(wide)
+    scale = expand_param(scale, x.shape, axis, block_size, "scale")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(diff.astype(out_dtype) * scale.astype(out_dtype)).astype(out_dtype)
+
+
+def expand_param(
+    param: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int, what: str
+) -> np.ndarray:
+    """Return a scale or zero point shaped to broadcast against a tensor of ``shape``."""
+    rank = len(shape)
+    if param.size == 1 and param.ndim <= 1:
+        return param.reshape(())
+    axis = _normalize_axis(axis, rank)
+    if block_size > 0:
+        return _expand_blocked(param, shape, axis, block_size, what)
+    if param.ndim == 1:
+        if param.shape[0] != shape[axis]:
+            raise ValueError(
+                f"per-axis {what} has {param.shape[0]} values, expected {shape[axis]} "
+                f"(the size of axis {axis} of the input of shape {list(shape)})"
+            )
+        return param.reshape([-1 if d == axis else 1 for d in range(rank)])
+    raise ValueError(
+        f"{what} of shape {list(param.shape)} is neither a scalar nor 1-D, and block_size is "
+        f"not set (input shape {list(shape)})"
+    )
+
+
+def _expand_blocked(
+    param: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int, what: str
+) -> np.ndarray:
+    expected = [-(-d // block_size) if i == axis else d for i, d in enumerate(shape)]
+    if list(param.shape) != expected:
+        raise ValueError(
+            f"blocked {what} has shape {list(param.shape)}, expected {expected} for an input "
+            f"of shape {list(shape)}, axis {axis} and block_size {block_size}"
+        )
+    repeated = np.repeat(param, block_size, axis=axis)
+    return np.take(repeated, np.arange(shape[axis]), axis=axis)
+
+
+def store_quantized(
+    scaled: np.ndarray, zero_point: np.ndarray | None, dtype: np.dtype, saturate: bool
+) -> np.ndarray:
+    """Return ``scaled + zero_point`` in a quantized ``dtype``.
+
+    Integer outputs round ``scaled`` half to even before adding the zero point and clamp to the
+    type's range; float outputs convert ``scaled + zero_point`` (see ``convert``).
+    """
+    zp = 0.0 if zero_point is None else zero_point.astype(np.float64)
+    if is_float(dtype):
+        return convert(np.asarray(scaled + zp, dtype=np.float64), dtype, saturate=bool(saturate))
+    info = ml_dtypes.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        q = np.clip(np.rint(scaled) + zp, int(info.min), int(info.max))
+        return np.asarray(q.astype(dtype))
+
+
+def _arithmetic_dtype(dtype: np.dtype) -> np.dtype:
+    """Return the type a scale's arithmetic runs in: its own, or float32 if it has none."""
+    return dtype if is_float(dtype) and dtype != E8M0 else np.dtype(np.float32)
+
+
+def _normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for an input of rank {rank}")
+    return axis % rank
+
+
+@op("QuantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def quantize_linear(
+    x: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    saturate: int = 1,
+    output_dtype: int = 0,
+    block_size: int = 0,
+    precision: int = 0,
+) -> np.ndarray:
+    """Quantize ``x``; the output type is ``output_dtype``, else the zero point's, else uint8."""
+    dtype = np.dtype(np.uint8) if y_zero_point is None else y_zero_point.dtype
+    if output_dtype:
+        dtype = np_dtype(output_dtype)
+        if y_zero_point is not None and y_zero_point.dtype != dtype:
+            raise ValueError(
+                f"output_dtype is {dtype} but y_zero_point has type {y_zero_point.dtype}"
+            )
+    compute = np_dtype(precision) if precision else None
+    return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+
+
+@op("DequantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def dequantize_linear(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    block_size: int = 0,
+    output_dtype: int = 0,
+) -> np.ndarray:
+    """Dequantize ``x``; the output type is ``output_dtype``, else the scale's type."""
+    if output_dtype:
+        dtype = np_dtype(output_dtype)
+    elif x_scale.dtype == E8M0:
+        raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
+    else:
+        dtype = x_scale.dtype
+    return dequantize(x, x_scale, x_zero_point, axis, block_size, dtype)
+
+
+@op("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return ``(y, y_scale, y_zero_point)``: x quantized to uint8 over its range widened to 0.
+
+    An all-zero (or empty) ``x`` gets scale 0 and zero point 0 rather than dividing by zero.
+    """
+    low = np.minimum(np.float32(0), x.min(initial=np.float32(0)))
+    high = np.maximum(np.float32(0), x.max(initial=np.float32(0)))
+    scale = np.float32((high - low) / np.float32(255))
+    if scale == 0:
+        zero = np.zeros((), dtype=np.uint8)
+        return np.zeros(x.shape, dtype=np.uint8), np.asarray(scale), zero
+    zero = np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
+    y = quantize(x, np.asarray(scale), zero, 1, 0, np.dtype(np.uint8), True)
+    return y, np.asarray(scale), zero
+
+
+def _rows(param: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Lay a per-row vector of an ``[..., M, K]`` operand out as ``[M, 1]``."""
+    if param.ndim == 1 and param.size > 1 and matrix.ndim >= 2:
+        return param.reshape(-1, 1)
+    return param
+
+
+def _centered(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """Return ``q - zero_point`` in float64 (exact for every 8-bit integer and float type)."""
+    centered = q.astype(np.float64)
+    return centered if zero_point is None else centered - zero_point.astype(np.float64)
+
+
+@op("QLinearMatMul", 10, 21)
+def qlinear_matmul(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+) -> np.ndarray:
+    """Return the quantized product of two quantized matrices, typed like ``y_zero_point``.
+
+    ``a``'s scale and zero point may be per row, ``b``'s per column.
+    """
+    a_real = _centered(a, _rows(a_zero_point, a)) * _rows(a_scale, a).astype(np.float64)
+    b_real = _centered(b, b_zero_point) * b_scale.astype(np.float64)
+    scaled = np.matmul(a_real, b_real) / y_scale.astype(np.float64)
+    return store_quantized(scaled, y_zero_point, y_zero_point.dtype, True)
+
+
+@op("MatMulInteger", 10)
+def matmul_integer(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """Return ``(a - a_zero_point) @ (b - b_zero_point)`` as int32 (zero points per row/column)."""
+    a_zp = None if a_zero_point is None else _rows(a_zero_point, a)
+    product = np.matmul(_centered(a, a_zp), _centered(b, b_zero_point))
+    return np.asarray(product.astype(np.int64).astype(np.int32))
