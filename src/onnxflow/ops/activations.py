@@ -1,0 +1,249 @@
+"""Activation functions and the Softmax family.
+
+Rectifiers   Relu LeakyRelu PRelu ThresholdedRelu Elu Selu Celu Shrink
+Smooth       Sigmoid HardSigmoid HardSwish Softplus Softsign Mish Gelu Swish SwiGLU
+Normalizers  Softmax LogSoftmax Hardmax
+
+Kernels compute in the input's dtype (float16 and bfloat16 included), with constants converted
+to that dtype so that NumPy promotion never widens the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxflow.ops.elementwise import erf
+from onnxflow.ops.registry import op
+
+
+def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Return ``result`` as an array of x's dtype."""
+    return np.asarray(result).astype(x.dtype, copy=False)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """Return 1 / (1 + exp(-x)) in x's dtype, without overflow for large |x|."""
+    e = np.exp(-np.abs(x))
+    r = x.dtype.type(1) / (x.dtype.type(1) + e)
+    return np.where(x >= 0, r, e * r)
+
+
+# -- rectifiers -------------------------------------------------------------------------------
+@op("Relu", 1, 6, 13, 14)
+def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Return max(x, 0)."""
+    return np.asarray(np.maximum(x, 0))
+
+
+@op("LeakyRelu", 1, 6, 16)
+def leaky_relu(
+    x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: list[int] | None = None
+) -> np.ndarray:
+    """Return x where x >= 0, else alpha * x."""
+    return _like(np.where(x < 0, x * x.dtype.type(alpha), x), x)
+
+
+@op("PRelu", 1, 6)
+def prelu_legacy(
+    x: np.ndarray, slope: np.ndarray, *, consumed_inputs: list[int] | None = None
+) -> np.ndarray:
+    """Return PRelu; a 1-D slope that does not broadcast applies per channel (axis 1)."""
+    if slope.ndim == 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1] != x.shape[-1]:
+        slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+    return prelu(x, slope)
+
+
+@op("PRelu", 7, 9, 16)
+def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """Return x where x >= 0, else slope * x (slope broadcasts to x)."""
+    return _like(np.where(x < 0, x * slope, x), x)
+
+
+@op("ThresholdedRelu", 10, 22)
+def thresholded_relu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Return x where x > alpha, else 0."""
+    return _like(np.where(x > x.dtype.type(alpha), x, 0), x)
+
+
+@op("Elu", 1, 6, 22)
+def elu(
+    x: np.ndarray, *, alpha: float = 1.0, consumed_inputs: list[int] | None = None
+) -> np.ndarray:
+    """Return x where x >= 0, else alpha * (exp(x) - 1)."""
+    return _like(np.where(x < 0, x.dtype.type(alpha) * np.expm1(x), x), x)
+
+
+@op("Selu", 1, 6, 22)
+def selu(
+    x: np.ndarray,
+    *,
+    alpha: float = 1.67326319217681884765625,
+    gamma: float = 1.05070102214813232421875,
+    consumed_inputs: list[int] | None = None,
+) -> np.ndarray:
+    """Return gamma * x where x > 0, else gamma * alpha * (exp(x) - 1)."""
+    c = x.dtype.type
+    return _like(c(gamma) * np.where(x > 0, x, c(alpha) * np.expm1(x)), x)
+
+
+@op("Celu", 12, 28)
+def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Return max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    a = x.dtype.type(alpha)
+    return _like(np.where(x > 0, x, a * np.expm1(x / a)), x)
+
+
+@op("Shrink", 9)
+def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
+    """Return x - bias where x > lambd, x + bias where x < -lambd, else 0."""
+    w = x.astype(np.float64) if x.dtype.kind in "iu" else x
+    c = w.dtype.type
+    return _like(np.where(w < c(-lambd), w + c(bias), np.where(w > c(lambd), w - c(bias), 0)), x)
+
+
+# -- smooth activations -----------------------------------------------------------------------
+@op("Sigmoid", 1, 6, 13)
+def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Return 1 / (1 + exp(-x))."""
+    return _like(_sigmoid(x), x)
+
+
+@op("HardSigmoid", 1, 6, 22)
+def hard_sigmoid(
+    x: np.ndarray,
+    *,
+    alpha: float = 0.2,
+    beta: float = 0.5,
+    consumed_inputs: list[int] | None = None,
+) -> np.ndarray:
+    """Return max(0, min(1, alpha * x + beta))."""
+    c = x.dtype.type
+    return _like(np.clip(x * c(alpha) + c(beta), c(0), c(1)), x)
+
+
+@op("HardSwish", 14, 22)
+def hard_swish(x: np.ndarray) -> np.ndarray:
+    """Return x * max(0, min(1, x / 6 + 0.5))."""
+    c = x.dtype.type
+    return _like(x * np.clip(x * c(1 / 6) + c(0.5), c(0), c(1)), x)
+
+
+@op("Softplus", 1, 22)
+def softplus(x: np.ndarray) -> np.ndarray:
+    """Return log(exp(x) + 1)."""
+    return _like(np.logaddexp(x, x.dtype.type(0)), x)
+
+
+@op("Softsign", 1, 22)
+def softsign(x: np.ndarray) -> np.ndarray:
+    """Return x / (1 + |x|)."""
+    return _like(x / (x.dtype.type(1) + np.abs(x)), x)
+
+
+@op("Mish", 18, 22)
+def mish(x: np.ndarray) -> np.ndarray:
+    """Return x * tanh(softplus(x))."""
+    return _like(x * np.tanh(np.logaddexp(x, x.dtype.type(0))), x)
+
+
+@op("Gelu", 20)
+def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
+    """Return x * Phi(x) (Phi the normal CDF), or its tanh approximation."""
+    c = x.dtype.type
+    if approximate == "none":
+        return _like(c(0.5) * x * (c(1) + erf(x * c(1 / math.sqrt(2)))), x)
+    if approximate == "tanh":
+        inner = c(math.sqrt(2 / math.pi)) * (x + c(0.044715) * x * x * x)
+        return _like(c(0.5) * x * (c(1) + np.tanh(inner)), x)
+    raise ValueError(f"Gelu attribute approximate must be 'none' or 'tanh', found {approximate!r}")
+
+
+@op("Swish", 24)
+def swish(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Return x * sigmoid(alpha * x)."""
+    return _like(x * _sigmoid(x * x.dtype.type(alpha)), x)
+
+
+@op("SwiGLU", 28)
+def swiglu(a: np.ndarray, b: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Return Swish_alpha(a) * b, for a and b of one shape."""
+    if a.shape != b.shape:
+        raise ValueError(f"SwiGLU inputs must have the same shape, found {a.shape} and {b.shape}")
+    return _like(a * _sigmoid(a * a.dtype.type(alpha)) * b, a)
+
+
+# -- softmax family ---------------------------------------------------------------------------
+def _softmax(w: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(w - w.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def _log_softmax(w: np.ndarray, axis: int) -> np.ndarray:
+    s = w - w.max(axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis, keepdims=True))
+
+
+def _hardmax(w: np.ndarray, axis: int) -> np.ndarray:
+    out = np.zeros_like(w)
+    np.put_along_axis(out, np.argmax(w, axis, keepdims=True), 1, axis)
+    return out
+
+
+Normalizer = Callable[[np.ndarray, int], np.ndarray]
+
+
+def _on_axis(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
+    """Apply ``fn`` along ``axis`` of x (opset >= 13 semantics)."""
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for an input of rank {x.ndim}")
+    if x.size == 0:
+        return np.empty_like(x)
+    return _like(fn(x, axis), x)
+
+
+def _on_2d(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
+    """Apply ``fn`` to x coerced to 2-D at ``axis`` (rows: dims before axis), opset < 13."""
+    if not -x.ndim <= axis <= x.ndim:
+        raise ValueError(f"axis {axis} is out of range for an input of rank {x.ndim}")
+    rows = math.prod(x.shape[: axis + x.ndim if axis < 0 else axis])
+    flat = x.reshape(rows, x.size // rows if rows else 0)
+    return _on_axis(fn, flat, 1).reshape(x.shape)
+
+
+@op("Softmax", 1, 11)
+def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
+    """Return softmax over the columns of x coerced to 2-D at axis."""
+    return _on_2d(_softmax, x, axis)
+
+
+@op("Softmax", 13)
+def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """Return exp(x) / sum(exp(x)) along axis."""
+    return _on_axis(_softmax, x, axis)
+
+
+@op("LogSoftmax", 1, 11)
+def log_softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
+    """Return log-softmax over the columns of x coerced to 2-D at axis."""
+    return _on_2d(_log_softmax, x, axis)
+
+
+@op("LogSoftmax", 13)
+def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """Return x - log(sum(exp(x))) along axis."""
+    return _on_axis(_log_softmax, x, axis)
+
+
+@op("Hardmax", 1, 11)
+def hardmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
+    """Return one-hot of the first maximum per row of x coerced to 2-D at axis."""
+    return _on_2d(_hardmax, x, axis)
+
+
+@op("Hardmax", 13)
+def hardmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """Return 1 at the first maximum along axis and 0 elsewhere."""
+    return _on_axis(_hardmax, x, axis)
