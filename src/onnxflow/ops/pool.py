@@ -1,0 +1,382 @@
+"""Pooling: AveragePool, MaxPool (with Indices), LpPool, GlobalAveragePool, GlobalMaxPool,
+GlobalLpPool, MaxRoiPool, MaxUnpool, RoiAlign.
+
+Windowed pools pad once and then combine one strided view per kernel element (a loop over the
+kernel's taps, never over output pixels), with the window geometry of :mod:`onnxflow.ops.conv`.
+ROI pools loop over the regions and vectorise within each one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from onnxflow.ops.conv import kernel_views, pad_spatial, spatial_geometry
+from onnxflow.ops.registry import op
+
+if TYPE_CHECKING:
+    from onnxflow.compile.compiler import NodeContext
+
+
+# -- windowed pools -----------------------------------------------------------------------------
+def _windows(
+    x: np.ndarray,
+    kernel_shape: Sequence[int] | None,
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+    ceil_mode: int,
+    pad_value: float,
+) -> tuple[list[int], list[int], list[int], np.ndarray]:
+    """Return ``(out sizes, begin pads, end pads, padded x)`` of a pool over x's spatial axes.
+
+    The padded x also covers windows that ceil_mode lets run past the end padding.
+    """
+    spatial = x.shape[2:]
+    if kernel_shape is None or len(kernel_shape) != len(spatial):
+        raise ValueError(
+            f"kernel_shape {kernel_shape} must give one size per spatial axis of {x.shape}"
+        )
+    out, begin, end = spatial_geometry(
+        spatial, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode
+    )
+    reach = [
+        (o - 1) * s + (k - 1) * d + 1
+        for o, s, k, d in zip(
+            out, strides or [1] * len(out), kernel_shape, dilations or [1] * len(out)
+        )
+    ]
+    frame_end = [max(e, r - size - b) for e, r, size, b in zip(end, reach, spatial, begin)]
+    return out, begin, end, pad_spatial(x, begin, frame_end, pad_value)
+
+
+@op("AveragePool", 1, 7, 10, 11, 19, 22)
+def average_pool(
+    x: np.ndarray,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    count_include_pad: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the mean over each window; padding counts only with count_include_pad=1."""
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    out, begin, end, xp = _windows(
+        work, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, 0
+    )
+    total = np.zeros((*x.shape[:2], *out), dtype=work.dtype)
+    for _, view in kernel_views(xp, kernel_shape, out, strides, dilations):
+        total += view
+    spatial = x.shape[2:]
+    if count_include_pad:
+        lo, hi = [-b for b in begin], [size + e for size, e in zip(spatial, end)]
+    else:
+        lo, hi = [0] * len(spatial), list(spatial)
+    total /= _window_counts(out, begin, kernel_shape, strides, dilations, lo, hi).astype(work.dtype)
+    return total.astype(x.dtype, copy=False)
+
+
+def _window_counts(out, begin, kernel, strides, dilations, lo, hi) -> np.ndarray:
+    """Return how many taps of each window fall in the box ``[lo, hi)`` (input coordinates)."""
+    n = len(out)
+    counts = np.ones((), dtype=np.int64)
+    for axis in range(n):
+        s = (strides or [1] * n)[axis]
+        d = (dilations or [1] * n)[axis]
+        pos = np.arange(out[axis])[:, None] * s - begin[axis] + np.arange(kernel[axis]) * d
+        inside = ((pos >= lo[axis]) & (pos < hi[axis])).sum(axis=1)
+        counts = np.multiply.outer(counts, inside)
+    return counts
+
+
+@op("MaxPool", 1, 8, 10, 11, 12, 22, build=True)
+def max_pool(
+    node: NodeContext,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    storage_order: int = 0,
+    strides: list[int] | None = None,
+) -> Callable[[np.ndarray], np.ndarray | tuple[np.ndarray, np.ndarray]]:
+    """Return the max over each window and, when the node asks for it, the flat Indices of each
+    max in the unpadded input (row-major, or column-major over the spatial axes with
+    storage_order=1)."""
+    geometry = (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    with_indices = node.n_outputs > 1 and bool(node.outputs[1])
+
+    def run(x: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        lowest = np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer) else -np.inf
+        out, begin, _, xp = _windows(x, *geometry, lowest)
+        views = kernel_views(xp, kernel_shape, out, strides, dilations)
+        best = next(views)[1].copy()
+        if not with_indices:
+            for _, view in views:
+                np.maximum(best, view, out=best)
+            return best
+        tap = np.zeros(best.shape, dtype=np.int64)
+        for index, view in views:
+            better = view > best
+            best = np.where(better, view, best)
+            tap = np.where(better, np.ravel_multi_index(index, kernel_shape), tap)
+        return best, _flat_indices(
+            tap, x.shape, out, begin, kernel_shape, strides, dilations, storage_order
+        )
+
+    return run
+
+
+def _flat_indices(tap, shape, out, begin, kernel, strides, dilations, storage_order) -> np.ndarray:
+    """Return the flat input index of each window's chosen tap."""
+    n = len(out)
+    spatial = shape[2:]
+    taps = np.unravel_index(tap, kernel)
+    flat = np.zeros(tap.shape, dtype=np.int64)
+    order = range(n) if storage_order == 0 else reversed(range(n))
+    for axis in order:
+        s = (strides or [1] * n)[axis]
+        d = (dilations or [1] * n)[axis]
+        grid = np.arange(out[axis]).reshape(-1, *[1] * (n - 1 - axis)) * s - begin[axis]
+        flat = flat * spatial[axis] + grid + taps[axis] * d
+    plane = np.arange(shape[0] * shape[1]).reshape(shape[0], shape[1], *[1] * n)
+    return plane * math.prod(spatial) + flat
+
+
+@op("LpPool", 1, 2, 11, 18, 22)
+def lp_pool(
+    x: np.ndarray,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    kernel_shape: list[int] | None = None,
+    p: float = 2,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return the p-norm of each window (padding contributes zeros)."""
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    out, _, _, xp = _windows(work, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, 0)
+    total = np.zeros((*x.shape[:2], *out), dtype=work.dtype)
+    power = work.dtype.type(p)
+    for _, view in kernel_views(np.abs(xp) ** power, kernel_shape, out, strides, dilations):
+        total += view
+    return (total ** (1 / power)).astype(x.dtype, copy=False)
+
+
+# -- global pools -------------------------------------------------------------------------------
+def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
+    if x.ndim < 3:
+        raise ValueError(f"expected (N, C, D1, ...) with at least one spatial axis, got {x.shape}")
+    return tuple(range(2, x.ndim))
+
+
+@op("GlobalAveragePool", 1, 22)
+def global_average_pool(x: np.ndarray) -> np.ndarray:
+    """Return the mean over all spatial axes, keeping them as size 1."""
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    return work.mean(axis=_spatial_axes(x), keepdims=True).astype(x.dtype, copy=False)
+
+
+@op("GlobalMaxPool", 1, 22)
+def global_max_pool(x: np.ndarray) -> np.ndarray:
+    """Return the max over all spatial axes, keeping them as size 1."""
+    return x.max(axis=_spatial_axes(x), keepdims=True)
+
+
+@op("GlobalLpPool", 1, 2, 22)
+def global_lp_pool(x: np.ndarray, *, p: float = 2) -> np.ndarray:
+    """Return the p-norm over all spatial axes, keeping them as size 1."""
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    power = work.dtype.type(p)
+    total = (np.abs(work) ** power).sum(axis=_spatial_axes(x), keepdims=True)
+    return (total ** (1 / power)).astype(x.dtype, copy=False)
+
+
+# -- unpooling ----------------------------------------------------------------------------------
+@op("MaxUnpool", 9, 11, 22)
+def max_unpool(
+    x: np.ndarray,
+    indices: np.ndarray,
+    output_shape: np.ndarray | None = None,
+    *,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Return zeros with each X value placed where its flat index I (MaxPool's Indices into the
+    input the attributes imply) points; an explicit output_shape keeps those coordinates."""
+    if indices.shape != x.shape:
+        raise ValueError(f"I has shape {indices.shape}, expected X's shape {x.shape}")
+    n = x.ndim - 2
+    if kernel_shape is None or len(kernel_shape) != n:
+        raise ValueError(f"kernel_shape {kernel_shape} must give one size per spatial axis")
+    strides = strides or [1] * n
+    pads = pads or [0] * (2 * n)
+    pooled_from = [*x.shape[:2]] + [
+        (size - 1) * s + k - pads[i] - pads[i + n]
+        for i, (size, s, k) in enumerate(zip(x.shape[2:], strides, kernel_shape))
+    ]
+    flat = indices.reshape(-1)
+    shape = pooled_from
+    if output_shape is not None:
+        shape = [int(v) for v in output_shape]
+        if len(shape) != x.ndim:
+            raise ValueError(f"output_shape {shape} must have rank {x.ndim}")
+        flat = np.ravel_multi_index(np.unravel_index(flat, pooled_from), shape)
+    y = np.zeros(math.prod(shape), dtype=x.dtype)
+    y[flat] = x.reshape(-1)
+    return y.reshape(shape)
+
+
+# -- region-of-interest pools -------------------------------------------------------------------
+@op("MaxRoiPool", 1, 22)
+def max_roi_pool(
+    x: np.ndarray,
+    rois: np.ndarray,
+    *,
+    pooled_shape: list[int] | None = None,
+    spatial_scale: float = 1.0,
+) -> np.ndarray:
+    """Return the max over each of pooled_shape bins of every ROI ``[batch, x1, y1, x2, y2]``
+    (corners scaled and rounded to pixels, inclusive); empty bins are 0."""
+    if pooled_shape is None or len(pooled_shape) != 2:
+        raise ValueError(f"pooled_shape must be [height, width], got {pooled_shape}")
+    _, c, height, width = x.shape
+    y = np.zeros((rois.shape[0], c, *pooled_shape), dtype=x.dtype)
+    for r, (batch, *corners) in enumerate(rois.astype(np.float64)):
+        x1, y1, x2, y2 = (int(np.sign(v) * np.floor(abs(v) * spatial_scale + 0.5)) for v in corners)
+        rows = _roi_bins(y1, max(y2 - y1 + 1, 1), pooled_shape[0], height)
+        cols = _roi_bins(x1, max(x2 - x1 + 1, 1), pooled_shape[1], width)
+        image = x[int(batch)]
+        for i, (r0, r1) in enumerate(rows):
+            if r1 <= r0:
+                continue
+            band = image[:, r0:r1].max(axis=1)
+            for j, (c0, c1) in enumerate(cols):
+                if c1 > c0:
+                    y[r, :, i, j] = band[:, c0:c1].max(axis=1)
+    return y
+
+
+def _roi_bins(start: int, length: int, bins: int, limit: int) -> list[tuple[int, int]]:
+    """Return the ``[begin, end)`` pixel range of each bin of a ROI side, clipped to the image."""
+    size = length / bins
+    return [
+        (
+            min(max(start + math.floor(i * size), 0), limit),
+            min(max(start + math.ceil((i + 1) * size), 0), limit),
+        )
+        for i in range(bins)
+    ]
+
+
+@op("RoiAlign", 10)
+def roi_align_10(
+    x: np.ndarray,
+    rois: np.ndarray,
+    batch_indices: np.ndarray,
+    *,
+    mode: str = "avg",
+    output_height: int = 1,
+    output_width: int = 1,
+    sampling_ratio: int = 0,
+    spatial_scale: float = 1.0,
+) -> np.ndarray:
+    """RoiAlign before coordinate_transformation_mode: always 'output_half_pixel'."""
+    return roi_align(
+        x,
+        rois,
+        batch_indices,
+        coordinate_transformation_mode="output_half_pixel",
+        mode=mode,
+        output_height=output_height,
+        output_width=output_width,
+        sampling_ratio=sampling_ratio,
+        spatial_scale=spatial_scale,
+    )
+
+
+@op("RoiAlign", 16, 22)
+def roi_align(
+    x: np.ndarray,
+    rois: np.ndarray,
+    batch_indices: np.ndarray,
+    *,
+    coordinate_transformation_mode: str = "half_pixel",
+    mode: str = "avg",
+    output_height: int = 1,
+    output_width: int = 1,
+    sampling_ratio: int = 0,
+    spatial_scale: float = 1.0,
+) -> np.ndarray:
+    """Return ``(num_rois, C, output_height, output_width)``: each bin is the average (or max)
+    of a grid of bilinear samples; in max mode each sample is the largest weighted corner."""
+    if mode not in ("avg", "max"):
+        raise ValueError(f"mode must be 'avg' or 'max', got {mode!r}")
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise ValueError(
+            "coordinate_transformation_mode must be 'half_pixel' or 'output_half_pixel', got "
+            f"{coordinate_transformation_mode!r}"
+        )
+    half_pixel = coordinate_transformation_mode == "half_pixel"
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    shape = (output_height, output_width)
+    y = np.zeros((rois.shape[0], x.shape[1], *shape), dtype=work.dtype)
+    for r, (roi, batch) in enumerate(zip(rois.astype(np.float64), batch_indices)):
+        start = roi[[1, 0]] * spatial_scale - (0.5 if half_pixel else 0.0)
+        extent = roi[[3, 2]] * spatial_scale - (0.5 if half_pixel else 0.0) - start
+        if not half_pixel:
+            extent = np.maximum(extent, 1.0)
+        taps = [
+            _bilinear_taps(start[a], extent[a], shape[a], sampling_ratio, x.shape[2 + a])
+            for a in range(2)
+        ]
+        y[r] = _roi_bins_reduce(work[int(batch)], taps, shape, mode)
+    return y.astype(x.dtype, copy=False)
+
+
+def _bilinear_taps(
+    start: float, extent: float, bins: int, sampling_ratio: int, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Return the two neighbour pixels and their weights for every sample along one ROI side,
+    and the number of samples per bin. Samples more than a pixel outside get zero weight."""
+    grid = sampling_ratio if sampling_ratio > 0 else math.ceil(extent / bins)
+    step = extent / bins
+    pos = (start + np.arange(bins)[:, None] * step + (np.arange(grid) + 0.5) * step / grid).ravel()
+    valid = (pos >= -1.0) & (pos <= size)
+    pos = np.maximum(pos, 0.0)
+    low = np.floor(pos).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    high = np.where(edge, size - 1, low + 1)
+    frac = np.where(edge, 0.0, pos - low)
+    return low, high, (1 - frac) * valid, frac * valid, grid
+
+
+def _roi_bins_reduce(
+    image: np.ndarray, taps: list, shape: tuple[int, int], mode: str
+) -> np.ndarray:
+    """Return ``(C, *shape)``: bilinear samples of ``image`` reduced over each bin's grid."""
+    (y_low, y_high, wy_low, wy_high, gy), (x_low, x_high, wx_low, wx_high, gx) = taps
+    c = image.shape[0]
+    if gy * gx == 0:
+        return np.zeros((c, *shape), dtype=image.dtype)
+    corners = [
+        image[:, rows[:, None], cols[None, :]] * np.multiply.outer(wy, wx).astype(image.dtype)
+        for rows, wy in ((y_low, wy_low), (y_high, wy_high))
+        for cols, wx in ((x_low, wx_low), (x_high, wx_high))
+    ]
+    grid = (c, shape[0], gy, shape[1], gx)
+    if mode == "max":
+        return np.maximum.reduce(corners).reshape(grid).max(axis=(2, 4))
+    return sum(corners).reshape(grid).sum(axis=(2, 4)) / image.dtype.type(gy * gx)
