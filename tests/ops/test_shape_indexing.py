@@ -158,6 +158,13 @@ def test_range_float_count_is_ceil_of_span_over_delta():
     assert out.shape == (4,)
 
 
+def test_range_accepts_one_element_tensors_and_rejects_zero_delta():
+    out = run("Range", [i64(2), i64(8), i64(3)])
+    np.testing.assert_array_equal(out, [2, 5])
+    with pytest.raises(OnnxflowError, match="delta cannot be 0"):
+        run("Range", [i64(2), i64(8), i64(0)])
+
+
 # -- reshaping ----------------------------------------------------------------------------------
 
 
@@ -206,6 +213,7 @@ def test_split_forms():
     assert [len(p) for p in parts] == [4, 4, 2]
     assert [len(p) for p in run("Split", [x], opset=2, n_out=2, split=[3, 7])] == [3, 7]
     assert [len(p) for p in run("Split", [x, i64(0, 10)], opset=13, n_out=2)] == [0, 10]
+    assert [len(p) for p in run("Split", [x, i64()], opset=13, n_out=2)] == [5, 5]
     with pytest.raises(OnnxflowError, match="equal parts"):
         run("Split", [x], opset=13, n_out=3)
     with pytest.raises(OnnxflowError, match="do not add up"):

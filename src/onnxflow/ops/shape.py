@@ -26,7 +26,7 @@ def _axis(axis: int, rank: int) -> int:
     """Return ``axis`` made non-negative for a tensor of ``rank``; raise if out of range."""
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    return axis % rank if rank else 0
+    return axis % rank
 
 
 @op("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
@@ -178,7 +178,7 @@ def split(
     n, uneven = node.n_outputs, node.opset >= 18
 
     def run(x: np.ndarray, sizes: np.ndarray | None = None) -> tuple:
-        given = split if sizes is None else _ints(sizes)
+        given = split if sizes is None or sizes.size == 0 else _ints(sizes)
         return _split(x, axis, given, n, uneven)
 
     return run
@@ -278,16 +278,19 @@ def range_(
 
     float16/bfloat16 inputs are computed in float32 when ``stash_type`` is 1 (version 27).
     """
-    dtype = np.asarray(start).dtype
+    s, l, d = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
+    if d == 0:
+        raise ValueError("Range delta cannot be 0")
+    dtype = s.dtype
     if dtype.kind in "iu":
-        return np.arange(int(start), int(limit), int(delta), dtype=np.int64).astype(dtype)
+        return np.arange(int(s), int(l), int(d), dtype=np.int64).astype(dtype)
     work = np.float32 if dtype.itemsize == 2 and stash_type == 1 else dtype
-    s, l, d = (np.asarray(v).astype(work) for v in (start, limit, delta))
+    s, l, d = (np.asarray(v, dtype=work) for v in (s, l, d))
     count = max(math.ceil(float((l - s) / d)), 0)
     return (s + np.arange(count).astype(work) * d).astype(dtype)
 
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 
 def _pad(
@@ -307,7 +310,7 @@ def _pad(
     data = data[crop]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
     if mode != "constant":
-        return np.pad(data, widths, mode=_PAD_MODES[mode])
+        return np.pad(data, widths, mode=mode)
     if value is None:
         value = "" if data.dtype == object else 0
     return np.pad(
