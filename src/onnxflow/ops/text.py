@@ -23,13 +23,13 @@ def _pool_table(pool: list, ngram_counts: list[int], ngram_indexes: list[int]) -
     for n, (start, end) in enumerate(itertools.pairwise(bounds), start=1):
         if start > end or (end - start) % n:
             raise ValueError(
-                f"TfIdfVectorizer: pool[{start}:{end}] cannot hold whole {n}-grams "
+                f"pool[{start}:{end}] cannot hold whole {n}-grams "
                 f"(ngram_counts {ngram_counts}, pool size {len(pool)})"
             )
         grams += [tuple(pool[i : i + n]) for i in range(start, end, n)]
     if len(grams) != len(ngram_indexes):
         raise ValueError(
-            f"TfIdfVectorizer: the pool holds {len(grams)} n-grams but ngram_indexes has "
+            f"the pool holds {len(grams)} n-grams but ngram_indexes has "
             f"{len(ngram_indexes)} entries"
         )
     return {gram: i for i, gram in enumerate(grams)}
