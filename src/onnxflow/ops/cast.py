@@ -203,8 +203,11 @@ def cast(
     node: NodeContext, *, to: int | str, saturate: int = 1, round_mode: str = "up"
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Return a kernel converting its input to the element type ``to`` (see :func:`convert`)."""
-    dtype = target_dtype(to)
-    _check_round_mode(round_mode)
+    try:
+        dtype = target_dtype(to)
+        _check_round_mode(round_mode)
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
     return functools.partial(convert, dtype=dtype, saturate=bool(saturate), round_mode=round_mode)
 
 

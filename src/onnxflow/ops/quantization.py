@@ -60,18 +60,18 @@ def dequantize(
     block_size: int,
     out_dtype: np.dtype,
 ) -> np.ndarray:
-    """Return ``(x - zero_point) * scale`` as ``out_dtype``, multiplying in ``out_dtype``.
+    """Return ``(x - zero_point) * scale`` as ``out_dtype``.
 
     ``scale`` and ``zero_point`` are laid out as for :func:`quantize`; a missing
-    ``zero_point`` is 0. The subtraction is exact (integers in int64, floats in float64).
+    ``zero_point`` is 0. The subtraction is exact and the product is rounded once, to
+    ``out_dtype``.
     """
     wide = np.float64 if is_float(x.dtype) else np.int64
     diff = x.astype(wide)
     if zero_point is not None:
         diff = diff - expand_param(zero_point, x.shape, axis, block_size, "zero point").astype(wide)
-    scale = expand_param(scale, x.shape, axis, block_size, "scale")
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(diff.astype(out_dtype) * scale.astype(out_dtype)).astype(out_dtype)
+    scale = expand_param(scale, x.shape, axis, block_size, "scale").astype(np.float64)
+    return convert(np.asarray(diff * scale, dtype=np.float64), np.dtype(out_dtype))
 
 
 def expand_param(
