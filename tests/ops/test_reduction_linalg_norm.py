@@ -1,0 +1,367 @@
+"""Reductions, linear algebra, normalization, attention and losses: beyond the node suite.
+
+Identity elements of empty reductions for every dtype, noop_with_empty_axes on composite
+reductions, dtypes kept for float16 and bfloat16, legacy versions (Gemm broadcast, BatchNorm
+training outputs, Dropout masks), attention windows and GQA against small oracles, linear
+attention state chaining, inputs never mutated, and clear errors.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import onnxflow
+from onnxflow.errors import OnnxflowError
+
+F16 = np.float16
+F32 = np.float32
+BF16 = ml_dtypes.bfloat16
+RNG = np.random.default_rng(7)
+
+
+def run(op, inputs, opset=25, n_out=1, domain="", **attrs):
+    """Run one ``op`` node on ``inputs`` (None = omitted) at ``opset``; return its outputs."""
+    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
+    while names and not names[-1]:
+        names.pop()
+    feeds = {n: v for n, v in zip(names, inputs) if n}
+    outs = [f"out{i}" for i in range(n_out)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, outs, domain=domain, **attrs)],
+        "g",
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for n, v in feeds.items()
+        ],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, 1))
+    model = helper.make_model(graph, opset_imports=opsets)
+    results = onnxflow.InferenceSession(model).run(None, feeds)
+    return results if n_out > 1 else results[0]
+
+
+def randn(*shape, dtype=F32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def axes(*values):
+    return np.array(values, np.int64)
+
+
+# -- Reductions ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype", "expected"),
+    [
+        ("ReduceMax", np.int32, np.iinfo(np.int32).min),
+        ("ReduceMax", F32, -np.inf),
+        ("ReduceMax", np.bool_, False),
+        ("ReduceMin", np.uint8, 255),
+        ("ReduceMin", F16, np.inf),
+        ("ReduceProd", F32, 1),
+        ("ReduceSum", np.int64, 0),
+        ("ReduceLogSumExp", F32, -np.inf),
+        ("ReduceLogSum", F32, -np.inf),
+        ("ReduceL2", F32, 0),
+    ],
+)
+def test_empty_set_reduces_to_the_identity_element(op, dtype, expected):
+    y = run(op, [np.zeros((2, 0, 3), dtype), axes(1)], opset=20, keepdims=0)
+    assert y.dtype == dtype and y.shape == (2, 3)
+    assert np.all(y == np.asarray(expected, dtype))
+
+
+def test_noop_with_empty_axes_still_applies_the_non_reduction_steps():
+    x = randn(2, 3)
+    assert np.allclose(run("ReduceSumSquare", [x], opset=18, noop_with_empty_axes=1), x * x)
+    assert np.allclose(run("ReduceL1", [x, axes()], opset=18, noop_with_empty_axes=1), abs(x))
+    assert run("ReduceSum", [x], opset=13, noop_with_empty_axes=1).shape == (2, 3)
+
+
+def test_empty_axes_without_noop_reduce_everything():
+    x = randn(2, 3)
+    y = run("ReduceMean", [x, axes()], opset=18, keepdims=0)
+    assert y.shape == () and np.isclose(y, x.mean())
+
+
+def test_axes_attribute_in_early_versions():
+    x = randn(2, 3, 4)
+    y = run("ReduceSum", [x], opset=11, axes=[-1, 0], keepdims=0)
+    assert np.allclose(y, x.sum(axis=(0, 2)), atol=1e-6)
+    assert run("ReduceMax", [x], opset=13, axes=[1]).shape == (2, 1, 4)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_small_floats_keep_their_dtype_and_accumulate_wide(dtype):
+    x = np.full((4096,), 1, dtype)
+    y = run("ReduceSum", [x], opset=13, keepdims=0)
+    assert y.dtype == dtype and float(y) == 4096
+    assert run("ReduceMean", [x], opset=18).dtype == dtype
+
+
+def test_reduce_log_sum_exp_is_stable_for_large_values():
+    x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], F32)
+    y = run("ReduceLogSumExp", [x, axes(1)], opset=18, keepdims=0)
+    assert np.isclose(y[0], 1000 + np.log(2)) and y[1] == -np.inf
+
+
+def test_integer_sums_keep_the_integer_type():
+    y = run("ReduceSum", [np.array([[1, 2], [3, 4]], np.int32), axes(0)], opset=13)
+    assert y.dtype == np.int32 and y.tolist() == [[4, 6]]
+
+
+def test_bad_axis_is_a_clear_error():
+    with pytest.raises(OnnxflowError, match="axis 3 is out of range"):
+        run("ReduceSum", [randn(2, 3), axes(3)], opset=13)
+
+
+def test_reduction_does_not_mutate_its_input():
+    x = randn(3, 4)
+    before = x.copy()
+    run("ReduceLogSumExp", [x, axes(1)], opset=18)
+    run("ReduceL2", [x], opset=13, axes=[0])
+    assert np.array_equal(x, before)
+
+
+# -- Losses -------------------------------------------------------------------------------------
+
+
+def test_nll_mean_ignores_ignored_targets_in_the_denominator():
+    log_prob = np.log(np.full((3, 2), 0.5, F32))
+    target = np.array([0, 1, -1], np.int64)
+    y = run("NegativeLogLikelihoodLoss", [log_prob, target], opset=22, ignore_index=-1)
+    assert np.isclose(y, np.log(2))
+
+
+def test_nll_target_out_of_range_is_a_clear_error():
+    with pytest.raises(OnnxflowError, match="outside"):
+        run("NegativeLogLikelihoodLoss", [randn(2, 3), np.array([0, 3], np.int64)], opset=22)
+
+
+def test_softmax_cross_entropy_returns_log_prob_in_the_input_dtype():
+    scores = randn(2, 3, dtype=F16)
+    loss, log_prob = run(
+        "SoftmaxCrossEntropyLoss", [scores, np.array([0, 2], np.int32)], opset=13, n_out=2
+    )
+    assert loss.dtype == F16 and log_prob.dtype == F16 and loss.shape == ()
+    assert np.allclose(np.exp(log_prob.astype(F32)).sum(axis=1), 1, atol=1e-3)
+
+
+# -- Linear algebra -----------------------------------------------------------------------------
+
+
+def test_matmul_keeps_bfloat16_and_returns_arrays_for_vectors():
+    a, b = randn(2, 3, dtype=BF16), randn(3, 4, dtype=BF16)
+    assert run("MatMul", [a, b], opset=13).dtype == BF16
+    y = run("MatMul", [randn(3), randn(3)], opset=13)
+    assert isinstance(y, np.ndarray) and y.shape == () and y.dtype == F32
+
+
+def test_gemm_version_6_needs_broadcast_for_a_vector_c():
+    a, b, c = randn(2, 3), randn(3, 4), randn(4)
+    y = run("Gemm", [a, b, c], opset=6, broadcast=1, alpha=2.0, beta=0.5)
+    assert np.allclose(y, 2 * a @ b + 0.5 * c, atol=1e-5)
+    with pytest.raises(OnnxflowError, match="broadcast=0 expects C of shape"):
+        run("Gemm", [a, b, c], opset=6)
+
+
+def test_gemm_optional_c_and_transposes():
+    a, b = randn(3, 2), randn(4, 3)
+    assert np.allclose(run("Gemm", [a, b], opset=13, transA=1, transB=1), a.T @ b.T, atol=1e-5)
+
+
+def test_einsum_with_spaces_and_bfloat16():
+    a, b = randn(2, 3, dtype=BF16), randn(3, 4, dtype=BF16)
+    y = run("Einsum", [a, b], opset=12, equation="ij, jk -> ik")
+    assert y.dtype == BF16 and y.shape == (2, 4)
+
+
+def test_det_of_a_2d_matrix_is_a_0d_array():
+    y = run("Det", [np.array([[2.0, 1.0], [1.0, 3.0]], F32)], opset=22)
+    assert y.shape == () and np.isclose(y, 5)
+
+
+# -- Normalization ------------------------------------------------------------------------------
+
+
+def bn_inputs(dtype=F32):
+    x = randn(4, 3, 2, 2, dtype=dtype)
+    return [x, np.ones(3, dtype), np.zeros(3, dtype), np.zeros(3, dtype), np.ones(3, dtype)]
+
+
+def test_batchnorm_9_computes_batch_statistics_when_training_outputs_are_listed():
+    inputs = bn_inputs()
+    y, mean, var, saved_mean, saved_var = run("BatchNormalization", inputs, opset=9, n_out=5)
+    batch_mean = inputs[0].mean(axis=(0, 2, 3))
+    assert np.allclose(saved_mean, batch_mean, atol=1e-6)
+    assert np.allclose(mean, 0.1 * batch_mean, atol=1e-6)
+    batch_var = inputs[0].var(axis=(0, 2, 3))
+    assert np.allclose(saved_var, batch_var, atol=1e-5)
+    assert np.allclose(var, 0.9 + 0.1 * batch_var, atol=1e-5)
+    assert np.allclose(y.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+
+
+def test_batchnorm_6_in_test_mode_uses_the_given_statistics():
+    inputs = bn_inputs()
+    y = run("BatchNormalization", inputs, opset=6, is_test=1)
+    assert np.allclose(y, inputs[0] / np.sqrt(1 + 1e-5), atol=1e-6)
+
+
+def test_batchnorm_7_non_spatial_uses_per_feature_parameters():
+    x = randn(4, 3, 2)
+    ones, zeros = np.ones((3, 2), F32), np.zeros((3, 2), F32)
+    y = run("BatchNormalization", [x, ones, zeros, zeros, ones], opset=7, spatial=0)
+    assert np.allclose(y, x / np.sqrt(1 + 1e-5), atol=1e-6)
+
+
+def test_batchnorm_training_keeps_float16_and_does_not_mutate_running_stats():
+    inputs = bn_inputs(F16)
+    before = [a.copy() for a in inputs]
+    y, mean, var = run("BatchNormalization", inputs, opset=15, n_out=3, training_mode=1)
+    assert y.dtype == F16 and mean.dtype == F16 and var.dtype == F16
+    assert all(np.array_equal(a, b) for a, b in zip(inputs, before))
+
+
+def test_layer_normalization_stashes_statistics_in_float32():
+    x = randn(2, 3, 4, dtype=F16)
+    y, mean, inv_std = run("LayerNormalization", [x, np.ones(4, F16)], opset=17, n_out=3, axis=-1)
+    assert y.dtype == F16 and mean.dtype == F32 and inv_std.dtype == F32
+    assert mean.shape == (2, 3, 1)
+
+
+def test_group_normalization_18_takes_scale_per_group_and_21_per_channel():
+    x = randn(2, 4, 3)
+    per_group = run(
+        "GroupNormalization", [x, np.array([1, 2], F32), np.zeros(2, F32)], opset=18, num_groups=2
+    )
+    per_channel = run(
+        "GroupNormalization",
+        [x, np.array([1, 1, 2, 2], F32), np.zeros(4, F32)],
+        opset=21,
+        num_groups=2,
+    )
+    assert np.allclose(per_group, per_channel, atol=1e-6)
+
+
+def test_rms_normalization_output_takes_the_scale_dtype():
+    y = run("RMSNormalization", [randn(2, 4, dtype=F16), np.ones(4, F32)], opset=23)
+    assert y.dtype == F32
+
+
+def test_lp_normalization_of_a_zero_vector_is_zero():
+    y = run("LpNormalization", [np.array([[0.0, 0.0], [3.0, 4.0]], F32)], opset=22, p=2)
+    assert np.allclose(y, [[0, 0], [0.6, 0.8]])
+
+
+def test_lrn_matches_the_spec_window():
+    x = randn(1, 5, 2, 2)
+    y = run("LRN", [x], opset=13, size=3, alpha=0.5, beta=0.75, bias=2.0)
+    square = x * x
+    for c in range(5):
+        window = square[:, max(0, c - 1) : min(5, c + 2)].sum(axis=1)
+        assert np.allclose(y[:, c], x[:, c] / (2 + 0.5 / 3 * window) ** 0.75, atol=1e-6)
+
+
+# -- Dropout ------------------------------------------------------------------------------------
+
+
+def test_dropout_7_mask_has_the_data_type_and_10_is_boolean():
+    x = randn(2, 3)
+    y, mask = run("Dropout", [x], opset=7, n_out=2, ratio=0.3)
+    assert y is not None and np.array_equal(y, x) and mask.dtype == F32 and np.all(mask == 1)
+    _, mask = run("Dropout", [x], opset=10, n_out=2)
+    assert mask.dtype == np.bool_ and mask.all()
+
+
+def test_dropout_training_with_seed_is_repeatable_and_scales_kept_values():
+    x = randn(50, 20)
+    ratio, train = np.array(0.25, F32), np.array(True)
+    y1, m1 = run("Dropout", [x, ratio, train], opset=13, n_out=2, seed=5)
+    y2, m2 = run("Dropout", [x, ratio, train], opset=13, n_out=2, seed=5)
+    assert np.array_equal(m1, m2) and np.array_equal(y1, y2)
+    assert np.allclose(y1[m1], x[m1] / 0.75) and np.all(y1[~m1] == 0)
+    assert 0.15 < 1 - m1.mean() < 0.35
+
+
+def test_dropout_ratio_one_drops_everything():
+    y = run("Dropout", [randn(3, 3), np.array(1.0, F32), np.array(True)], opset=22)
+    assert np.all(y == 0)
+
+
+# -- Attention ----------------------------------------------------------------------------------
+
+
+def attention_oracle(q, k, v, allowed):
+    """Plain softmax attention on 4D inputs with a boolean allowed-keys mask."""
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    scores = np.where(allowed, scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def test_attention_25_window_with_causal():
+    q, k, v = randn(1, 2, 5, 4), randn(1, 2, 5, 4), randn(1, 2, 5, 3)
+    y = run("Attention", [q, k, v], opset=25, is_causal=1, left_window_size=1)
+    i, j = np.arange(5)[:, None], np.arange(5)[None, :]
+    assert np.allclose(y, attention_oracle(q, k, v, (j <= i) & (j >= i - 1)), atol=1e-5)
+
+
+def test_attention_gqa_equals_repeated_kv_heads():
+    q, k, v = randn(2, 4, 3, 8), randn(2, 2, 3, 8), randn(2, 2, 3, 8)
+    y = run("Attention", [q, k, v], opset=23)
+    expected = attention_oracle(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1), True)
+    assert np.allclose(y, expected, atol=1e-5)
+
+
+def test_attention_fully_masked_row_is_zero_and_inputs_unchanged():
+    q, k, v = randn(1, 1, 2, 4), randn(1, 1, 2, 4), randn(1, 1, 2, 4)
+    past_k, past_v = randn(1, 1, 1, 4), randn(1, 1, 1, 4)
+    mask = np.array([[True, True, True], [False, False, False]])
+    before = [a.copy() for a in (q, k, v, past_k, past_v)]
+    y, present_k, _, probs = run(
+        "Attention", [q, k, v, mask, past_k, past_v], opset=23, n_out=4, qk_matmul_output_mode=3
+    )
+    assert np.all(y[:, :, 1] == 0) and np.all(probs[:, :, 1] == 0)
+    assert present_k.shape == (1, 1, 3, 4)
+    assert all(np.array_equal(a, b) for a, b in zip((q, k, v, past_k, past_v), before))
+
+
+def test_attention_3d_without_num_heads_is_a_clear_error():
+    with pytest.raises(OnnxflowError, match="num_heads"):
+        run("Attention", [randn(1, 2, 8), randn(1, 2, 8), randn(1, 2, 8)], opset=23)
+
+
+def test_linear_attention_prefill_equals_token_by_token_decode():
+    b, t, h, d = 1, 4, 2, 3
+    q, k, v = randn(b, t, h * d), randn(b, t, h * d), randn(b, t, h * d)
+    decay, beta = -abs(randn(b, t, h)), np.full((b, t, h), 0.5, F32)
+    attrs = {"q_num_heads": h, "kv_num_heads": h, "update_rule": "gated_delta"}
+    full, state = run("LinearAttention", [q, k, v, None, decay, beta], opset=27, n_out=2, **attrs)
+    state_t = np.zeros((b, h, d, d), F32)
+    for s in range(t):
+        step = slice(s, s + 1)
+        out, state_t = run(
+            "LinearAttention",
+            [q[:, step], k[:, step], v[:, step], state_t, decay[:, step], beta[:, step]],
+            opset=27,
+            n_out=2,
+            **attrs,
+        )
+        assert np.allclose(out, full[:, step], atol=1e-5)
+    assert np.allclose(state, state_t, atol=1e-5)
+
+
+def test_rotary_embedding_preserves_norms_of_rotated_pairs():
+    x = randn(1, 2, 3, 4)
+    angles = RNG.uniform(0, 6, (8, 2)).astype(F32)
+    pos = np.array([[0, 5, 7]], np.int64)
+    y = run("RotaryEmbedding", [x, np.cos(angles), np.sin(angles), pos], opset=23)
+    pair = lambda a: a[..., :2] ** 2 + a[..., 2:] ** 2  # noqa: E731
+    assert np.allclose(pair(y), pair(x), atol=1e-5)
