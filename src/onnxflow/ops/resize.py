@@ -50,9 +50,8 @@ def _source_coords(
     x = np.arange(n_out, dtype=np.float64)
     if mode == "half_pixel":
         return (x + 0.5) / scale - 0.5
-    if mode == "half_pixel_symmetric":
-        adjustment = n_out / (n_in * scale)
-        return n_in / 2 * (1 - adjustment) + (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":  # offset = center * (1 - n_out / (n_in * scale))
+        return (n_in / 2 - n_out / (2 * scale)) + (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(x)
     if mode == "align_corners":  # the resized length is the fractional n_in * scale
@@ -109,7 +108,10 @@ def _resize_axis(
     """Resample ``y`` along ``axis`` at the input positions ``x``."""
     n_in = y.shape[axis]
     if mode == "nearest":
-        idx = np.clip(_nearest_index(x, str(options["nearest_mode"])), 0, n_in - 1)
+        rounding = str(options["nearest_mode"])
+        if rounding == "simple":  # Resize-10 and Upsample: round up when shrinking, else down
+            rounding = "ceil" if scale < 1 else "floor"
+        idx = np.clip(_nearest_index(x, rounding), 0, n_in - 1)
         return np.take(y, idx.astype(np.intp), axis=axis)
     if mode not in _RADIUS:
         raise ValueError(f"mode must be nearest, linear or cubic, found {mode!r}")
@@ -132,10 +134,13 @@ def _plan_sizes(
     axes: list[int],
     scales: np.ndarray | None,
     sizes: np.ndarray | None,
-    roi: list[tuple[float, float]] | None,
     policy: str,
 ) -> tuple[list[int], list[float]]:
-    """Return the output extent and scale of each listed axis."""
+    """Return the output extent and scale of each listed axis.
+
+    With ``scales`` the extent is floor(input * scale); like onnxruntime and the onnx reference
+    the roi of tf_crop_and_resize does not shrink it (pass ``sizes`` to set it exactly).
+    """
     in_sizes = [shape[a] for a in axes]
     if sizes is not None and sizes.size:
         if scales is not None and scales.size:
@@ -161,9 +166,7 @@ def _plan_sizes(
     _check_count("scales", factors, axes)
     if any(f <= 0 for f in factors):
         raise ValueError(f"scales must be positive, found {factors}")
-    extents = [1.0] * len(axes) if roi is None else [e - s for s, e in roi]
-    outs = [int(np.floor(n * e * f)) for n, e, f in zip(in_sizes, extents, factors)]
-    return outs, factors
+    return [int(np.floor(n * f)) for n, f in zip(in_sizes, factors)], factors
 
 
 def _check_count(what: str, values: Sequence[object], axes: list[int]) -> None:
@@ -195,7 +198,7 @@ def _resize(
         flat = [float(v) for v in roi.reshape(-1)]
         _check_count("roi", flat[: len(flat) // 2], axes)
         rois = list(zip(flat[: len(axes)], flat[len(axes) :]))
-    outs, factors = _plan_sizes(x.shape, axes, scales, sizes, rois, keep_aspect_ratio_policy)
+    outs, factors = _plan_sizes(x.shape, axes, scales, sizes, keep_aspect_ratio_policy)
     if mode == "nearest" or x.dtype == object:
         y = x
     else:
@@ -263,8 +266,13 @@ def resize(
     )
 
 
-def _upsample(x: np.ndarray, scales: Sequence[float], mode: str) -> np.ndarray:
-    """Upsample/Resize-10 semantics: asymmetric coordinates, nearest rounds down."""
+def _upsample(
+    x: np.ndarray, scales: Sequence[float], mode: str, *, at_least_one: bool
+) -> np.ndarray:
+    """Upsample/Resize-10 semantics: asymmetric coordinates; nearest rounds down when growing
+    an axis and up when shrinking it (as onnxruntime does; the spec leaves it open)."""
+    if at_least_one and any(s < 1 for s in scales):
+        raise ValueError(f"Upsample scales must all be >= 1, found {list(scales)}")
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear"):
@@ -276,26 +284,26 @@ def _upsample(x: np.ndarray, scales: Sequence[float], mode: str) -> np.ndarray:
         None,
         mode=mode,
         coordinate_transformation_mode="asymmetric",
-        nearest_mode="floor",
+        nearest_mode="simple",
     )
 
 
 @op("Resize", 10)
 def resize_10(x: np.ndarray, scales: np.ndarray, *, mode: str = "nearest") -> np.ndarray:
     """Resize by ``scales`` with asymmetric coordinates (output = floor(input * scale))."""
-    return _upsample(x, scales.reshape(-1).tolist(), mode)
+    return _upsample(x, scales.reshape(-1).tolist(), mode, at_least_one=False)
 
 
 @op("Upsample", 9)
 def upsample_9(x: np.ndarray, scales: np.ndarray, *, mode: str = "nearest") -> np.ndarray:
     """Upsample by the ``scales`` input (each >= 1), nearest or N-linear."""
-    return _upsample(x, scales.reshape(-1).tolist(), mode)
+    return _upsample(x, scales.reshape(-1).tolist(), mode, at_least_one=True)
 
 
 @op("Upsample", 7)
 def upsample_7(x: np.ndarray, *, scales: list[float], mode: str = "nearest") -> np.ndarray:
     """Upsample by the ``scales`` attribute (each >= 1), nearest or N-linear."""
-    return _upsample(x, scales, mode)
+    return _upsample(x, scales, mode, at_least_one=True)
 
 
 @op("Upsample", 1)
@@ -305,7 +313,7 @@ def upsample_1(
     """Upsample a 4-D NCHW tensor by height and width scales, nearest or bilinear."""
     if x.ndim != 4:
         raise ValueError(f"Upsample-1 expects a 4-D NCHW input, found rank {x.ndim}")
-    return _upsample(x, [1.0, 1.0, height_scale, width_scale], mode)
+    return _upsample(x, [1.0, 1.0, height_scale, width_scale], mode, at_least_one=True)
 
 
 # -- GridSample --------------------------------------------------------------------------------
