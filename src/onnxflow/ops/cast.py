@@ -124,7 +124,11 @@ def _exact_float(x: np.ndarray) -> np.ndarray:
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
-    """Round the magnitude of ``x`` to a power of two 2**(code - 127), code in [0, 254]."""
+    """Round ``|x|`` to a power of two 2**(code - 127), code in [0, 254] (255 is NaN).
+
+    With ``saturate``, zero, tiny and huge values clamp to the smallest or largest power;
+    without it they become NaN. The sign is ignored (the spec leaves negatives unspecified).
+    """
     v = np.abs(x.astype(np.float64) if x.dtype != np.float64 else x)
     finite = np.isfinite(v) & (v > 0)
     mantissa, exponent = np.frexp(np.where(finite, v, 1.0))
@@ -183,7 +187,11 @@ def _parse_int(s: object) -> int:
     try:
         return int(s)
     except (TypeError, ValueError):
-        return int(_parse_float(s))
+        pass
+    value = _parse_float(s)
+    if not np.isfinite(value):
+        raise ValueError(f"cannot cast string {s!r} to an integer")
+    return int(value)
 
 
 def _parse_bool(s: object) -> bool:

@@ -43,7 +43,7 @@ def quantize(
     values when ``saturate`` (see :func:`onnxflow.ops.cast.convert`). A missing ``zero_point``
     is 0.
     """
-    compute = np.dtype(precision or _arithmetic_dtype(scale.dtype))
+    compute = _arithmetic_dtype(scale.dtype) if precision is None else np.dtype(precision)
     scale = expand_param(scale, x.shape, axis, block_size, "scale")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         scaled = (x.astype(compute) / scale.astype(compute)).astype(np.float64)
