@@ -1,0 +1,465 @@
+"""ai.onnx.ml tree ensembles, evaluated for all rows and all trees at once.
+
+TreeEnsemble-5, TreeEnsembleClassifier-1/3/5, TreeEnsembleRegressor-1/3/5.
+
+Every encoding is compiled into one :class:`Forest`: a flat table of nodes (leaves included)
+where ``next[node, code]`` is the child taken for a comparison outcome ``code`` (0: x < t,
+1: x == t, 2: x > t, 3: unordered, i.e. NaN), so a node's mode and its missing-value rule are
+folded into the table. Evaluation advances a [rows, trees] array of node indices depth times;
+leaves point to themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.ml.common import (
+    ML_DOMAIN,
+    POST_TRANSFORMS,
+    as_2d,
+    binary_scores,
+    check_post_transform,
+    class_labels,
+    transform_scores,
+)
+from onnxflow.ops.registry import op
+
+LEQ, LT, GTE, GT, EQ, NEQ, MEMBER, LEAF = range(8)
+_MODE_NAMES = {
+    "BRANCH_LEQ": LEQ, "BRANCH_LT": LT, "BRANCH_GTE": GTE, "BRANCH_GT": GT,
+    "BRANCH_EQ": EQ, "BRANCH_NEQ": NEQ, "LEAF": LEAF,
+}  # fmt: skip
+#: Whether the true branch is taken, by mode, for x < t, x == t, x > t (member: in set, -, out).
+_TRUTH = np.array(
+    [[1, 1, 0], [1, 0, 0], [0, 1, 1], [0, 0, 1], [0, 1, 0], [1, 0, 1], [1, 0, 0]], bool
+)
+_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
+_CHUNK = 1 << 22  # gathered leaf values per aggregation chunk
+
+
+@dataclass(frozen=True)
+class _Membership:
+    """Sets of BRANCH_MEMBER nodes: (slot, value) pairs encoded as sorted integer keys."""
+
+    slot: np.ndarray  # per node, its set's slot (or -1)
+    values: np.ndarray  # sorted unique member values
+    keys: np.ndarray  # sorted slot * len(values) + rank of value
+
+    def contains(self, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        rank = np.minimum(np.searchsorted(self.values, x), len(self.values) - 1)
+        key = self.slot[nodes] * len(self.values) + rank
+        pos = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+        return (self.values[rank] == x) & (self.keys[pos] == key)
+
+
+@dataclass(frozen=True)
+class Forest:
+    """A compiled tree ensemble: traversal tables and per-leaf target weights."""
+
+    next: np.ndarray  # [nodes * 4] child index by comparison code
+    feature: np.ndarray  # [nodes]
+    thresholds: tuple[np.ndarray, np.ndarray]  # [nodes] as given, and rounded to float32
+    roots: np.ndarray  # [trees]
+    depth: int
+    memberships: tuple[_Membership, _Membership] | None  # as given, and rounded to float32
+    leaf_slot: np.ndarray  # [nodes] row of `weights` (the last row: no vote)
+    weights: np.ndarray  # [slots + 1, targets] aggregated votes of each leaf
+    voted: np.ndarray  # [slots + 1, targets] whether the leaf votes for the target
+
+    def leaves(self, x: np.ndarray) -> np.ndarray:
+        """Return the [N, trees] leaf reached by every row of an [N, F] input in every tree.
+
+        Thresholds are compared in double for a double input and in float otherwise.
+        """
+        n, n_features = x.shape
+        if len(self.feature) and n and self.feature.max() >= n_features:
+            raise ValueError(f"a node tests feature {self.feature.max()}, input has {n_features}")
+        single = x.dtype != np.float64
+        if single:
+            x = x.astype(np.float32)
+        flat = x.astype(np.float64).reshape(-1)
+        threshold = self.thresholds[single]
+        membership = self.memberships[single] if self.memberships else None
+        base = (np.arange(n, dtype=np.intp) * n_features)[:, None]
+        idx = np.broadcast_to(self.roots, (n, len(self.roots))).copy()
+        for _ in range(self.depth):
+            xv = flat.take(base + self.feature.take(idx))
+            t = threshold.take(idx)
+            code = np.where(xv <= t, xv == t, 3 - (xv > t).view(np.int8)).astype(np.intp)
+            if membership is not None:
+                _member_codes(membership, idx, xv, code)
+            idx = self.next.take(idx * 4 + code)
+        return idx
+
+    def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
+        """Return the [N, targets] aggregate (float64) of the leaves' votes over the trees."""
+        n, n_trees = leaves.shape
+        out = np.zeros((n, self.weights.shape[1]))
+        step = max(1, _CHUNK // max(1, n_trees * self.weights.shape[1]))
+        for start in range(0, n, step):
+            slots = self.leaf_slot.take(leaves[start : start + step])
+            w = self.weights[slots]
+            if how in ("SUM", "AVERAGE"):
+                out[start : start + step] = w.sum(axis=1)
+                continue
+            best = w.min(axis=1) if how == "MIN" else w.max(axis=1)
+            out[start : start + step] = np.where(self.voted[slots].any(axis=1), best, 0.0)
+        return out / n_trees if how == "AVERAGE" and n_trees else out
+
+
+def _member_codes(
+    membership: _Membership, idx: np.ndarray, xv: np.ndarray, code: np.ndarray
+) -> None:
+    """Set the comparison code of set-membership nodes: 0 inside the set, 2 outside, 3 NaN."""
+    where = np.flatnonzero(membership.slot.take(idx) >= 0)
+    if where.size:
+        v = xv.reshape(-1)[where]
+        inside = membership.contains(idx.reshape(-1)[where], v)
+        code.reshape(-1)[where] = np.where(inside, 0, np.where(np.isnan(v), 3, 2))
+
+
+def _build_forest(
+    modes: np.ndarray,
+    features: np.ndarray,
+    thresholds: np.ndarray,
+    true_child: np.ndarray,
+    false_child: np.ndarray,
+    tracks_true: np.ndarray,
+    roots: np.ndarray,
+    votes: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_targets: int,
+    how: str,
+    members: list[np.ndarray],
+) -> Forest:
+    """Compile node arrays (leaves are nodes of mode LEAF) into a Forest."""
+    n = len(modes)
+    for name, child in (("true", true_child), ("false", false_child)):
+        bad = (modes != LEAF) & ((child < 0) | (child >= n))
+        if bad.any():
+            raise ValueError(f"node {int(np.argmax(bad))} has a {name} child outside the tree")
+    self_loop = np.arange(n)
+    interior = modes != LEAF
+    truth = _TRUTH[np.minimum(modes, MEMBER)]
+    nan_true = tracks_true.astype(bool) | (modes == NEQ)
+    table = np.empty((n, 4), np.intp)
+    for code in range(3):
+        table[:, code] = np.where(truth[:, code], true_child, false_child)
+    table[:, 3] = np.where(nan_true, true_child, false_child)
+    table[~interior] = self_loop[~interior, None]
+    node_target, node_id, weight = votes
+    if len(node_target) and (node_target.min() < 0 or node_target.max() >= n_targets):
+        raise ValueError(f"a leaf votes for target {node_target.max()}, not in [0, {n_targets})")
+    used, slot_of_vote = np.unique(node_id, return_inverse=True)
+    leaf_slot = np.full(n, len(used), np.intp)
+    leaf_slot[used] = np.arange(len(used))
+    fill = {"MIN": np.inf, "MAX": -np.inf}.get(how, 0.0)
+    weights = np.full((len(used) + 1, n_targets), fill)
+    voted = np.zeros_like(weights, bool)
+    combine = {"MIN": np.minimum, "MAX": np.maximum}.get(how, np.add)
+    combine.at(weights, (slot_of_vote, node_target), weight)
+    voted[slot_of_vote, node_target] = True
+    exact = np.where(interior, thresholds, 0.0).astype(np.float64)
+    memberships = [_membership(modes, members, dt) for dt in (np.float64, np.float32)]
+    return Forest(
+        next=table.reshape(-1),
+        feature=np.where(interior, features, 0).astype(np.intp),
+        thresholds=(exact, exact.astype(np.float32).astype(np.float64)),
+        roots=roots.astype(np.intp),
+        depth=_depth(table, interior, roots),
+        memberships=None if memberships[0] is None else tuple(memberships),
+        leaf_slot=leaf_slot,
+        weights=weights,
+        voted=voted,
+    )
+
+
+def _depth(table: np.ndarray, interior: np.ndarray, roots: np.ndarray) -> int:
+    """Return the number of steps from the roots to the deepest leaf (cycles are errors)."""
+    frontier, depth = np.unique(roots[interior[roots]]), 0
+    while frontier.size:
+        depth += 1
+        if depth > len(interior):
+            raise ValueError("the trees contain a cycle")
+        children = np.unique(table[frontier])
+        frontier = children[interior[children]]
+    return depth
+
+
+def _membership(modes: np.ndarray, members: list[np.ndarray], dtype: np.dtype) -> Any:
+    member_nodes = np.flatnonzero(modes == MEMBER)
+    if not member_nodes.size:
+        return None
+    if len(members) != member_nodes.size:
+        raise ValueError(
+            f"{member_nodes.size} BRANCH_MEMBER nodes but {len(members)} sets in membership_values"
+        )
+    slot = np.full(len(modes), -1, np.intp)
+    slot[member_nodes] = np.arange(member_nodes.size)
+    pairs = [(s, v) for s, vals in enumerate(members) for v in vals.astype(dtype).tolist()]
+    values = np.unique(np.array([v for _, v in pairs] or [0.0], np.float64))
+    keys = np.unique(
+        np.array([s * len(values) + np.searchsorted(values, v) for s, v in pairs] or [-1])
+    )
+    return _Membership(slot, values, keys)
+
+
+def _split_members(membership_values: np.ndarray | None) -> list[np.ndarray]:
+    """Split the NaN-delimited membership_values into one array per BRANCH_MEMBER node."""
+    if membership_values is None:
+        return []
+    sets: list[list[float]] = [[]]
+    for v in np.asarray(membership_values, np.float64).reshape(-1).tolist():
+        if np.isnan(v):
+            sets.append([])
+        else:
+            sets[-1].append(v)
+    if not sets[-1]:
+        sets.pop()
+    return [np.array(s, np.float64) for s in sets]
+
+
+@op("TreeEnsemble", 5, domain=ML_DOMAIN, build=True)
+def tree_ensemble(
+    node: NodeContext,
+    *,
+    tree_roots: list[int],
+    nodes_modes: np.ndarray,
+    nodes_featureids: list[int],
+    nodes_splits: np.ndarray,
+    nodes_truenodeids: list[int],
+    nodes_trueleafs: list[int],
+    nodes_falsenodeids: list[int],
+    nodes_falseleafs: list[int],
+    leaf_targetids: list[int],
+    leaf_weights: np.ndarray,
+    n_targets: int | None = None,
+    aggregate_function: int = 1,
+    post_transform: int = 0,
+    membership_values: np.ndarray | None = None,
+    nodes_missing_value_tracks_true: list[int] | None = None,
+    nodes_hitrates: np.ndarray | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Return the [N, n_targets] aggregate of the leaf weights reached in every tree."""
+    if not 0 <= aggregate_function < len(_AGGREGATES):
+        raise node.error(f"aggregate_function must be in 0..3, found {aggregate_function}")
+    if not 0 <= post_transform < len(POST_TRANSFORMS):
+        raise node.error(f"post_transform must be in 0..4, found {post_transform}")
+    modes = np.asarray(nodes_modes, np.int64).reshape(-1)
+    n, n_leaves = len(modes), len(leaf_targetids)
+    arrays = [nodes_featureids, nodes_splits, nodes_truenodeids, nodes_trueleafs,
+              nodes_falsenodeids, nodes_falseleafs]  # fmt: skip
+    if any(np.size(a) != n for a in arrays) or np.size(leaf_weights) != n_leaves:
+        raise node.error("nodes_* attributes (and leaf_* attributes) must have equal lengths")
+    if ((modes < 0) | (modes > MEMBER)).any():
+        raise node.error(f"nodes_modes must be in 0..6, found {sorted(set(modes.tolist()))}")
+    leaf = np.full(n_leaves, LEAF)
+    pad = np.zeros(n_leaves, np.int64)
+
+    def child(ids: list[int], is_leaf: list[int]) -> np.ndarray:
+        return np.concatenate([np.asarray(ids) + n * np.asarray(is_leaf, bool), pad])
+
+    try:
+        forest = _build_forest(
+            modes=np.concatenate([modes, leaf]),
+            features=np.concatenate([nodes_featureids, pad]),
+            thresholds=np.concatenate([np.asarray(nodes_splits, np.float64).reshape(-1), pad]),
+            true_child=child(nodes_truenodeids, nodes_trueleafs),
+            false_child=child(nodes_falsenodeids, nodes_falseleafs),
+            tracks_true=np.concatenate([nodes_missing_value_tracks_true or np.zeros(n), pad]),
+            roots=np.asarray(tree_roots, np.int64),
+            votes=(
+                np.asarray(leaf_targetids, np.int64),
+                n + np.arange(n_leaves),
+                np.asarray(leaf_weights, np.float64).reshape(-1),
+            ),
+            n_targets=n_targets if n_targets is not None else max(leaf_targetids, default=0) + 1,
+            how=_AGGREGATES[aggregate_function],
+            members=_split_members(membership_values),
+        )
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    how, transform = _AGGREGATES[aggregate_function], POST_TRANSFORMS[post_transform]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        scores = forest.aggregate(forest.leaves(as_2d(x)), how)
+        return transform_scores(scores, transform).astype(x.dtype)
+
+    return run
+
+
+def _legacy_forest(
+    node: NodeContext, attrs: dict[str, Any], prefix: str, n_targets: int, how: str
+) -> Forest:
+    """Compile the nodes_* / <prefix>_* encoding of TreeEnsembleRegressor and -Classifier."""
+    if node.opset < 3 and any(k.endswith("_as_tensor") and v is not None for k, v in attrs.items()):
+        raise node.error("*_as_tensor attributes need ai.onnx.ml opset 3")
+    trees = np.asarray(attrs["nodes_treeids"] or [], np.int64)
+    ids = np.asarray(attrs["nodes_nodeids"] or [], np.int64)
+    mode_names = attrs["nodes_modes"] or []
+    unknown = sorted(set(mode_names) - set(_MODE_NAMES))
+    if unknown:
+        raise node.error(f"unknown nodes_modes {unknown}; expected {sorted(_MODE_NAMES)}")
+    modes = np.array([_MODE_NAMES[m] for m in mode_names], np.int64)
+    values = _first(attrs, "nodes_values")
+    n = len(trees)
+    fields = [ids, modes, attrs["nodes_featureids"], values, attrs["nodes_truenodeids"],
+              attrs["nodes_falsenodeids"]]  # fmt: skip
+    if any(len(f if f is not None else []) != n for f in fields):
+        raise node.error("nodes_* attributes must all have the same length")
+    find = _node_finder(trees, ids)
+    interior = modes != LEAF
+    true_child = np.where(interior, find(trees, np.asarray(attrs["nodes_truenodeids"])), 0)
+    false_child = np.where(interior, find(trees, np.asarray(attrs["nodes_falsenodeids"])), 0)
+    referenced = np.zeros(n, bool)
+    referenced[true_child[interior]] = referenced[false_child[interior]] = True
+    tree_ids, first = np.unique(np.where(referenced, trees.max(initial=0) + 1, trees), True)
+    roots = first[tree_ids <= trees.max(initial=0)]
+    if len(roots) != len(np.unique(trees)):
+        raise node.error("every tree needs one root node that no other node points to")
+    weights = _first(attrs, f"{prefix}_weights")
+    vote_trees = np.asarray(attrs[f"{prefix}_treeids"] or [], np.int64)
+    vote_nodes = find(vote_trees, np.asarray(attrs[f"{prefix}_nodeids"] or [], np.int64))
+    return _build_forest(
+        modes=modes,
+        features=np.asarray(attrs["nodes_featureids"], np.int64),
+        thresholds=np.asarray(values, np.float64),
+        true_child=true_child,
+        false_child=false_child,
+        tracks_true=np.asarray(attrs["nodes_missing_value_tracks_true"] or np.zeros(n)),
+        roots=roots,
+        votes=(np.asarray(attrs[f"{prefix}_ids"] or [], np.int64), vote_nodes, weights),
+        n_targets=n_targets,
+        how=how,
+        members=[],
+    )
+
+
+def _first(attrs: dict[str, Any], name: str) -> np.ndarray:
+    """Return attribute ``name`` or its ``_as_tensor`` twin as float64 values."""
+    tensor = attrs.get(f"{name}_as_tensor")
+    value = tensor if tensor is not None else attrs.get(name)
+    return np.asarray(value if value is not None else [], np.float64).reshape(-1)
+
+
+def _node_finder(trees: np.ndarray, ids: np.ndarray) -> Callable[..., np.ndarray]:
+    """Return a function mapping (tree id, node id) arrays to node positions."""
+    width = int(ids.max(initial=0)) + 1
+    keys = trees * width + ids
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+
+    def find(tree: np.ndarray, node_id: np.ndarray) -> np.ndarray:
+        key = tree * width + node_id
+        pos = np.minimum(np.searchsorted(sorted_keys, key), max(len(keys) - 1, 0))
+        if len(keys) == 0 or (sorted_keys[pos] != key).any() or (node_id >= width).any():
+            bad = int(np.argmax(sorted_keys[pos] != key)) if len(keys) else 0
+            raise ValueError(f"node id {int(node_id[bad])} of tree {int(tree[bad])} does not exist")
+        return order[pos]
+
+    return find
+
+
+_LEGACY_NODE_ATTRS = (
+    "nodes_treeids", "nodes_nodeids", "nodes_modes", "nodes_featureids", "nodes_values",
+    "nodes_values_as_tensor", "nodes_truenodeids", "nodes_falsenodeids",
+    "nodes_missing_value_tracks_true", "nodes_hitrates", "nodes_hitrates_as_tensor",
+)  # fmt: skip
+
+
+@op("TreeEnsembleRegressor", 1, 3, 5, domain=ML_DOMAIN, build=True)
+def tree_ensemble_regressor(
+    node: NodeContext,
+    *,
+    n_targets: int | None = None,
+    aggregate_function: str = "SUM",
+    post_transform: str = "NONE",
+    base_values: list[float] | None = None,
+    base_values_as_tensor: np.ndarray | None = None,
+    target_ids: list[int] | None = None,
+    target_treeids: list[int] | None = None,
+    target_nodeids: list[int] | None = None,
+    target_weights: list[float] | None = None,
+    target_weights_as_tensor: np.ndarray | None = None,
+    **nodes: Any,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Return the [N, n_targets] float32 aggregate of leaf votes plus base_values."""
+    _check_node_attrs(node, nodes)
+    if aggregate_function not in _AGGREGATES:
+        raise node.error(f"aggregate_function must be one of {_AGGREGATES}")
+    transform = check_post_transform(post_transform)
+    attrs = {**dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, **locals()}
+    targets = n_targets if n_targets is not None else max(target_ids or [0]) + 1
+    try:
+        forest = _legacy_forest(node, attrs, "target", targets, aggregate_function)
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    base = _base(attrs, targets, node)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        scores = forest.aggregate(forest.leaves(as_2d(x)), aggregate_function) + base
+        return transform_scores(scores, transform).astype(np.float32)
+
+    return run
+
+
+@op("TreeEnsembleClassifier", 1, 3, 5, domain=ML_DOMAIN, build=True)
+def tree_ensemble_classifier(
+    node: NodeContext,
+    *,
+    classlabels_int64s: list[int] | None = None,
+    classlabels_strings: list[str] | None = None,
+    post_transform: str = "NONE",
+    base_values: list[float] | None = None,
+    base_values_as_tensor: np.ndarray | None = None,
+    class_ids: list[int] | None = None,
+    class_treeids: list[int] | None = None,
+    class_nodeids: list[int] | None = None,
+    class_weights: list[float] | None = None,
+    class_weights_as_tensor: np.ndarray | None = None,
+    **nodes: Any,
+) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Return (top label, [N, classes] float32 scores) of summed leaf votes plus base_values."""
+    _check_node_attrs(node, nodes)
+    transform = check_post_transform(post_transform)
+    labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
+    attrs = {**dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, **locals()}
+    try:
+        forest = _legacy_forest(node, attrs, "class", len(labels), "SUM")
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    base = _base(attrs, len(labels), node)
+    weights = _first(attrs, "class_weights")
+    # Two classes voted for only through class 0: one score, of the positive class.
+    one_score = len(labels) == 2 and 1 not in (class_ids or [])
+    all_positive = bool((weights >= 0).all())
+
+    def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores = forest.aggregate(forest.leaves(as_2d(x)), "SUM")
+        if one_score:
+            score = scores[:, 0] + base[0]
+            top = labels[(score > (0.5 if all_positive else 0.0)).astype(np.intp)]
+            return top, binary_scores(score, transform, all_positive).astype(np.float32)
+        scores += base
+        top = labels[np.argmax(scores, axis=1)]
+        return top, transform_scores(scores, transform).astype(np.float32)
+
+    return run
+
+
+def _check_node_attrs(node: NodeContext, nodes: dict[str, Any]) -> None:
+    unknown = sorted(set(nodes) - set(_LEGACY_NODE_ATTRS))
+    if unknown:
+        raise node.error(f"unexpected attribute(s) {unknown}")
+
+
+def _base(attrs: dict[str, Any], n: int, node: NodeContext) -> np.ndarray:
+    """Return base_values broadcast to n targets (zeros when absent)."""
+    base = _first(attrs, "base_values")
+    if base.size not in (0, 1, n):
+        raise node.error(f"base_values has {base.size} entries for {n} targets")
+    return np.broadcast_to(base if base.size else np.zeros(1), (n,)).copy()
