@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto
 from onnx.backend.base import Backend, BackendRep
+from onnx.backend.test.runner import Runner
 
 from onnxflow.session import InferenceSession
 
@@ -48,6 +49,26 @@ class OnnxflowBackend(Backend):
     def supports_device(cls, device: str) -> bool:
         """Only the CPU is supported."""
         return device == "CPU"
+
+
+def assert_similar_outputs(
+    ref_outputs: Any, outputs: Any, rtol: float = 1e-3, atol: float = 1e-7
+) -> None:
+    """Assert that outputs match references the way the ONNX backend suite compares them.
+
+    onnx's own comparison recurses into a sequence by passing its elements where lists of
+    outputs are expected, so a sequence holding a 0-d tensor cannot be compared at all; here
+    each element is compared as a one-item list, with the same checks.
+    """
+    assert len(outputs) == len(ref_outputs), f"{len(outputs)} outputs, expected {len(ref_outputs)}"
+    for ref, out in zip(ref_outputs, outputs):
+        if isinstance(ref, (list, tuple)):
+            assert isinstance(out, (list, tuple)), f"expected a sequence, found {type(out)}"
+            assert len(out) == len(ref), f"sequence of {len(out)}, expected {len(ref)}"
+            for r, o in zip(ref, out):
+                assert_similar_outputs([r], [o], rtol, atol)
+        else:
+            Runner.assert_similar_outputs([ref], [out], rtol, atol)
 
 
 prepare = OnnxflowBackend.prepare
