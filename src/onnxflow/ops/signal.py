@@ -136,17 +136,16 @@ def stft(
 def _window(
     size: np.ndarray, periodic: int, output_datatype: int, terms: list[float]
 ) -> np.ndarray:
-    """A cosine-sum window sum_k (-1)^k a_k cos(2 pi k n / N) of length ``size``."""
+    """A cosine-sum window sum_k (-1)^k a_k cos(2 pi k n / N) of length ``size``, where N is
+    ``size`` (periodic) or ``size - 1`` (symmetric); a symmetric window of length 1 is [1]."""
     n = _scalar_int(size, "size")
     if n is None or n < 0:
         raise ValueError(f"size must be a non-negative scalar, found {size}")
-    denominator = n if periodic else n - 1
-    steps = np.arange(n, dtype=np.float64)
-    w = np.zeros(n)
-    for k, a in enumerate(terms):
-        phase = 2 * np.pi * k * steps / denominator if denominator > 0 else np.zeros(n)
-        w = w + (-1) ** k * a * np.cos(phase)
-    return w.astype(np_dtype(output_datatype))
+    if n == 1 and not periodic:
+        return np.ones(1, dtype=np_dtype(output_datatype))
+    phase = 2 * np.pi * np.arange(n) / (n if periodic else n - 1)
+    w = sum((-1) ** k * a * np.cos(k * phase) for k, a in enumerate(terms))
+    return np.asarray(w).astype(np_dtype(output_datatype))
 
 
 @op("HannWindow", 17)
