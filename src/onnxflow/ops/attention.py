@@ -68,6 +68,10 @@ class _AttentionSpec:
     left_window: int = -1
     right_window: int = -1
 
+    def __post_init__(self) -> None:
+        if self.mode not in (0, 1, 2, 3):
+            raise ValueError(f"qk_matmul_output_mode must be 0, 1, 2 or 3, found {self.mode}")
+
 
 def _allowed_keys(
     spec: _AttentionSpec, q_len: int, total: int, past: int, nonpad: np.ndarray | None
@@ -104,6 +108,26 @@ def _mask_bias(mask: np.ndarray, total: int, dtype: np.dtype) -> np.ndarray:
     return bias
 
 
+def _with_past(
+    k4: np.ndarray, v4: np.ndarray, past_key: np.ndarray | None, past_value: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return (present key, present value, past length): the cache concatenated before K, V."""
+    if (past_key is None) != (past_value is None):
+        raise ValueError("past_key and past_value must be given together")
+    if past_key is None:
+        return k4, v4, 0
+    keys, values = np.concatenate([past_key, k4], axis=2), np.concatenate([past_value, v4], axis=2)
+    return keys, values, past_key.shape[2]
+
+
+def _share_heads(x: np.ndarray, q_heads: int) -> np.ndarray:
+    """Repeat each kv head for its group of query heads (GQA/MQA)."""
+    kv_heads = x.shape[1]
+    if q_heads % kv_heads:
+        raise ValueError(f"q_num_heads {q_heads} is not a multiple of kv_num_heads {kv_heads}")
+    return x if q_heads == kv_heads else np.repeat(x, q_heads // kv_heads, axis=1)
+
+
 def _attention(
     spec: _AttentionSpec,
     q: np.ndarray,
@@ -114,26 +138,16 @@ def _attention(
     past_value: np.ndarray | None,
     nonpad: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
+    """Return (Y, present_key, present_value, qk_matmul_output) of one Attention call."""
     q4 = _heads_first(q, spec.q_num_heads, "Q")
-    k4 = _heads_first(k, spec.kv_num_heads, "K")
-    v4 = _heads_first(v, spec.kv_num_heads, "V")
-    past = 0
-    if (past_key is None) != (past_value is None):
-        raise ValueError("past_key and past_value must be given together")
-    if past_key is not None:
-        past = past_key.shape[2]
-        k4 = np.concatenate([past_key, k4], axis=2)
-        v4 = np.concatenate([past_value, v4], axis=2)
-    present_key, present_value = k4, v4
-    q_heads, kv_heads = q4.shape[1], k4.shape[1]
-    if q_heads % kv_heads:
-        raise ValueError(f"q_num_heads {q_heads} is not a multiple of kv_num_heads {kv_heads}")
+    present_key, present_value, past = _with_past(
+        _heads_first(k, spec.kv_num_heads, "K"), _heads_first(v, spec.kv_num_heads, "V"),
+        past_key, past_value,
+    )  # fmt: skip
     work = _work_dtype(q)
-    head_size = q4.shape[3]
-    scale = 1 / np.sqrt(head_size) if spec.scale is None else spec.scale
+    scale = 1 / np.sqrt(q4.shape[3]) if spec.scale is None else spec.scale
     root = work.type(np.sqrt(scale))
-    keys = np.repeat(k4.astype(work) * root, q_heads // kv_heads, axis=1)
-    values = np.repeat(v4.astype(work), q_heads // kv_heads, axis=1)
+    keys = _share_heads(present_key.astype(work) * root, q4.shape[1])
     scores = np.matmul(q4.astype(work) * root, keys.swapaxes(-1, -2))
     stages = [scores]
     if spec.softcap > 0:
@@ -150,11 +164,10 @@ def _attention(
     soft = work if spec.softmax_precision is None else np_dtype(spec.softmax_precision)
     probs = _softmax_rows(scores.astype(soft)).astype(work)
     stages.append(probs)
+    values = _share_heads(present_value.astype(work), q4.shape[1])
     y = np.matmul(probs, values).astype(q.dtype)
     if q.ndim == 3:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
-    if not 0 <= spec.mode < len(stages):
-        raise ValueError(f"qk_matmul_output_mode must be 0..3, found {spec.mode}")
     return y, present_key, present_value, stages[spec.mode].astype(q.dtype)
 
 

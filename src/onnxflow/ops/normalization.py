@@ -165,10 +165,6 @@ def instance_normalization(
     return (normalized * s + b).astype(x.dtype, copy=False)
 
 
-def _stash_dtype(stash_type: int) -> np.dtype:
-    return np_dtype(stash_type)
-
-
 @op("LayerNormalization", 17)
 def layer_normalization(
     x: np.ndarray,
@@ -181,7 +177,7 @@ def layer_normalization(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (Y, Mean, InvStdDev), statistics over axes [axis, rank) in ``stash_type``."""
     first = normalize_axes([axis], x.ndim)[0]
-    stash = _stash_dtype(stash_type)
+    stash = np_dtype(stash_type)
     normalized, mean, inv_std = _standardize(x.astype(stash), tuple(range(first, x.ndim)), epsilon)
     y = normalized.astype(x.dtype) * scale
     if bias is not None:
@@ -222,7 +218,7 @@ def group_normalization(
     stash_type: int = 1,
 ) -> np.ndarray:
     """Normalize per (instance, group) in ``stash_type``; ``scale``, ``bias`` per channel."""
-    return _group_norm(x, scale, bias, num_groups, epsilon, _stash_dtype(stash_type))
+    return _group_norm(x, scale, bias, num_groups, epsilon, np_dtype(stash_type))
 
 
 @op("RMSNormalization", 23)
@@ -231,7 +227,7 @@ def rms_normalization(
 ) -> np.ndarray:
     """Return x / sqrt(mean(x^2) + epsilon) * scale over axes [axis, rank), in scale's dtype."""
     first = normalize_axes([axis], x.ndim)[0]
-    w = x.astype(_stash_dtype(stash_type))
+    w = x.astype(np_dtype(stash_type))
     mean_square = np.mean(w * w, axis=tuple(range(first, x.ndim)), keepdims=True)
     normalized = (w / np.sqrt(mean_square + w.dtype.type(epsilon))).astype(x.dtype)
     return (normalized * scale).astype(scale.dtype, copy=False)

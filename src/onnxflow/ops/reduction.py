@@ -47,11 +47,18 @@ def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ..
     return tuple(sorted(out))
 
 
-def _reduce(fn: Reducer, x: np.ndarray, axes: object, keepdims: int, noop: int) -> np.ndarray:
-    if axes is None or len(axes) == 0:  # type: ignore[arg-type]
+def _reduce(
+    fn: Reducer,
+    x: np.ndarray,
+    axes: Sequence[int] | np.ndarray | None,
+    keepdims: int,
+    noop: int,
+) -> np.ndarray:
+    """Apply ``fn`` over the given axes; no or empty axes mean all axes, or none with ``noop``."""
+    if axes is None or len(axes) == 0:
         picked = () if noop else tuple(range(x.ndim))
     else:
-        picked = normalize_axes(axes, x.ndim)  # type: ignore[arg-type]
+        picked = normalize_axes(axes, x.ndim)
     return np.asarray(fn(x, picked, bool(keepdims))).astype(x.dtype, copy=False)
 
 
@@ -115,7 +122,9 @@ def _register(
 ) -> None:
     """Register ``name`` with ``axes`` as an attribute and, in later versions, as an input."""
 
-    def with_axes_attribute(data: np.ndarray, *, axes: list[int] | None = None, keepdims: int = 1):
+    def with_axes_attribute(
+        data: np.ndarray, *, axes: list[int] | None = None, keepdims: int = 1
+    ) -> np.ndarray:
         return _reduce(fn, data, axes, keepdims, 0)
 
     def with_axes_input(
