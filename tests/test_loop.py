@@ -15,7 +15,7 @@ LOOP_VERSIONS = [1, 11, 13, 16, 19, 21, 23, 24, 25]
 
 def _counter_body() -> helper.GraphProto:
     """cond_out = i < limit (limit read from the outer scope); x' = x + 1; scans: x', i."""
-    one = numpy_helper.from_array(np.array([1.0], np.float32), "one")
+    one = numpy_helper.from_array(np.ones(3, np.float32), "one")  # Add-1 does not broadcast
     return helper.make_graph(
         [
             helper.make_node("Less", ["i", "limit"], ["cond_out"]),
@@ -70,10 +70,7 @@ def _loop_model(trip: int | None, cond: bool | None, limit: int, opset: int):
         ],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    if opset < 11:
-        model.ir_version = 3
-    return model
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 MODES = {
@@ -229,16 +226,16 @@ def test_body_arity_mismatch_names_expected_and_found() -> None:
 
 def test_nested_loops_read_names_two_scopes_up() -> None:
     inner_body = helper.make_graph(
-        [helper.make_node("Add", ["acc", "step"], ["acc_out"])],
+        [helper.make_node("Add", ["acc2", "step"], ["acc2_out"])],
         "inner",
         [
             helper.make_tensor_value_info("j", I64, []),
-            helper.make_tensor_value_info("c", B, []),
-            helper.make_tensor_value_info("acc", F, []),
+            helper.make_tensor_value_info("c2", B, []),
+            helper.make_tensor_value_info("acc2", F, []),
         ],
         [
-            helper.make_tensor_value_info("c", B, []),
-            helper.make_tensor_value_info("acc_out", F, []),
+            helper.make_tensor_value_info("c2", B, []),
+            helper.make_tensor_value_info("acc2_out", F, []),
         ],
     )
     outer_body = helper.make_graph(

@@ -89,8 +89,11 @@ def test_scan9_matches_oracle(seed: int) -> None:
         num_scan_inputs=m,
         scan_input_axes=c["in_axes"],
         scan_input_directions=c["in_dirs"],
-        scan_output_axes=c["out_axes"],
-        scan_output_directions=c["out_dirs"],
+        **(
+            {"scan_output_axes": c["out_axes"], "scan_output_directions": c["out_dirs"]}
+            if k
+            else {}
+        ),
     )
     graph = helper.make_graph(
         [node],

@@ -21,9 +21,14 @@ from onnxflow.ops.registry import normalize_domain
 #: Newest IR version whose rules onnxflow follows.
 MAX_IR_VERSION = onnx.IR_VERSION
 
-#: Checker complaints about models that run correctly and that onnxruntime accepts: a graph
-#: input or output declared without a shape (rank unknown) is legal for a runtime.
-_BENIGN_CHECKER_COMPLAINTS = ("Field 'shape' of 'type' is required but missing",)
+#: Checker complaints about models that run correctly and that onnxruntime accepts, and whose
+#: substance this module checks itself: a graph input or output declared without a shape (rank
+#: unknown); a graph output that is not produced by a node of that graph but is one of its
+#: inputs or, in a subgraph, an outer-scope value (defined-ness is checked above).
+_BENIGN_CHECKER_COMPLAINTS = (
+    "Field 'shape' of 'type' is required but missing",
+    "is not an output of any node in graph",
+)
 
 
 def validate_model(model: ModelProto, run_checker: bool = True) -> None:
