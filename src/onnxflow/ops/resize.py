@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -102,27 +103,34 @@ def _taps(
     return np.clip(idx, 0, n_in - 1).astype(np.intp), w
 
 
-def _resize_axis(
-    y: np.ndarray, axis: int, x: np.ndarray, scale: float, mode: str, **options: object
-) -> np.ndarray:
+@dataclass(frozen=True)
+class _Filter:
+    """How Resize interpolates along each axis."""
+
+    mode: str
+    nearest_mode: str | None  # None: Resize-10/Upsample rounding (up when shrinking, else down)
+    cubic_coeff_a: float
+    exclude_outside: bool
+    antialias: bool
+
+
+def _resize_axis(y: np.ndarray, axis: int, x: np.ndarray, scale: float, f: _Filter) -> np.ndarray:
     """Resample ``y`` along ``axis`` at the input positions ``x``."""
     n_in = y.shape[axis]
-    if mode == "nearest":
-        rounding = str(options["nearest_mode"])
-        if rounding == "simple":  # Resize-10 and Upsample: round up when shrinking, else down
-            rounding = "ceil" if scale < 1 else "floor"
+    if f.mode == "nearest":
+        rounding = f.nearest_mode or ("ceil" if scale < 1 else "floor")
         idx = np.clip(_nearest_index(x, rounding), 0, n_in - 1)
         return np.take(y, idx.astype(np.intp), axis=axis)
-    if mode not in _RADIUS:
-        raise ValueError(f"mode must be nearest, linear or cubic, found {mode!r}")
+    if f.mode not in _RADIUS:
+        raise ValueError(f"mode must be nearest, linear or cubic, found {f.mode!r}")
     idx, w = _taps(
         x,
         n_in,
         scale,
-        mode,
-        a=float(options["cubic_coeff_a"]),
-        exclude=bool(options["exclude_outside"]),
-        antialias=bool(options["antialias"]),
+        f.mode,
+        a=f.cubic_coeff_a,
+        exclude=bool(f.exclude_outside),
+        antialias=bool(f.antialias),
     )
     gathered = np.take(y, idx, axis=axis)
     w = w.astype(y.dtype).reshape(w.shape + (1,) * (y.ndim - axis - 1))
@@ -174,15 +182,16 @@ def _check_count(what: str, values: Sequence[object], axes: list[int]) -> None:
         raise ValueError(f"{what} has {len(values)} elements, expected {len(axes)} (one per axis)")
 
 
-def _resize(
+@op("Resize", 11, 13, 18, 19)
+def resize(
     x: np.ndarray,
-    roi: np.ndarray | None,
-    scales: np.ndarray | None,
-    sizes: np.ndarray | None,
+    roi: np.ndarray | None = None,
+    scales: np.ndarray | None = None,
+    sizes: np.ndarray | None = None,
     *,
-    mode: str,
-    coordinate_transformation_mode: str,
-    nearest_mode: str = "round_prefer_floor",
+    mode: str = "nearest",
+    coordinate_transformation_mode: str = "half_pixel",
+    nearest_mode: str | None = "round_prefer_floor",
     cubic_coeff_a: float = -0.75,
     exclude_outside: int = 0,
     extrapolation_value: float = 0.0,
@@ -190,7 +199,11 @@ def _resize(
     axes: list[int] | None = None,
     keep_aspect_ratio_policy: str = "stretch",
 ) -> np.ndarray:
-    """Resample ``x``; the general form of every Resize and Upsample version."""
+    """Resize ``x`` to ``sizes`` or by ``scales``, one axis at a time.
+
+    Attributes of later versions default to off, so one kernel serves versions 11 to 19; a
+    ``nearest_mode`` of None (not expressible in a model) selects Resize-10/Upsample rounding.
+    """
     axes = [a + x.ndim if a < 0 else a for a in (range(x.ndim) if axes is None else axes)]
     crop = coordinate_transformation_mode == "tf_crop_and_resize"
     rois: list[tuple[float, float]] | None = None
@@ -203,6 +216,7 @@ def _resize(
         y = x
     else:
         y = x.astype(_compute_dtype(x.dtype), copy=False)
+    filt = _Filter(mode, nearest_mode, cubic_coeff_a, bool(exclude_outside), bool(antialias))
     outside = np.zeros((1,) * x.ndim, dtype=bool)
     for i, axis in enumerate(axes):
         n_in, n_out, scale = x.shape[axis], outs[i], factors[i]
@@ -211,17 +225,7 @@ def _resize(
         coords = _source_coords(
             n_out, n_in, scale, coordinate_transformation_mode, rois[i] if rois else (0.0, 1.0)
         )
-        y = _resize_axis(
-            y,
-            axis,
-            coords,
-            scale,
-            mode,
-            nearest_mode=nearest_mode,
-            cubic_coeff_a=cubic_coeff_a,
-            exclude_outside=exclude_outside,
-            antialias=antialias,
-        )
+        y = _resize_axis(y, axis, coords, scale, filt)
         if crop:
             shape = [1] * x.ndim
             shape[axis] = n_out
@@ -229,41 +233,6 @@ def _resize(
     if crop:
         y = np.where(outside, np.asarray(extrapolation_value, dtype=y.dtype), y)
     return _cast_back(y, x.dtype) if y.dtype != x.dtype else y
-
-
-@op("Resize", 11, 13, 18, 19)
-def resize(
-    x: np.ndarray,
-    roi: np.ndarray | None = None,
-    scales: np.ndarray | None = None,
-    sizes: np.ndarray | None = None,
-    *,
-    mode: str = "nearest",
-    coordinate_transformation_mode: str = "half_pixel",
-    nearest_mode: str = "round_prefer_floor",
-    cubic_coeff_a: float = -0.75,
-    exclude_outside: int = 0,
-    extrapolation_value: float = 0.0,
-    antialias: int = 0,
-    axes: list[int] | None = None,
-    keep_aspect_ratio_policy: str = "stretch",
-) -> np.ndarray:
-    """Resize ``x`` to ``sizes`` or by ``scales`` (attributes of later versions default off)."""
-    return _resize(
-        x,
-        roi,
-        scales,
-        sizes,
-        mode=mode,
-        coordinate_transformation_mode=coordinate_transformation_mode,
-        nearest_mode=nearest_mode,
-        cubic_coeff_a=cubic_coeff_a,
-        exclude_outside=exclude_outside,
-        extrapolation_value=extrapolation_value,
-        antialias=antialias,
-        axes=axes,
-        keep_aspect_ratio_policy=keep_aspect_ratio_policy,
-    )
 
 
 def _upsample(
@@ -277,14 +246,13 @@ def _upsample(
         mode = "linear"
     if mode not in ("nearest", "linear"):
         raise ValueError(f"mode must be nearest or linear, found {mode!r}")
-    return _resize(
+    return resize(
         x,
         None,
         np.asarray(scales, dtype=np.float32),
-        None,
         mode=mode,
         coordinate_transformation_mode="asymmetric",
-        nearest_mode="simple",
+        nearest_mode=None,
     )
 
 
