@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxflow.ops.elementwise import erf
+from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
 
 
@@ -154,7 +154,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """Return x * Phi(x) (Phi the normal CDF), or its tanh approximation."""
     c = x.dtype.type
     if approximate == "none":
-        return _like(c(0.5) * x * (c(1) + erf(x * c(1 / math.sqrt(2)))), x)
+        return _like(x * normal_cdf(x).astype(x.dtype), x)
     if approximate == "tanh":
         inner = c(math.sqrt(2 / math.pi)) * (x + c(0.044715) * x * x * x)
         return _like(c(0.5) * x * (c(1) + np.tanh(inner)), x)
