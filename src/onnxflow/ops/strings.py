@@ -6,9 +6,11 @@ String tensors are object arrays of ``str``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.registry import op
 
 _CASE_CHANGES = {"NONE": None, "LOWER": str.lower, "UPPER": str.upper}
@@ -86,23 +88,28 @@ def string_split(
     return out.reshape((*x.shape, width)), counts
 
 
-@op("RegexFullMatch", 20)
-def regex_full_match(x: np.ndarray, *, pattern: str = "") -> np.ndarray:
+@op("RegexFullMatch", 20, build=True)
+def regex_full_match(node: NodeContext, *, pattern: str = "") -> Callable[[np.ndarray], np.ndarray]:
     """Return, elementwise, whether the whole string matches the RE2 ``pattern``.
 
     Patterns run on Python's ``re`` with ASCII-only ``\\w``, ``\\d``, ``\\s``, ``\\b`` as in RE2,
-    and RE2's ``\\z`` read as ``\\Z``. RE2 features ``re`` lacks (``\\pN``, ``\\p{Greek}``,
-    ``\\Q...\\E``, POSIX classes such as ``[[:alpha:]]``) are reported as errors.
+    and RE2's ``\\z`` read as ``\\Z``; ``(?i)`` then folds ASCII letters only. RE2 features
+    ``re`` lacks (``\\pN``, ``\\p{Greek}``, ``\\Q...\\E``, POSIX classes such as ``[[:alpha:]]``)
+    are rejected at compile time.
     """
     if _POSIX_CLASS.search(pattern):
-        raise ValueError(
-            f"RegexFullMatch pattern {pattern!r} uses a POSIX character class, which Python's re "
-            "does not support; spell it as a range such as [a-zA-Z]"
+        raise node.error(
+            f"pattern {pattern!r} uses a POSIX character class, which Python's re does not "
+            "support; spell it as a range such as [a-zA-Z]"
         )
     try:
         regex = re.compile(_RE2_END_OF_TEXT.sub(r"\1\\Z", pattern), re.ASCII)
     except re.error as exc:
-        raise ValueError(f"RegexFullMatch cannot compile pattern {pattern!r}: {exc}") from exc
-    strings = _strings(x, "RegexFullMatch")
-    matches = [regex.fullmatch(s) is not None for s in strings.reshape(-1)]
-    return np.array(matches, dtype=bool).reshape(x.shape)
+        raise node.error(f"cannot compile pattern {pattern!r}: {exc}") from exc
+
+    def full_match(x: np.ndarray) -> np.ndarray:
+        strings = _strings(x, "RegexFullMatch").reshape(-1)
+        matches = [regex.fullmatch(s) is not None for s in strings]
+        return np.array(matches, dtype=bool).reshape(x.shape)
+
+    return full_match
