@@ -417,14 +417,9 @@ def qlinear_conv(
     m = w.shape[0]
     scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
     scale = (scale / np.float32(y_scale)).reshape(-1, *[1] * (acc.ndim - 2))
-    return _requantize(acc.astype(np.float32) * scale, y_zero_point)
+    from onnxflow.ops.quantization import store_quantized  # the quantization family's rounding
 
-
-def _requantize(real: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
-    """Return ``round_half_even(real) + zero_point`` saturated to the zero point's integer type."""
-    info = np.iinfo(zero_point.dtype)
-    q = np.rint(real) + float(np.asarray(zero_point).reshape(()))
-    return np.clip(q, info.min, info.max).astype(zero_point.dtype)
+    return store_quantized(acc.astype(np.float32) * scale, y_zero_point, y_zero_point.dtype, True)
 
 
 @op("DeformConv", 19, 22)
