@@ -22,6 +22,7 @@ from onnx.backend.test.loader import load_model_tests
 import onnxflow
 from onnxflow.backend import assert_similar_outputs
 from onnxflow.ops import REGISTRY, load_all
+from onnxflow.values import proto_to_value
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -88,6 +89,8 @@ def run_case(case) -> str | None:
         sess = onnxflow.InferenceSession(case.model)
         names = [a.name for a in sess.get_inputs()]
         for inputs, expected in case.data_sets:
+            inputs = [proto_to_value(v) for v in inputs]
+            expected = [proto_to_value(v) for v in expected]
             got = sess.run(None, dict(zip(names, inputs)))
             assert_similar_outputs(expected, got, rtol=case.rtol, atol=case.atol)
     except Exception as exc:  # a report collects every kind of failure
