@@ -86,7 +86,7 @@ def erfinv(y: np.ndarray) -> np.ndarray:
         ],
         wl,
     )
-    return np.where(small, p_small, p_large) * y
+    return np.where(np.abs(y) == 1.0, y * np.inf, np.where(small, p_small, p_large) * y)
 
 
 def probit(p: np.ndarray) -> np.ndarray:

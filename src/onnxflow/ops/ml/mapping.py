@@ -201,8 +201,8 @@ def cast_map(
 
 
 def _converter(dtype: Any) -> Callable[[Any], Any]:
-    if dtype is object:
-        return str
+    if dtype is object:  # numbers print with six decimals, as onnxruntime does
+        return lambda v: v if isinstance(v, str) else f"{float(v):f}"
     if dtype is np.int64:
         return lambda v: int(float(v))
     return float

@@ -437,6 +437,8 @@ def tree_ensemble_classifier(
     # Two classes voted for only through class 0: one score, of the positive class.
     one_score = len(labels) == 2 and 1 not in (class_ids or [])
     all_positive = bool((weights >= 0).all())
+    # A class no leaf votes for never wins (its score is only its base value).
+    never_voted = np.where(forest.voted.any(axis=0), 0.0, -np.inf)
 
     def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         scores = forest.aggregate(forest.leaves(as_2d(x)), "SUM")
@@ -445,7 +447,7 @@ def tree_ensemble_classifier(
             top = labels[(score > (0.5 if all_positive else 0.0)).astype(np.intp)]
             return top, binary_scores(score, transform, all_positive).astype(np.float32)
         scores += base
-        top = labels[np.argmax(scores, axis=1)]
+        top = labels[np.argmax(scores + never_voted, axis=1)]
         return top, transform_scores(scores, transform).astype(np.float32)
 
     return run
