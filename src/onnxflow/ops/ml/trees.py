@@ -387,12 +387,20 @@ def tree_ensemble_regressor(
     target_weights_as_tensor: np.ndarray | None = None,
     **nodes: Any,
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """Return the [N, n_targets] float32 aggregate of leaf votes plus base_values."""
+    """Return the [N, n_targets] float32 aggregate of leaf votes plus base_values.
+
+    ``nodes`` holds the nodes_* attributes (see _LEGACY_NODE_ATTRS), shared with the classifier.
+    """
     _check_node_attrs(node, nodes)
     if aggregate_function not in _AGGREGATES:
         raise node.error(f"aggregate_function must be one of {_AGGREGATES}")
     transform = check_post_transform(post_transform)
-    attrs = {**dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, **locals()}
+    attrs = {
+        **dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, "base_values": base_values,
+        "base_values_as_tensor": base_values_as_tensor, "target_ids": target_ids,
+        "target_treeids": target_treeids, "target_nodeids": target_nodeids,
+        "target_weights": target_weights, "target_weights_as_tensor": target_weights_as_tensor,
+    }  # fmt: skip
     targets = n_targets if n_targets is not None else max(target_ids or [0]) + 1
     try:
         forest = _legacy_forest(node, attrs, "target", targets, aggregate_function)
@@ -427,7 +435,12 @@ def tree_ensemble_classifier(
     _check_node_attrs(node, nodes)
     transform = check_post_transform(post_transform)
     labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
-    attrs = {**dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, **locals()}
+    attrs = {
+        **dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, "base_values": base_values,
+        "base_values_as_tensor": base_values_as_tensor, "class_ids": class_ids,
+        "class_treeids": class_treeids, "class_nodeids": class_nodeids,
+        "class_weights": class_weights, "class_weights_as_tensor": class_weights_as_tensor,
+    }  # fmt: skip
     try:
         forest = _legacy_forest(node, attrs, "class", len(labels), "SUM")
     except ValueError as exc:
