@@ -1,4 +1,8 @@
-"""The ONNX backend node suite, run through onnxflow's backend adapter.
+"""The ONNX backend test suites, run through onnxflow's backend adapter.
+
+The node suite (one case per operator behaviour), the `light` real models (alexnet, densenet121,
+inception v1/v2, resnet50, shufflenet, squeezenet, vgg19, zfnet512, each against its stored
+output), and the simple and PyTorch-exported model suites shipped in the onnx package.
 
 Every case passes, or is listed with its reason in ``expected_failures.txt``; a listed case
 that passes is reported as an unexpected success, so the list can only shrink.
@@ -47,11 +51,12 @@ def _suite() -> dict[str, type]:
             not_run.add(f"{name}_cpu")
         else:
             backend_test.xfail(rf"^{re.escape(name)}_cpu$")
-    node_suite = backend_test.test_cases["OnnxBackendNodeModelTest"]
-    for attr in [a for a in vars(node_suite) if a.startswith("test_")]:
-        if attr.endswith("_cuda") or attr in not_run:  # CPU only; random draws by property
-            delattr(node_suite, attr)
-    return {"OnnxBackendNodeModelTest": node_suite}
+    suites = backend_test.test_cases
+    for suite in suites.values():
+        for attr in [a for a in vars(suite) if a.startswith("test_")]:
+            if attr.endswith("_cuda") or attr in not_run:  # CPU only; random draws by property
+                delattr(suite, attr)
+    return suites
 
 
 globals().update(_suite())
