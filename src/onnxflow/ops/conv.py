@@ -153,9 +153,11 @@ def _conv(
     return y
 
 
-#: Size of one im2col buffer: big enough for an efficient GEMM, small enough to stay cached and to
-#: be reused by the allocator instead of being page-faulted in afresh on every call.
-_CHUNK_BYTES = 1 << 22
+#: Bound on one im2col buffer. Below glibc's largest mmap threshold (32 MiB) the buffer is reused
+#: from the heap instead of being page-faulted in afresh on every call (that alone costs as much as
+#: the GEMM for a VGG-sized layer); yet big enough that a layer takes few GEMM calls, since each
+#: multithreaded BLAS call stalls when the CPU is oversubscribed.
+_CHUNK_BYTES = 1 << 24
 
 
 def _im2col(
