@@ -25,10 +25,23 @@ def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """Return 1 / (1 + exp(-x)) in x's dtype, without overflow for large |x|."""
+    """Return 1 / (1 + exp(-x)) in x's dtype, as exp(min(x, 0)) / (1 + exp(-|x|))."""
     e = np.exp(-np.abs(x))
-    r = x.dtype.type(1) / (x.dtype.type(1) + e)
-    return np.where(x >= 0, r, e * r)
+    return np.maximum(e, x >= 0) / (x.dtype.type(1) + e)
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    """Return log(1 + exp(x)) in x's dtype, as max(x, 0) + log1p(exp(-|x|))."""
+    return np.maximum(x, x.dtype.type(0)) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _exp_linear(x: np.ndarray, alpha: float, scale: float = 1.0) -> np.ndarray:
+    """Return x where x > 0, else alpha * (exp(x / scale) - 1), in x's dtype."""
+    c = x.dtype.type
+    negative = np.minimum(x, c(0))
+    if scale != 1.0:
+        negative = negative / c(scale)
+    return np.maximum(x, c(0)) + c(alpha) * np.expm1(negative)
 
 
 # -- rectifiers -------------------------------------------------------------------------------
@@ -43,7 +56,8 @@ def leaky_relu(
     x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
     """Return x where x >= 0, else alpha * x."""
-    return _like(np.where(x < 0, x * x.dtype.type(alpha), x), x)
+    scaled = x * x.dtype.type(alpha)
+    return _like(np.maximum(x, scaled) if alpha <= 1 else np.minimum(x, scaled), x)
 
 
 @op("PRelu", 1, 6)
@@ -59,7 +73,8 @@ def prelu_legacy(
 @op("PRelu", 7, 9, 16)
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """Return x where x >= 0, else slope * x (slope broadcasts to x)."""
-    return _like(np.where(x < 0, x * slope, x), x)
+    zero = x.dtype.type(0)
+    return _like(np.maximum(x, zero) + slope * np.minimum(x, zero), x)
 
 
 @op("ThresholdedRelu", 10, 22)
@@ -73,7 +88,7 @@ def elu(
     x: np.ndarray, *, alpha: float = 1.0, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
     """Return x where x >= 0, else alpha * (exp(x) - 1)."""
-    return _like(np.where(x < 0, x.dtype.type(alpha) * np.expm1(x), x), x)
+    return _like(_exp_linear(x, alpha), x)
 
 
 @op("Selu", 1, 6, 22)
@@ -85,15 +100,13 @@ def selu(
     consumed_inputs: list[int] | None = None,
 ) -> np.ndarray:
     """Return gamma * x where x > 0, else gamma * alpha * (exp(x) - 1)."""
-    c = x.dtype.type
-    return _like(c(gamma) * np.where(x > 0, x, c(alpha) * np.expm1(x)), x)
+    return _like(x.dtype.type(gamma) * _exp_linear(x, alpha), x)
 
 
 @op("Celu", 12, 28)
 def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """Return max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
-    a = x.dtype.type(alpha)
-    return _like(np.where(x > 0, x, a * np.expm1(x / a)), x)
+    return _like(_exp_linear(x, alpha, scale=alpha), x)
 
 
 @op("Shrink", 9)
@@ -134,7 +147,7 @@ def hard_swish(x: np.ndarray) -> np.ndarray:
 @op("Softplus", 1, 22)
 def softplus(x: np.ndarray) -> np.ndarray:
     """Return log(exp(x) + 1)."""
-    return _like(np.logaddexp(x, x.dtype.type(0)), x)
+    return _like(_softplus(x), x)
 
 
 @op("Softsign", 1, 22)
@@ -146,7 +159,7 @@ def softsign(x: np.ndarray) -> np.ndarray:
 @op("Mish", 18, 22)
 def mish(x: np.ndarray) -> np.ndarray:
     """Return x * tanh(softplus(x))."""
-    return _like(x * np.tanh(np.logaddexp(x, x.dtype.type(0))), x)
+    return _like(x * np.tanh(_softplus(x)), x)
 
 
 @op("Gelu", 20)
