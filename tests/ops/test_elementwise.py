@@ -281,6 +281,22 @@ def test_sigmoid_does_not_overflow_and_keeps_tails():
     np.testing.assert_allclose(got, [0.0, math.exp(-50), 0.5, 1.0, 1.0], rtol=1e-12)
 
 
+def test_softplus_and_mish_are_stable_for_large_inputs():
+    x = np.array([-1000.0, -40.0, 0.0, 40.0, 1000.0])
+    with np.errstate(over="raise", invalid="raise"):
+        soft = run("Softplus", [x])
+        mish = run("Mish", [x])
+    np.testing.assert_allclose(soft, [0.0, math.exp(-40), math.log(2), 40.0, 1000.0], rtol=1e-12)
+    np.testing.assert_allclose(mish, x * np.tanh(soft), rtol=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.01, -0.5, 1.0, 3.0])
+def test_leaky_relu_any_alpha(alpha):
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 2.0, np.nan], F32)
+    expected = np.where(x < 0, x * F32(alpha), x)
+    np.testing.assert_array_equal(run("LeakyRelu", [x], alpha=alpha), expected)
+
+
 # -- dtypes and inputs ------------------------------------------------------------------------
 ACTIVATIONS = [
     ("Celu", 22), ("Elu", 22), ("Gelu", 20), ("HardSigmoid", 22), ("HardSwish", 22),
