@@ -26,7 +26,7 @@ def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     """Return 1 / (1 + exp(-x)) in x's dtype, as exp(min(x, 0)) / (1 + exp(-|x|))."""
-    e = np.exp(-np.abs(x))
+    e = np.exp(-np.abs(x))  # max(e, x >= 0) below is exp(min(x, 0)), without a second exp
     return np.maximum(e, x >= 0) / (x.dtype.type(1) + e)
 
 
