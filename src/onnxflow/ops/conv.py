@@ -2,9 +2,10 @@
 Col2Im.
 
 All work on channels-first tensors ``(N, C, D1, ..., Dn)`` of any spatial rank. A convolution is
-an im2col (one strided copy per kernel element into a ``(N, C, K, *out)`` column buffer) followed
-by one batched GEMM over the groups; ConvTranspose and Col2Im are the reverse: a GEMM, then a
-scatter-add of the columns into the image ("fold"). float16 and bfloat16 are computed in float32
+an im2col (one strided copy per kernel element into a ``(C, K, *out)`` column buffer, built per
+image in chunks of output rows) followed by one GEMM per group (a plain GEMM for 1x1 kernels);
+ConvTranspose and Col2Im are the reverse: a GEMM, then a scatter-add of the columns into the
+image ("fold"). float16 and bfloat16 are computed in float32
 and rounded back once; integer convolutions accumulate in float64, which is exact for 8-bit
 operands (every partial sum stays far below 2**53).
 

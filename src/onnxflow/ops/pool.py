@@ -123,11 +123,11 @@ def max_pool(
             for _, view in views:
                 np.maximum(best, view, out=best)
             return best
-        tap = np.zeros(best.shape, dtype=np.int64)
-        for index, view in views:
+        tap = np.zeros(best.shape, dtype=np.int32)
+        for number, (_, view) in enumerate(views, start=1):
             better = view > best
-            best = np.where(better, view, best)
-            tap = np.where(better, np.ravel_multi_index(index, kernel_shape), tap)
+            np.copyto(best, view, where=better)
+            np.copyto(tap, number, where=better)
         return best, _flat_indices(
             tap, x.shape, out, begin, kernel_shape, strides, dilations, storage_order
         )
