@@ -9,16 +9,23 @@ from typing import Any
 
 from onnxflow.compile.plan import Plan
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
+from onnxflow.runtime.context import check_terminate, current_run_options
 
 
 def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """Run ``plan`` with ``args`` (formal inputs then captures) and return its outputs."""
+    """Run ``plan`` with ``args`` (formal inputs then captures) and return its outputs.
+
+    When the run has RunOptions, ``terminate`` is checked before every step.
+    """
     frame = list(plan.template)
     for slot, value in zip(plan.arg_slots, args):
         frame[slot] = value
+    options = current_run_options()
     index = 0
     try:
         for index, (fn, ins, out, free) in enumerate(plan.steps):  # noqa: B007
+            if options is not None:
+                check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
             result = fn(*[frame[i] for i in ins])
             if out.__class__ is int:
                 frame[out] = result
