@@ -10,6 +10,7 @@ semantics; bad shapes fail with clear messages.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -187,6 +188,15 @@ def test_conv_transpose_output_shape_sets_the_padding():
     np.testing.assert_allclose(y, full[:, :, 1:, 1:], rtol=1e-4, atol=1e-4)  # total 1: at start
 
 
+@pytest.mark.parametrize(("auto_pad", "begin"), [("SAME_UPPER", 0), ("SAME_LOWER", 1)])
+def test_conv_transpose_same_output_is_input_times_stride(auto_pad, begin):
+    x, w = normal(1, 2, 3, 4), normal(2, 1, 2, 2)
+    y = run("ConvTranspose", [x, w], strides=[2, 2], auto_pad=auto_pad, output_padding=[1, 1])
+    assert y.shape == (1, 1, 6, 8)  # full size 7 x 9: one padding pixel per axis
+    full = conv_transpose_oracle(x, w, 1, [2, 2], [1, 1], [0, 0, 0, 0], [1, 1])
+    np.testing.assert_allclose(y, full[:, :, begin : begin + 6, begin : begin + 8], atol=1e-5)
+
+
 def test_col2im_counts_how_many_blocks_cover_each_pixel():
     image, block = np.array([5, 4]), np.array([2, 3])
     y = run("Col2Im", [np.ones((1, 6, 4 * 2), F32), image, block], dilations=[1, 1])
@@ -361,3 +371,21 @@ def test_roi_align_avg_of_a_constant_image_is_the_constant():
         output_width=3,
     )
     np.testing.assert_allclose(y, 3.0, rtol=1e-6)
+
+
+# -- DeformConv ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("spatial", "kernel"), [((7,), (3,)), ((4, 5, 4), (2, 3, 2))])
+def test_deform_conv_with_zero_offsets_is_conv(spatial, kernel):
+    x, w, b = normal(2, 4, *spatial), normal(6, 2, *kernel), normal(6)
+    attrs = dict(group=2, pads=[1] * 2 * len(spatial), strides=[2] * len(spatial))
+    expected = run("Conv", [x, w, b], **attrs)
+    offset = np.zeros((2, 2 * math.prod(kernel) * len(spatial), *expected.shape[2:]), F32)
+    y = run("DeformConv", [x, w, offset, b], offset_group=2, **attrs)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_integer_offset_shifts_the_sample_and_zero_fills_outside():
+    x, w = normal(1, 1, 6), np.ones((1, 1, 1), F32)
+    offset = np.full((1, 1, 6), 2.0, F32)
+    y = run("DeformConv", [x, w, offset])
+    np.testing.assert_allclose(y.ravel(), [*x.ravel()[2:], 0, 0], rtol=1e-6)
