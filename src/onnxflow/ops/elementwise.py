@@ -74,7 +74,9 @@ def _legacy_rhs(a: np.ndarray, b: np.ndarray, broadcast: int, axis: int | None) 
     if b.size == 1:
         return b.reshape(())
     start = a.ndim - b.ndim if axis is None else axis + a.ndim if axis < 0 else axis
-    if start < 0 or a.shape[start : start + b.ndim] != b.shape:
+    run = a.shape[start : start + b.ndim]
+    # Exporters of that era (PyTorch) also emit B with size-1 dims inside the aligned run.
+    if start < 0 or len(run) != b.ndim or any(m not in (n, 1) for n, m in zip(run, b.shape)):
         raise ValueError(
             f"cannot broadcast B of shape {b.shape} onto A of shape {a.shape} "
             f"at axis {start} (B must match a contiguous run of A's dimensions)"
