@@ -49,6 +49,9 @@ class Plan:
     infos: tuple[NodeInfo, ...]
     slot_names: tuple[str, ...]
     constant_slots: frozenset[int] = field(default_factory=frozenset)
+    #: Generated functions, made on first use (see onnxflow.runtime.codegen), keyed by whether
+    #: they check RunOptions.terminate.
+    runners: dict[bool, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_inputs(self) -> int:

@@ -1,6 +1,9 @@
-"""Runs a :class:`~onnxflow.compile.plan.Plan` on a fresh frame.
+"""Runs a :class:`~onnxflow.compile.plan.Plan` on fresh state.
 
-There are no operator names in here: everything a step needs was decided at compile time.
+Two ways to run the same plan: :func:`execute`, the generated straight-line function of
+:mod:`onnxflow.runtime.codegen` (the default), and :func:`interpret`, a loop over the steps on a
+frame list, which is what very large graphs use. There are no operator names in here: everything
+a step needs was decided at compile time.
 """
 
 from __future__ import annotations
@@ -9,7 +12,11 @@ from typing import Any
 
 from onnxflow.compile.plan import Plan
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
+from onnxflow.runtime.codegen import failing_step, generate
 from onnxflow.runtime.context import check_terminate, current_run_options
+
+#: Graphs with more steps than this are interpreted rather than turned into one function.
+MAX_GENERATED_STEPS = 20_000
 
 
 def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
@@ -17,10 +24,27 @@ def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
 
     When the run has RunOptions, ``terminate`` is checked before every step.
     """
+    options = current_run_options()
+    if len(plan.steps) > MAX_GENERATED_STEPS:
+        return interpret(plan, args, options)
+    checked = options is not None
+    runner = plan.runners.get(checked)
+    if runner is None:
+        runner = plan.runners[checked] = generate(plan, checked)
+    fn, lines = runner
+    try:
+        return fn(args, options) if checked else fn(args)
+    except OnnxflowError:
+        raise
+    except Exception as exc:
+        raise _failure(plan, failing_step(exc, fn, lines), exc) from exc
+
+
+def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None) -> list[Any]:
+    """Run ``plan`` step by step on a frame list."""
     frame = list(plan.template)
     for slot, value in zip(plan.arg_slots, args):
         frame[slot] = value
-    options = current_run_options()
     index = 0
     try:
         for index, (fn, ins, out, free) in enumerate(plan.steps):  # noqa: B007
@@ -36,12 +60,18 @@ def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
     except OnnxflowError:
         raise
     except Exception as exc:
-        info = plan.infos[index]
-        raise RuntimeFailure(
-            f"{where(info.name, info.op_type, info.domain, info.opset)} in graph "
-            f"{plan.graph_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise _failure(plan, index, exc) from exc
     return [frame[i] for i in plan.output_slots]
+
+
+def _failure(plan: Plan, index: int | None, exc: Exception) -> RuntimeFailure:
+    if index is None:
+        return RuntimeFailure(f"graph {plan.graph_name!r} failed: {type(exc).__name__}: {exc}")
+    info = plan.infos[index]
+    return RuntimeFailure(
+        f"{where(info.name, info.op_type, info.domain, info.opset)} in graph "
+        f"{plan.graph_name!r} failed: {type(exc).__name__}: {exc}"
+    )
 
 
 def _store_many(frame: list[Any], out: tuple[int, ...], result: Any) -> None:
