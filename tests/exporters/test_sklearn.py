@@ -22,6 +22,7 @@ import onnxflow
 sklearn = pytest.importorskip("sklearn", reason="scikit-learn is a test dependency")
 skl2onnx = pytest.importorskip("skl2onnx", reason="skl2onnx is a test dependency")
 
+from sklearn.base import clone  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.compose import ColumnTransformer  # noqa: E402
 from sklearn.decomposition import KernelPCA  # noqa: E402
@@ -32,8 +33,12 @@ from sklearn.ensemble import (  # noqa: E402
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.feature_extraction import FeatureHasher  # noqa: E402
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer  # noqa: E402
-from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
+from sklearn.gaussian_process import (  # noqa: E402
+    GaussianProcessClassifier,
+    GaussianProcessRegressor,
+)
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel  # noqa: E402
 from sklearn.impute import SimpleImputer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
@@ -43,6 +48,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
 from sklearn.svm import SVC, SVR  # noqa: E402
+from sklearn.utils import murmurhash3_32  # noqa: E402
 
 #: Target opsets; ai.onnx.ml 5 is where TreeEnsemble arrives, 3 where tree ensembles get tensors.
 OPSETS = {
@@ -156,6 +162,9 @@ _ESTIMATORS = {
     ).fit(X_TRAIN, Y_REG),
     "kmeans": lambda: KMeans(n_clusters=3, n_init=2, random_state=0).fit(X_TRAIN),
     "gaussian_mixture": lambda: GaussianMixture(n_components=3, random_state=0).fit(X_TRAIN),
+    "gaussian_process_classifier": lambda: GaussianProcessClassifier(RBF(1.0), optimizer=None).fit(
+        X_TRAIN, Y_CLASS.clip(0, 1)
+    ),
 }
 
 opsets = pytest.mark.parametrize("opsets", list(OPSETS.values()), ids=list(OPSETS))
@@ -198,6 +207,20 @@ def test_gaussian_process_mean_and_std(opsets: dict[str, int]) -> None:
     # k(x, x) - k*' K^-1 k*, a difference of two float32 numbers close to each other.
     close(out[0], mean, rtol=1e-3, atol=1e-3)
     close(out[1], std, rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["gaussian_process", "knn_regressor", "mlp_regressor"])
+def test_double_precision_regressors_agree_tightly(name: str) -> None:
+    x_train, y_train, x = (a.astype(np.float64) for a in (X_TRAIN, Y_REG, X_TEST))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = clone(fitted(name)).fit(x_train, y_train)
+    options = (
+        {GaussianProcessRegressor: {"return_std": True}} if name == "gaussian_process" else None
+    )
+    out = run(convert(est, x[:1], OPSETS["18-ml3"], options=options), x)
+    assert out[0].dtype == np.float64
+    close(out[0], est.predict(x), rtol=1e-9, atol=1e-9)
 
 
 @opsets
@@ -370,6 +393,24 @@ def test_gaussian_mixture_labels_probabilities_and_log_likelihood(opsets: dict[s
     close(out[2], est.score_samples(X_TEST), rtol=1e-4, atol=1e-4)
 
 
+@opsets
+def test_gaussian_process_classifier_uses_com_microsoft_solve(opsets: dict[str, int]) -> None:
+    est = fitted("gaussian_process_classifier")
+    model = convert(est, X_TRAIN[:1], opsets, options={"zipmap": False})
+    assert any(n.op_type == "Solve" and n.domain == "com.microsoft" for n in model.graph.node)
+    out = run(model, X_TEST)
+    same_labels(out[0], est.predict(X_TEST))
+    # The latent mean goes through a float32 Cholesky solve against 80 training points.
+    close(out[1], est.predict_proba(X_TEST), atol=3e-4)
+
+
+def test_gaussian_process_classifier_in_double_precision() -> None:
+    est = fitted("gaussian_process_classifier")
+    x = X_TEST.astype(np.float64)
+    out = run(convert(est, x[:1], OPSETS["18-ml3"], options={"zipmap": False}), x)
+    close(out[1], est.predict_proba(x), rtol=1e-9, atol=1e-9)
+
+
 # -- text: StringNormalizer, com.microsoft Tokenizer, TfIdfVectorizer --------------------------
 
 
@@ -417,6 +458,185 @@ def test_count_vectorizer_with_separators(opsets: dict[str, int]) -> None:
     options = {CountVectorizer: {"separators": [" ", "[.]", ",", ";"]}}
     found = run(convert(est, queries[:1], opsets, options=options), queries)[0]
     np.testing.assert_array_equal(found, est.transform(queries.reshape(-1)).toarray())
+
+
+@opsets
+def test_feature_hasher_uses_com_microsoft_murmurhash3(opsets: dict[str, int]) -> None:
+    docs = [["cat", "dog", "cat"], ["fish", "\u00e9t\u00e9", "dog"], ["a", "bb", "ccccc"]]
+    est = FeatureHasher(n_features=16, input_type="string").fit(docs)
+    initial_types = [("x", skl2onnx.common.data_types.StringTensorType([None, 3]))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = skl2onnx.to_onnx(est, initial_types=initial_types, target_opset=opsets)
+    found = run(model, np.array(docs, dtype=object))[0]
+    np.testing.assert_array_equal(found, est.transform(docs).toarray())
+
+
+# -- com.microsoft kernels, on cases written from their specs ----------------------------------
+
+
+def _contrib_model(op_type: str, inputs: list[tuple[str, int]], out_type: int, **attrs: Any):
+    node = helper.make_node(op_type, [n for n, _ in inputs], ["y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node],
+        op_type,
+        [helper.make_tensor_value_info(n, t, None) for n, t in inputs],
+        [helper.make_tensor_value_info("y", out_type, None)],
+    )
+    opset_imports = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opset_imports)
+
+
+def tokenize(x: Any, mark: int = 0, mincharnum: int = 1, pad_value: str = "#", **attrs: Any):
+    model = _contrib_model(
+        "Tokenizer",
+        [("x", TensorProto.STRING)],
+        TensorProto.STRING,
+        mark=mark,
+        mincharnum=mincharnum,
+        pad_value=pad_value,
+        **attrs,
+    )
+    (y,) = onnxflow.InferenceSession(model).run(None, {"x": np.array(x, dtype=object)})
+    return y
+
+
+@pytest.mark.parametrize(
+    ("x", "attrs", "expected"),
+    [
+        pytest.param(
+            ["Hello World", "I love computer science !"],
+            {"separators": [" "]},
+            [["Hello", "World", "#", "#", "#"], ["I", "love", "computer", "science", "!"]],
+            id="spec_example_separators",
+        ),
+        pytest.param(
+            [["a, b;c  d", "e"]],
+            {"separators": [" ", ",", ";"]},
+            [[["a", "b", "c", "d"], ["e", "#", "#", "#"]]],
+            id="runs_of_separators_and_2d_input",
+        ),
+        pytest.param(
+            ["abcd"], {"separators": ["cd", "bc"]}, [["ab"]], id="earlier_separator_wins_overlap"
+        ),
+        pytest.param(["xaby"], {"separators": ["a|ab"]}, [["x", "y"]], id="longest_separator"),
+        pytest.param(
+            ["h\u00e9!", "ab"],
+            {"separators": [""]},
+            [["h", "\u00e9", "!"], ["a", "b", "#"]],
+            id="character_mode",
+        ),
+        pytest.param(
+            ["ab abc", "xyz"],
+            {"tokenexp": "a|ab"},
+            [["ab", "ab"], ["#", "#"]],
+            id="leftmost_longest",
+        ),
+        pytest.param(["aabab"], {"tokenexp": "a*(ab)*"}, [["aabab"]], id="longest_not_first"),
+        pytest.param(
+            ["caf\u00e9 au lait"], {"tokenexp": "\\w+"}, [["caf", "au", "lait"]], id="ascii_word"
+        ),
+        pytest.param(["a\nb"], {"tokenexp": "."}, [["a", "\n", "b"]], id="dot_matches_newline"),
+        pytest.param(["ab ab"], {"tokenexp": "^ab"}, [["ab"]], id="anchor_is_the_string_start"),
+        pytest.param(["ab1 cd"], {"tokenexp": "[[:alpha:]]+"}, [["ab", "cd"]], id="posix_class"),
+        pytest.param(["ab1 cd"], {"tokenexp": "[[:^alpha:]]+"}, [["1 "]], id="negated_posix"),
+        pytest.param(
+            ["a bb \u00e9 \u00e9\u00e9"],
+            {"tokenexp": "[^ ]+", "mincharnum": 2},
+            [["bb", "\u00e9\u00e9"]],
+            id="mincharnum_counts_characters",
+        ),
+        pytest.param(
+            ["c bb d"], {"separators": [" "], "mincharnum": 2}, [["bb"]], id="mincharnum_separators"
+        ),
+        pytest.param(
+            [["Hello World", "x"]],
+            {"separators": [" "], "mark": 1},
+            [[["\x02", "Hello", "World", "\x03"], ["\x02", "x", "\x03", "#"]]],
+            id="marks_inside_padding",
+        ),
+    ],
+)
+def test_tokenizer_spec_cases(x: Any, attrs: dict[str, Any], expected: list[Any]) -> None:
+    found = tokenize(x, **attrs)
+    assert found.dtype == object
+    assert found.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("x", "attrs", "shape"),
+    [
+        pytest.param(["   ", " "], {"separators": [" "]}, (2, 0), id="everything_removed"),
+        pytest.param([["", "."]], {"tokenexp": "\\w", "mark": 1}, (1, 2, 0), id="no_token_marked"),
+        pytest.param(np.zeros(0, dtype=object), {"separators": [" "]}, (0,), id="empty_c"),
+        pytest.param(np.zeros((3, 0), dtype=object), {"separators": [" "]}, (3, 0), id="empty_nc"),
+    ],
+)
+def test_tokenizer_empty_shapes(x: Any, attrs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    assert tokenize(x, **attrs).shape == shape
+
+
+def test_tokenizer_does_not_modify_its_input() -> None:
+    x = np.array(["a b", "c"], dtype=object)
+    tokenize(x, separators=[" "])
+    assert x.tolist() == ["a b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        ({"separators": [" "], "tokenexp": "a"}, "exactly one"),
+        ({}, "exactly one"),
+        ({"separators": [" "], "mincharnum": 0}, "mincharnum"),
+        ({"separators": [""], "mincharnum": 2}, "mincharnum"),
+        ({"separators": ["", " "]}, "separators"),
+        ({"tokenexp": "[[:nope:]]"}, "POSIX"),
+        ({"tokenexp": "(unclosed"}, "cannot compile"),
+    ],
+)
+def test_tokenizer_rejects_bad_attributes_at_load(attrs: dict[str, Any], message: str) -> None:
+    with pytest.raises(onnxflow.OnnxflowError, match=message):
+        tokenize(["a"], **attrs)
+
+
+def test_tokenizer_rejects_three_dimensional_input() -> None:
+    with pytest.raises(onnxflow.RuntimeFailure, match=r"\[C\] or \[N, C\]"):
+        tokenize(np.array([[["a"]]], dtype=object), separators=[" "])
+
+
+@pytest.mark.parametrize("positive", [0, 1])
+@pytest.mark.parametrize("seed", [0, 7, 2**32 - 1])
+def test_murmurhash3_strings_agree_with_scikit_learn(positive: int, seed: int) -> None:
+    words = ["", "a", "ab", "abc", "abcd", "abcde", "h\u00e9llo w\u00f6rld \u20ac", "x" * 37]
+    x = np.array(words, dtype=object).reshape(2, 4)
+    out_type = TensorProto.UINT32 if positive else TensorProto.INT32
+    model = _contrib_model(
+        "MurmurHash3", [("x", TensorProto.STRING)], out_type, positive=positive, seed=seed
+    )
+    (found,) = onnxflow.InferenceSession(model).run(None, {"x": x})
+    assert found.dtype == (np.uint32 if positive else np.int32)
+    expected = [murmurhash3_32(w, seed=seed, positive=bool(positive)) for w in words]
+    np.testing.assert_array_equal(found.reshape(-1), expected)
+
+
+def test_murmurhash3_hashes_an_int32_by_its_four_bytes() -> None:
+    x = np.array([0, 1, -5, 123456], dtype=np.int32)
+    model = _contrib_model("MurmurHash3", [("x", TensorProto.INT32)], TensorProto.UINT32, seed=3)
+    (found,) = onnxflow.InferenceSession(model).run(None, {"x": x})
+    expected = [murmurhash3_32(v.tobytes(), seed=3, positive=True) for v in x]
+    np.testing.assert_array_equal(found, expected)
+
+
+@pytest.mark.parametrize("transposed", [0, 1])
+def test_solve(transposed: int) -> None:
+    rng = np.random.default_rng(0)
+    a = (rng.normal(size=(4, 4)) + 4 * np.eye(4)).astype(np.float32)
+    y = rng.normal(size=(4, 2)).astype(np.float32)
+    inputs = [("a", TensorProto.FLOAT), ("b", TensorProto.FLOAT)]
+    model = _contrib_model("Solve", inputs, TensorProto.FLOAT, transposed=transposed)
+    (found,) = onnxflow.InferenceSession(model).run(None, {"a": a, "b": y})
+    assert found.dtype == np.float32
+    close((a.T if transposed else a).astype(np.float64) @ found, y)
 
 
 # -- unsupported operators ---------------------------------------------------------------------

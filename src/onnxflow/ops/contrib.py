@@ -1,9 +1,11 @@
-"""com.microsoft operators that converters emit by default: Tokenizer-1.
+"""com.microsoft operators that skl2onnx's default conversions emit.
 
-skl2onnx puts a Tokenizer between StringNormalizer and TfIdfVectorizer in every text-vectorizer
-pipeline (TfidfVectorizer, CountVectorizer). Patterns are RE2 syntax; they run on Python's ``re``
-with RE2's matching rules: ASCII-only ``\\w``, ``\\d``, ``\\s``, ``\\b``; ``.`` also matches a
-newline; leftmost-longest matches; ``\\z`` and POSIX classes such as ``[[:alpha:]]`` translated.
+MurmurHash3-1 (FeatureHasher), Solve-1 (GaussianProcessClassifier), Tokenizer-1 (between
+StringNormalizer and TfIdfVectorizer in every TfidfVectorizer and CountVectorizer pipeline).
+
+Tokenizer patterns are RE2 syntax; they run on Python's ``re`` with RE2's matching rules:
+ASCII-only ``\\w``, ``\\d``, ``\\s``, ``\\b``; ``.`` also matches a newline; leftmost-longest
+matches; ``\\z`` and POSIX classes such as ``[[:alpha:]]`` translated.
 """
 
 from __future__ import annotations
@@ -213,3 +215,83 @@ def _padded(rows: list[list[str]], shape: tuple[int, ...], mark: bool, pad: str)
         marked = [_START_TEXT, *tokens, _END_TEXT] if mark else tokens
         row[: len(marked)] = marked
     return out.reshape((*shape, out.shape[1]))
+
+
+# -- MurmurHash3 -------------------------------------------------------------------------------
+
+_MURMUR_C1, _MURMUR_C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+_HASHABLE = {"int32", "uint32", "int64", "uint64", "float32", "float64"}
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _scramble(k: np.ndarray) -> np.ndarray:
+    return _rotl(k * _MURMUR_C1, 15) * _MURMUR_C2
+
+
+def _murmur3_x86_32(keys: np.ndarray, lengths: np.ndarray, seed: int) -> np.ndarray:
+    """Hash byte strings laid out as rows of little-endian uint32 words (zero past each length)."""
+    h = np.full(len(keys), seed & 0xFFFFFFFF, dtype=np.uint32)
+    full_blocks = lengths // 4
+    for j in range(keys.shape[1]):
+        mixed = _rotl(h ^ _scramble(keys[:, j]), 13) * np.uint32(5) + np.uint32(0xE6546B64)
+        tail = h ^ _scramble(keys[:, j])
+        h = np.where(j < full_blocks, mixed, np.where(j * 4 < lengths, tail, h))
+    h ^= lengths.astype(np.uint32)
+    for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = (h ^ (h >> np.uint32(shift))) * np.uint32(factor)
+    return h ^ (h >> np.uint32(16))
+
+
+def _key_words(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return each element's bytes (UTF-8 for strings) as rows of uint32 words, and byte counts."""
+    if x.dtype == object:
+        encoded = [s.encode("utf-8") for s in x.reshape(-1).tolist()]
+        lengths = np.array([len(b) for b in encoded], dtype=np.int64)
+        width = -(-int(lengths.max(initial=0)) // 4) * 4
+        raw = np.array([b.ljust(width, b"\0") for b in encoded], dtype=f"S{max(width, 1)}")
+        data = np.frombuffer(raw.tobytes(), dtype=np.uint8).reshape(len(encoded), -1)[:, :width]
+    else:
+        data = x.astype(x.dtype.newbyteorder("<")).reshape(-1, 1).view(np.uint8)
+        lengths = np.full(len(data), x.dtype.itemsize, dtype=np.int64)
+    return np.ascontiguousarray(data).view("<u4"), lengths
+
+
+@op("MurmurHash3", 1, domain=MS_DOMAIN)
+def murmur_hash3(x: np.ndarray, *, positive: int = 1, seed: int = 0) -> np.ndarray:
+    """MurmurHash3_x86_32 of each element's bytes: UTF-8 for strings, little-endian for numbers.
+
+    The result is uint32 if ``positive`` else the same bits as int32.
+    """
+    if x.dtype != object and x.dtype.name not in _HASHABLE:
+        raise TypeError(f"MurmurHash3 hashes {sorted(_HASHABLE)} or strings, found {x.dtype}")
+    if x.size == 0:
+        return np.zeros(x.shape, dtype=np.uint32 if positive else np.int32)
+    words, lengths = _key_words(x)
+    hashed = _murmur3_x86_32(words, lengths, seed).reshape(x.shape)
+    return hashed if positive else hashed.view(np.int32)
+
+
+# -- Solve -------------------------------------------------------------------------------------
+
+
+@op("Solve", 1, domain=MS_DOMAIN)
+def solve(a: np.ndarray, y: np.ndarray, *, lower: int = 0, transposed: int = 0) -> np.ndarray:
+    """Return X with A X = Y (A' X = Y if ``transposed``), as ``scipy.linalg.solve`` does.
+
+    skl2onnx defines this operator after ``scipy.linalg.solve``, which reads ``lower`` only for
+    symmetric matrices: a general A is solved whatever ``lower`` says.
+    """
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or y.ndim not in (1, 2) or len(y) != len(a):
+        raise ValueError(
+            f"Solve expects a square A [n, n] and Y [n] or [n, k], found A {list(a.shape)} and "
+            f"Y {list(y.shape)}"
+        )
+    matrix = a.T if transposed else a
+    return (
+        np.linalg.solve(matrix, y if y.ndim == 2 else y[:, None])
+        .reshape(y.shape)
+        .astype(np.result_type(a, y), copy=False)
+    )
