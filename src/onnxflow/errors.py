@@ -34,6 +34,10 @@ class UnsupportedOperatorError(ValidationError):
         self.missing = missing
 
 
+class UnsupportedVersionError(ValidationError):
+    """The model needs a newer IR version or operator set than onnxflow supports."""
+
+
 class InputError(OnnxflowError):
     """A feed does not match the model: unknown or missing name, wrong dtype, rank or shape."""
 

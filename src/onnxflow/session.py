@@ -13,13 +13,13 @@ from onnx import GraphProto, ModelProto, TypeProto
 
 from onnxflow.compile.compiler import Compiler
 from onnxflow.compile.plan import Plan
-from onnxflow.errors import InputError
+from onnxflow.errors import InputError, OnnxflowError, ValidationError
 from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.runtime.context import reset_run_options, set_run_options
-from onnxflow.values import NodeArg, np_dtype, value_type_str
+from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
 
 class RunOptions:
@@ -50,8 +50,19 @@ class InferenceSession:
         load_all()
         self._source = model
         self._base_dir = base_dir
+        self._check = check
         self.model: ModelProto = load_model(model, base_dir)
         validate_model(self.model, run_checker=check)
+        try:
+            self._compile()
+        except OnnxflowError:
+            raise
+        except Exception as exc:  # a model that passed validation but trips the compiler
+            raise ValidationError(
+                f"the model could not be compiled: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _compile(self) -> None:
         graph = self.model.graph
         initialized = {t.name for t in graph.initializer}
         self._inputs = [NodeArg.from_value_info(vi) for vi in graph.input]
@@ -62,6 +73,9 @@ class InferenceSession:
             value_types=_inferred_types(self.model),
         )
         self.plan: Plan = compiler.compile_main(graph, opset_map(self.model.opset_import))
+        for value in self.plan.template:
+            _freeze(value)
+        self._constant_roots = _roots(self.plan.template)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
         self._defaults = {
             name: self.plan.template[slot]
@@ -100,7 +114,20 @@ class InferenceSession:
         input_feed: Mapping[str, Any],
         run_options: RunOptions | None = None,
     ) -> list[Any]:
-        """Run the model on ``input_feed``; return the requested outputs (all when None)."""
+        """Run the model on ``input_feed``; return the requested outputs (all when None).
+
+        Feeds are passed to the kernels as read-only views, so a run never writes a caller's
+        array; returned arrays never share memory with a feed, a stored constant or each other.
+        """
+        if not isinstance(input_feed, Mapping):
+            raise InputError(
+                f"input_feed must be a mapping of input names to values, found "
+                f"{type(input_feed).__name__}"
+            )
+        if run_options is not None and not hasattr(run_options, "terminate"):
+            raise InputError(
+                f"run_options must be a RunOptions, found {type(run_options).__name__}"
+            )
         indices = self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
         token = set_run_options(run_options)
@@ -108,10 +135,15 @@ class InferenceSession:
             results = self.plan.run(args)
         finally:
             reset_run_options(token)
-        protected = _roots(input_feed.values(), self.plan.template)
-        return [_detach(results[i], protected) for i in indices]
+        protected = _roots(input_feed.values()) | self._constant_roots
+        returned: set[int] = set()
+        return [_detach(results[i], protected, returned) for i in indices]
 
     def _select_outputs(self, output_names: Sequence[str] | None) -> list[int]:
+        if isinstance(output_names, (str, bytes)):
+            raise InputError(
+                f"output_names must be a list of names or None, found the string {output_names!r}"
+            )
         if not output_names:
             return list(range(len(self.plan.output_names)))
         unknown = [n for n in output_names if n not in self._output_index]
@@ -134,7 +166,7 @@ class InferenceSession:
         args = []
         for arg in self._inputs:
             if arg.name in feeds:
-                args.append(_check_feed(arg, feeds[arg.name], dims))
+                args.append(_read_only(_check_feed(arg, feeds[arg.name], dims)))
             elif arg.name in self._defaults:
                 args.append(self._defaults[arg.name])
             elif arg.type.startswith("optional("):
@@ -147,14 +179,18 @@ class InferenceSession:
         return args
 
     def __reduce__(self) -> tuple[Any, ...]:
-        source = self._source
-        if not isinstance(source, (bytes, str, os.PathLike)):
-            source = self.model.SerializeToString()
-        return (_rebuild, (source, self._base_dir))
+        """Pickle by the model: its serialized bytes (external data already read in)."""
+        try:
+            return (_rebuild, (self.model.SerializeToString(), None, self._check))
+        except ValueError:  # over protobuf's 2 GiB: ship where to load it from instead
+            source = self._source
+            if isinstance(source, (str, os.PathLike)):
+                source = os.path.abspath(source)
+            return (_rebuild, (source, self._base_dir, self._check))
 
 
-def _rebuild(source: ModelSource, base_dir: Any) -> InferenceSession:
-    return InferenceSession(source, base_dir=base_dir)
+def _rebuild(source: ModelSource, base_dir: Any, check: bool = True) -> InferenceSession:
+    return InferenceSession(source, base_dir=base_dir, check=check)
 
 
 def run(
@@ -166,18 +202,32 @@ def run(
 
 def _check_feed(arg: NodeArg, value: Any, dims: dict[str, tuple[str, int]]) -> Any:
     tp = arg.type_proto
-    if tp is None or tp.WhichOneof("value") != "tensor_type":
+    kind = tp.WhichOneof("value") if tp is not None else None
+    if kind == "optional_type":
+        if value is None:
+            return None
+        inner = tp.optional_type.elem_type  # type: ignore[union-attr]
+        return _check_feed(
+            NodeArg(arg.name, type_str(inner), type_shape(inner), inner), value, dims
+        )
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(
+                f"input {arg.name!r}: expected {arg.type} as a list, found {_describe(value)}"
+            )
+        return list(value)
+    if kind == "map_type":
+        if not isinstance(value, Mapping):
+            raise InputError(
+                f"input {arg.name!r}: expected {arg.type} as a dict, found {_describe(value)}"
+            )
         return value
-    elem = tp.tensor_type.elem_type
+    if kind != "tensor_type":
+        return value
+    elem = tp.tensor_type.elem_type  # type: ignore[union-attr]
     expected = np_dtype(elem) if elem else None
     if not isinstance(value, np.ndarray):
-        if isinstance(value, (list, tuple, int, float, bool, str, np.generic)):
-            value = np.asarray(value, dtype=expected)
-        else:
-            raise InputError(
-                f"input {arg.name!r}: expected {arg.type} as a numpy array, found "
-                f"{value_type_str(value) if value is not None else 'None'}"
-            )
+        value = _to_array(arg, value, expected)
     if expected is not None and value.dtype != expected:
         if expected == np.dtype(object) and value.dtype.kind == "U":
             value = value.astype(object)
@@ -189,6 +239,42 @@ def _check_feed(arg: NodeArg, value: Any, dims: dict[str, tuple[str, int]]) -> A
     if arg.shape is not None:
         _check_shape(arg, value.shape, dims)
     return value
+
+
+def _describe(value: Any) -> str:
+    return value_type_str(value) if value is not None else "None"
+
+
+#: Python scalars and lists may be fed for a tensor input; their values must fit its dtype.
+_CONVERTIBLE_KINDS = {"b": "b", "i": "iuf", "u": "iuf", "f": "f"}
+
+
+def _to_array(arg: NodeArg, value: Any, expected: np.dtype | None) -> np.ndarray:
+    """Make an array of a feed given as a Python scalar, list or tuple, refusing lossy casts."""
+    if not isinstance(value, (list, tuple, int, float, bool, str, np.generic)):
+        raise InputError(
+            f"input {arg.name!r}: expected {arg.type} as a numpy array, found {_describe(value)}"
+        )
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise InputError(
+            f"input {arg.name!r}: cannot make an array of the given {type(value).__name__}: {exc}"
+        ) from exc
+    if expected is None or arr.dtype == expected:
+        return arr
+    if expected == np.dtype(object) and (arr.dtype.kind == "U" or arr.size == 0):
+        return arr.astype(object)
+    if arr.size == 0 and arr.dtype == np.float64:  # an empty list has no element type
+        return arr.astype(expected)
+    if expected.kind in _CONVERTIBLE_KINDS.get(arr.dtype.kind, ""):
+        converted = arr.astype(expected)
+        if np.array_equal(converted.astype(arr.dtype), arr) or expected.kind == "f":
+            return converted
+    raise InputError(
+        f"input {arg.name!r}: expected dtype {arg.type}, found {type(value).__name__} of "
+        f"numpy {arr.dtype} values that do not convert exactly"
+    )
 
 
 def _check_shape(arg: NodeArg, shape: tuple[int, ...], dims: dict[str, tuple[str, int]]) -> None:
@@ -220,23 +306,58 @@ def _root(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _roots(*groups: Any) -> set[int]:
+def _roots(values: Any) -> set[int]:
+    """Ids of the arrays owning the memory of every array in ``values`` (nested lists too)."""
     ids: set[int] = set()
-    for group in groups:
-        for v in group:
-            if isinstance(v, np.ndarray):
-                ids.add(id(_root(v)))
-            elif isinstance(v, list):
-                ids |= _roots(v)
+    for v in values:
+        if isinstance(v, np.ndarray):
+            ids.add(id(_root(v)))
+        elif isinstance(v, (list, tuple)):
+            ids |= _roots(v)
+        elif isinstance(v, dict):
+            ids |= _roots(v.values())
     return ids
 
 
-def _detach(value: Any, protected: set[int]) -> Any:
-    """Copy an output that shares memory with a feed or a stored constant."""
+def _freeze(value: Any) -> None:
+    """Make a stored constant read-only, so no kernel or caller can change it between runs."""
     if isinstance(value, np.ndarray):
-        return value.copy() if id(_root(value)) in protected else value
+        value.flags.writeable = False
+    elif isinstance(value, list):
+        for v in value:
+            _freeze(v)
+
+
+def _read_only(value: Any) -> Any:
+    """A read-only view of a feed (nested in lists and dicts too): kernels cannot write it."""
+    if isinstance(value, np.ndarray):
+        view = value.view()
+        view.flags.writeable = False
+        return view
     if isinstance(value, list):
-        return [_detach(v, protected) for v in value]
+        return [_read_only(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _read_only(v) for k, v in value.items()}
+    return value
+
+
+def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
+    """Copy an output whose memory a caller must not share.
+
+    That is memory of a feed or a stored constant (``protected``), read-only memory (constants
+    of subgraphs and kernels, which later runs reuse) and memory already returned by this run.
+    """
+    if isinstance(value, np.ndarray):
+        root = _root(value)
+        if id(root) in protected or id(root) in returned or not root.flags.writeable:
+            value = value.copy()
+            root = value
+        returned.add(id(root))
+        return value
+    if isinstance(value, list):
+        return [_detach(v, protected, returned) for v in value]
+    if isinstance(value, dict):
+        return {k: _detach(v, protected, returned) for k, v in value.items()}
     return value
 
 

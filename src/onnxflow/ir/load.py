@@ -1,16 +1,20 @@
 """Loading a model from a path, bytes or a ModelProto, with external data resolved safely.
 
-External data is read only from files inside the model's directory: absolute locations, ``..``
-escapes and symlinks that leave the directory are refused, as are offsets and lengths past the
-end of the file. Each refusal names the tensor and the location.
+External data is read only from regular files inside the model's directory: absolute locations,
+``..`` escapes and symlinks that leave the directory are refused, as are devices, pipes and
+directories, and offsets and lengths past the end of the file. Each refusal names the tensor and
+the location. Every tensor of the model is covered: initializers (sparse ones too), tensor
+attributes, in subgraphs and in model-local functions.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-from onnx import ModelProto, TensorProto
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 
 from onnxflow.errors import ExternalDataError, ModelLoadError
 
@@ -27,14 +31,16 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
     """
     if isinstance(model, ModelProto):
         proto = model
+        _require_graph(proto, "the given ModelProto")
     elif isinstance(model, (bytes, bytearray, memoryview)):
         proto = _parse(bytes(model), "the given bytes")
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         try:
             data = path.read_bytes()
-        except OSError as exc:
-            raise ModelLoadError(f"cannot read model file {str(path)!r}: {exc.strerror}") from exc
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise ModelLoadError(f"cannot read model file {str(path)!r}: {reason}") from exc
         proto = _parse(data, repr(str(path)))
         if base_dir is None:
             base_dir = path.resolve().parent
@@ -42,7 +48,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         raise ModelLoadError(
             f"model must be a path, bytes or onnx.ModelProto, found {type(model).__name__}"
         )
-    external = [t for t in _all_tensors(proto) if _is_external(t)]
+    external = [t for t in all_tensors(proto) if _is_external(t)]
     if external:
         if base_dir is None:
             raise ExternalDataError(
@@ -52,10 +58,54 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         if proto is model:
             proto = ModelProto()
             proto.CopyFrom(model)  # type: ignore[arg-type]
-            external = [t for t in _all_tensors(proto) if _is_external(t)]
+            external = [t for t in all_tensors(proto) if _is_external(t)]
         for tensor in external:
             _read_external(tensor, Path(base_dir))
     return proto
+
+
+def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
+    """Yield every TensorProto of the model: initializers, sparse parts, tensor attributes."""
+    yield from _graph_tensors(model.graph)
+    for fn in model.functions:
+        for node in fn.node:
+            yield from _node_tensors(node)
+
+
+def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from _sparse_parts(sparse)
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node: NodeProto) -> Iterator[TensorProto]:
+    for a in node.attribute:
+        if a.type == AttributeProto.TENSOR:
+            yield a.t
+        elif a.type == AttributeProto.TENSORS:
+            yield from a.tensors
+        elif a.type == AttributeProto.SPARSE_TENSOR:
+            yield from _sparse_parts(a.sparse_tensor)
+        elif a.type == AttributeProto.SPARSE_TENSORS:
+            for sparse in a.sparse_tensors:
+                yield from _sparse_parts(sparse)
+        elif a.type == AttributeProto.GRAPH:
+            yield from _graph_tensors(a.g)
+        elif a.type == AttributeProto.GRAPHS:
+            for g in a.graphs:
+                yield from _graph_tensors(g)
+
+
+def _sparse_parts(sparse: SparseTensorProto) -> Iterator[TensorProto]:
+    yield sparse.values
+    yield sparse.indices
+
+
+def _require_graph(proto: ModelProto, what: str) -> None:
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"{what} is not a valid ONNX model: it has no graph")
 
 
 def _parse(data: bytes, what: str) -> ModelProto:
@@ -64,15 +114,8 @@ def _parse(data: bytes, what: str) -> ModelProto:
         proto.ParseFromString(data)
     except Exception as exc:  # protobuf raises DecodeError and, on some inputs, others
         raise ModelLoadError(f"{what} is not a valid ONNX model: {exc}") from exc
-    if not proto.HasField("graph"):
-        raise ModelLoadError(f"{what} is not a valid ONNX model: it has no graph")
+    _require_graph(proto, what)
     return proto
-
-
-def _all_tensors(model: ModelProto) -> list[TensorProto]:
-    from onnx.external_data_helper import _get_all_tensors
-
-    return list(_get_all_tensors(model))
 
 
 def _is_external(tensor: TensorProto) -> bool:
@@ -89,19 +132,24 @@ def _read_external(tensor: TensorProto, base_dir: Path) -> None:
     what = f"external data of tensor {tensor.name!r} at location {location!r}"
     if not location:
         raise ExternalDataError(f"{what}: no location given")
+    if "\0" in location:
+        raise ExternalDataError(f"{what}: the location contains a NUL character")
     if os.path.isabs(location) or Path(location).drive:
         raise ExternalDataError(f"{what}: absolute locations are refused")
-    root = base_dir.resolve()
-    target = (root / location).resolve()
-    if not target.is_relative_to(root):
-        raise ExternalDataError(f"{what}: resolves outside the model directory {str(root)!r}")
     try:
         offset = int(info.get("offset", 0))
         length = int(info["length"]) if "length" in info else None
     except ValueError as exc:
         raise ExternalDataError(f"{what}: offset/length are not integers") from exc
     try:
-        size = target.stat().st_size
+        root = base_dir.resolve()
+        target = (root / location).resolve()
+        if not target.is_relative_to(root):
+            raise ExternalDataError(f"{what}: resolves outside the model directory {str(root)!r}")
+        info_stat = target.stat()
+        if not stat.S_ISREG(info_stat.st_mode):
+            raise ExternalDataError(f"{what}: not a regular file")
+        size = info_stat.st_size
         if (
             offset < 0
             or offset > size
@@ -113,7 +161,8 @@ def _read_external(tensor: TensorProto, base_dir: Path) -> None:
         with open(target, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read() if length is None else f.read(length)
-    except OSError as exc:
-        raise ExternalDataError(f"{what}: cannot read: {exc.strerror}") from exc
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ExternalDataError(f"{what}: cannot read: {reason}") from exc
     del tensor.external_data[:]
     tensor.data_location = TensorProto.DEFAULT

@@ -1,21 +1,26 @@
 """Checking a model against the ONNX IR rules a runtime relies on.
 
-Checked here, with messages that name the graph, node, op and opset: opset imports resolve every
-node's domain; names are assigned once (SSA), also across scopes (a subgraph may read but never
-redefine an enclosing scope's name); every name read is defined before it is read (a name defined
-by a later node means the node list is not topologically sorted); graph outputs are defined.
+Checked here, with messages that name the graph, node, op and opset: opset imports are known,
+not newer than supported and not contradictory, and resolve every node's domain; names are
+assigned once (SSA), also across scopes (a subgraph may read but never redefine an enclosing
+scope's name); every name read is defined before it is read (a name defined by a later node means
+the node list is not topologically sorted, and a cycle is named as such); graph outputs are
+defined; every stored tensor holds as much data as its dims say, in a known element type.
 Everything else the ONNX checker knows is left to ``onnx.checker``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import onnx
 import onnx.checker
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
+import onnx.defs
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
-from onnxflow.errors import ValidationError, where
+from onnxflow.errors import UnsupportedVersionError, ValidationError, where
+from onnxflow.ir.load import all_tensors
 from onnxflow.ops.registry import normalize_domain
 
 #: Newest IR version whose rules onnxflow follows.
@@ -24,37 +29,42 @@ MAX_IR_VERSION = onnx.IR_VERSION
 #: Checker complaints about models that run correctly and that onnxruntime accepts, and whose
 #: substance this module checks itself: a graph input or output declared without a shape (rank
 #: unknown); a graph output that is not produced by a node of that graph but is one of its
-#: inputs or, in a subgraph, an outer-scope value (defined-ness is checked above).
+#: inputs or, in a subgraph, an outer-scope value (defined-ness is checked above); an operator
+#: without a schema, which the compiler reports together with every other unsupported one.
 _BENIGN_CHECKER_COMPLAINTS = (
     "Field 'shape' of 'type' is required but missing",
     "is not an output of any node in graph",
+    "No Op registered for",
 )
 
 
 def validate_model(model: ModelProto, run_checker: bool = True) -> None:
     """Raise ValidationError listing every IR rule the model breaks."""
     problems: list[str] = []
+    too_new: list[str] = []
     if model.ir_version > MAX_IR_VERSION:
-        problems.append(
+        too_new.append(
             f"model IR version {model.ir_version} is newer than supported ({MAX_IR_VERSION})"
         )
+    _check_opset_imports(model.opset_import, "the model", problems, too_new)
+    for fn in model.functions:
+        _check_opset_imports(fn.opset_import, f"function {fn.name!r}", problems, too_new)
+    if too_new:  # first: the rules checked below may have changed in a newer version
+        raise UnsupportedVersionError(_join(too_new))
     opsets = opset_map(model.opset_import)
-    newest = onnx.defs.onnx_opset_version()
-    if opsets.get("", 0) > newest:
-        problems.append(
-            f"model imports opset {opsets['']} of ai.onnx; newest supported is {newest}"
-        )
     _check_graph(model.graph, opsets, frozenset(), problems)
     for fn in model.functions:
         fn_opsets = opset_map(fn.opset_import)
         for node in fn.node:
             _check_node_domain(node, fn_opsets, f"function {fn.name!r}", problems)
+    for tensor in all_tensors(model):
+        _check_tensor(tensor, problems)
     if problems:
         raise ValidationError(_join(problems))
     if run_checker:
         try:
             onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as exc:
+        except Exception as exc:  # the checker raises its ValidationError, and others on garbage
             if not any(benign in str(exc) for benign in _BENIGN_CHECKER_COMPLAINTS):
                 raise ValidationError(f"the ONNX checker rejects the model: {exc}") from exc
 
@@ -62,6 +72,114 @@ def validate_model(model: ModelProto, run_checker: bool = True) -> None:
 def opset_map(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
     """Return ``{domain: version}`` from opset imports, with ``ai.onnx`` spelled ``""``."""
     return {normalize_domain(o.domain): o.version for o in imports}
+
+
+def _check_opset_imports(
+    imports: Iterable[onnx.OperatorSetIdProto],
+    owner: str,
+    problems: list[str],
+    too_new: list[str],
+) -> None:
+    """Each domain imported once, at a version >= 1 and not newer than onnx knows."""
+    known = onnx.defs.C.schema_version_map()
+    seen: dict[str, int] = {}
+    for o in imports:
+        domain = normalize_domain(o.domain)
+        label = domain or "ai.onnx"
+        if domain in seen and seen[domain] != o.version:
+            problems.append(
+                f"{owner} imports domain {label!r} twice, at opsets {seen[domain]} and {o.version}"
+            )
+        seen[domain] = o.version
+        if o.version < 1:
+            problems.append(f"{owner} imports opset {o.version} of {label!r}; opsets start at 1")
+        elif domain in known and o.version > known[domain][1]:
+            too_new.append(
+                f"{owner} imports opset {o.version} of {label!r}; newest supported is "
+                f"{known[domain][1]}"
+            )
+
+
+#: Bits per element of the element types stored packed in raw_data.
+_PACKED_BITS = {
+    TensorProto.INT4: 4,
+    TensorProto.UINT4: 4,
+    TensorProto.FLOAT4E2M1: 4,
+    TensorProto.INT2: 2,
+    TensorProto.UINT2: 2,
+    **{getattr(TensorProto, n): 6 for n in ("FLOAT6E2M3", "FLOAT6E3M2") if hasattr(TensorProto, n)},
+}
+
+_TYPED_FIELDS = (
+    "float_data",
+    "int32_data",
+    "string_data",
+    "int64_data",
+    "double_data",
+    "uint64_data",
+)
+
+
+def _check_tensor(t: TensorProto, problems: list[str]) -> None:
+    """The element type is known and the stored data has exactly the element count of dims."""
+    dims = list(t.dims)
+    label = f"tensor {t.name!r} (dims {dims})"
+    if t.data_type == TensorProto.UNDEFINED or t.data_type not in TensorProto.DataType.values():
+        problems.append(f"{label}: unknown element type {t.data_type}")
+        return
+    if any(d < 0 for d in dims):
+        problems.append(f"{label}: negative dimension")
+        return
+    if t.HasField("segment"):
+        problems.append(f"{label}: segmented tensors are not supported")
+        return
+    if t.data_location == TensorProto.EXTERNAL:
+        return
+    n = math.prod(dims)
+    type_name = TensorProto.DataType.Name(t.data_type).lower()
+    if t.data_type == TensorProto.STRING:
+        found = len(t.string_data)
+        if found != n:
+            problems.append(f"{label}: {type_name} tensor needs {n} strings, found {found}")
+        elif any(_not_utf8(s) for s in t.string_data):
+            problems.append(f"{label}: a string element is not valid UTF-8")
+        return
+    bits = _PACKED_BITS.get(t.data_type)
+    if t.HasField("raw_data"):
+        if bits is None:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+            want = n * itemsize
+        else:
+            want = -(-n * bits // 8)
+        if len(t.raw_data) != want:
+            problems.append(
+                f"{label}: {type_name} data needs {want} bytes of raw_data for {n} elements, "
+                f"found {len(t.raw_data)}"
+            )
+        return
+    field = onnx.helper.tensor_dtype_to_field(t.data_type)
+    if t.data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128):
+        want = 2 * n
+    elif bits in (2, 4):
+        want = -(-n * bits // 8)
+    else:
+        want = n
+    found = len(getattr(t, field))
+    others = [f for f in _TYPED_FIELDS if f != field and len(getattr(t, f))]
+    if found != want or others:
+        extra = f" (and data in {others}, which this type does not use)" if others else ""
+        problems.append(
+            f"{label}: {type_name} data needs {want} entries of {field} for {n} elements, "
+            f"found {found}{extra}"
+        )
+
+
+def _not_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _join(problems: list[str]) -> str:
@@ -141,3 +259,44 @@ def _check_graph(
     for vi in graph.output:
         if vi.name not in defined and vi.name not in outer:
             problems.append(f"{label}: graph output {vi.name!r} is never defined")
+    cycle = _find_cycle(graph, producers)
+    if cycle:
+        path = " -> ".join(where(n.name, n.op_type, n.domain, None) for n in cycle)
+        problems.append(f"{label}: the nodes form a cycle: {path}")
+
+
+def _reads(node: NodeProto) -> set[str]:
+    """Names a node depends on: its inputs and every name its subgraphs read or output."""
+    names = {n for n in node.input if n}
+    for _, sub in _subgraphs(node):
+        for inner in sub.node:
+            names |= _reads(inner)
+        names |= {vi.name for vi in sub.output}
+    return names
+
+
+def _find_cycle(graph: GraphProto, producers: dict[str, NodeProto]) -> list[NodeProto]:
+    """Return the nodes of one dependency cycle (first node repeated at the end), or []."""
+    index = {id(n): i for i, n in enumerate(graph.node)}
+    deps = [
+        sorted({index[id(producers[r])] for r in _reads(n) if r in producers}) for n in graph.node
+    ]
+    state = [0] * len(deps)  # 0 unvisited, 1 on the current path, 2 done
+    for start in range(len(deps)):
+        if state[start]:
+            continue
+        path, stack = [start], [iter(deps[start])]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state[nxt] == 1:
+                loop = [*path[path.index(nxt) :], nxt]
+                return [graph.node[i] for i in reversed(loop)]
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(deps[nxt]))
+    return []

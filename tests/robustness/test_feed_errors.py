@@ -1,0 +1,135 @@
+"""Feeds that do not match the model: an InputError naming the input, expected versus found."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from model_builders import I64, B, F, model, vi
+from onnx import helper, parser
+
+import onnxflow
+
+MODEL = """
+<ir_version: 10, opset_import: ["" : 21]>
+g (float[N, 3] X, float[N, 3] Y, int64[2] K) => (float[N, 3] Z) {
+    Z = Add(X, Y)
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sess() -> onnxflow.InferenceSession:
+    return onnxflow.InferenceSession(parser.parse_model(MODEL))
+
+
+def feeds(**over):
+    base = {
+        "X": np.zeros((2, 3), np.float32),
+        "Y": np.ones((2, 3), np.float32),
+        "K": np.array([1, 2], np.int64),
+    }
+    base.update(over)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+CASES = {
+    "missing_input": (
+        feeds(Y=None),
+        r"input 'Y' \(tensor\(float\), shape \['N', 3\]\) is required",
+    ),
+    "unknown_input_name": (
+        feeds(Q=np.zeros(1)),
+        r"unknown input name\(s\) \['Q'\].*\['X', 'Y', 'K'\]",
+    ),
+    "wrong_dtype": (
+        feeds(X=np.zeros((2, 3), np.float64)),
+        r"input 'X': expected dtype tensor\(float\), found tensor\(double\)",
+    ),
+    "wrong_rank": (
+        feeds(X=np.zeros((2, 3, 1), np.float32)),
+        r"input 'X': expected rank 2 \(shape \['N', 3\]\), found rank 3",
+    ),
+    "static_dim_mismatch": (
+        feeds(X=np.zeros((2, 4), np.float32)),
+        r"input 'X': dimension 1 expected 3, found 4",
+    ),
+    "static_dim_mismatch_1d": (
+        feeds(K=np.zeros(3, np.int64)),
+        r"input 'K': dimension 0 expected 2, found 3",
+    ),
+    "dim_param_bound_inconsistently": (
+        feeds(Y=np.ones((5, 3), np.float32)),
+        r"input 'Y': dimension 0 is 'N'=5, but input 'X' bound 'N'=2",
+    ),
+    "none_for_a_tensor": (feeds(K=[None]), r"input 'K'"),
+    "object_that_is_no_array": (
+        feeds(K=object()),
+        r"input 'K': expected tensor\(int64\) as a numpy array, found object",
+    ),
+    "ragged_list": (feeds(K=[[1], [2, 3]]), r"input 'K': cannot make an array"),
+    "float_list_for_int_input": (feeds(K=[1.5, 2.0]), r"input 'K': expected dtype tensor\(int64\)"),
+    "int_list_out_of_range": (feeds(K=[2**70, 1]), r"input 'K'"),
+    "strings_for_floats": (
+        feeds(X=[["a", "b", "c"]]),
+        r"input 'X': expected dtype tensor\(float\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_feed_is_an_input_error(sess: onnxflow.InferenceSession, case: str) -> None:
+    bad, message = CASES[case]
+    with pytest.raises(onnxflow.InputError, match=message):
+        sess.run(None, bad)
+
+
+def test_unknown_output_name(sess: onnxflow.InferenceSession) -> None:
+    with pytest.raises(onnxflow.InputError, match=r"unknown output name\(s\) \['W'\].*\['Z'\]"):
+        sess.run(["Z", "W"], feeds())
+
+
+def test_output_names_as_one_string_is_refused(sess: onnxflow.InferenceSession) -> None:
+    with pytest.raises(onnxflow.InputError, match="list of names"):
+        sess.run("Z", feeds())
+
+
+def test_feeds_that_are_no_mapping_and_bad_run_options(sess: onnxflow.InferenceSession) -> None:
+    with pytest.raises(onnxflow.InputError, match="mapping"):
+        sess.run(None, [np.zeros((2, 3), np.float32)])  # type: ignore[arg-type]
+    with pytest.raises(onnxflow.InputError, match="RunOptions"):
+        sess.run(None, feeds(), run_options=3)  # type: ignore[arg-type]
+
+
+def test_exact_python_values_are_converted(sess: onnxflow.InferenceSession) -> None:
+    (z,) = sess.run(None, feeds(X=[[1, 2, 3]], Y=[[0.5, 0.5, 0.5]], K=(1, 2)))
+    np.testing.assert_array_equal(z, [[1.5, 2.5, 3.5]])
+    assert z.dtype == np.float32
+
+
+def test_every_input_error_is_an_onnxflow_error() -> None:
+    assert issubclass(onnxflow.InputError, onnxflow.OnnxflowError)
+
+
+def test_sequence_and_optional_inputs_are_checked() -> None:
+    seq_type = helper.make_tensor_sequence_value_info("S", F, None)
+    opt = helper.make_value_info(
+        "O", helper.make_optional_type_proto(helper.make_tensor_type_proto(I64, [2]))
+    )
+    m = model(
+        [
+            helper.make_node("SequenceLength", ["S"], ["n"]),
+            helper.make_node("OptionalHasElement", ["O"], ["has"]),
+        ],
+        [seq_type, opt],
+        [vi("n", I64, []), vi("has", B, [])],
+        opset=18,
+    )
+    sess = onnxflow.InferenceSession(m)
+    n, has = sess.run(None, {"S": [np.zeros(2, np.float32)] * 3, "O": None})
+    assert n == 3 and not has
+    with pytest.raises(
+        onnxflow.InputError, match=r"input 'S': expected seq\(tensor\(float\)\) as a list"
+    ):
+        sess.run(None, {"S": np.zeros(2, np.float32), "O": None})
+    with pytest.raises(onnxflow.InputError, match=r"input 'O': dimension 0 expected 2, found 3"):
+        sess.run(None, {"S": [], "O": np.zeros(3, np.int64)})
