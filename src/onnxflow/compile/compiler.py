@@ -39,8 +39,19 @@ class Subgraph:
         return [captured[i] for i in self.positions]
 
     def __call__(self, inputs: list[Any], captured: list[Any]) -> list[Any]:
-        """Run the subgraph on formal inputs plus already bound captures."""
-        return self.plan.run(inputs + captured)
+        """Run the subgraph once on formal inputs plus already bound captures."""
+        return self.runner()(inputs + captured)
+
+    def runner(self) -> Callable[[list[Any]], list[Any]]:
+        """Return the function that runs the body on ``[formal inputs..., bound captures...]``.
+
+        Fetch it once per operator call (it carries the current run's options), call it per
+        iteration.
+        """
+        from onnxflow.runtime.context import current_run_options
+        from onnxflow.runtime.executor import runner
+
+        return runner(self.plan, current_run_options())
 
 
 class NodeContext:

@@ -8,6 +8,7 @@ a step needs was decided at compile time.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from onnxflow.compile.plan import Plan
@@ -24,20 +25,32 @@ def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
 
     When the run has RunOptions, ``terminate`` is checked before every step.
     """
-    options = current_run_options()
+    return runner(plan, current_run_options())(args)
+
+
+def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[Any]]:
+    """Return a function running ``plan`` on ``args``; loops fetch it once, call it per iteration.
+
+    Kernel failures come out as RuntimeFailure naming the node; ``options.terminate`` is
+    checked before every step when ``options`` is given.
+    """
     if len(plan.steps) > MAX_GENERATED_STEPS:
-        return interpret(plan, args, options)
+        return lambda args: interpret(plan, args, options)
     checked = options is not None
-    runner = plan.runners.get(checked)
-    if runner is None:
-        runner = plan.runners[checked] = generate(plan, checked)
-    fn, lines = runner
-    try:
-        return fn(args, options) if checked else fn(args)
-    except OnnxflowError:
-        raise
-    except Exception as exc:
-        raise _failure(plan, failing_step(exc, fn, lines), exc) from exc
+    generated = plan.runners.get(checked)
+    if generated is None:
+        generated = plan.runners[checked] = generate(plan, checked)
+    fn, lines = generated
+
+    def call(args: Sequence[Any]) -> list[Any]:
+        try:
+            return fn(args, options) if checked else fn(args)
+        except OnnxflowError:
+            raise
+        except Exception as exc:
+            raise _failure(plan, failing_step(exc, fn, lines), exc) from exc
+
+    return call
 
 
 def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None) -> list[Any]:
@@ -47,7 +60,7 @@ def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None
         frame[slot] = value
     index = 0
     try:
-        for index, (fn, ins, out, free) in enumerate(plan.steps):  # noqa: B007
+        for index, (fn, ins, out, free) in enumerate(plan.steps):
             if options is not None:
                 check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
             result = fn(*[frame[i] for i in ins])

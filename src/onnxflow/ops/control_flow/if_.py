@@ -33,6 +33,6 @@ def if_(
 
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
         sub = then_sub if as_bool(cond, f"{label}: condition") else else_sub
-        return tuple(sub.plan.run(sub.bind(captured)))
+        return tuple(sub.runner()(sub.bind(captured)))
 
     return run

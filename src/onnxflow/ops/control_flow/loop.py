@@ -62,10 +62,12 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         use_cond = cond is not None
         scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
         options = current_run_options()
+        body_run = sub.runner()
         i = 0
         while keep_going and (trips is None or i < trips):
-            check_terminate(options, f"{label} iteration {i}")
-            outs = sub.plan.run([np.array(i, dtype=np.int64), _TRUE, *states, *captured])
+            if options is not None and options.terminate:
+                check_terminate(options, f"{label} iteration {i}")
+            outs = body_run([np.array(i, dtype=np.int64), _TRUE, *states, *captured])
             if use_cond:
                 keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
             states = outs[1 : 1 + n_states]

@@ -56,9 +56,11 @@ def _iterate(
     """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
     n = len(states)
     options = current_run_options()
+    body_run = sub.runner()
     for t in range(length):
-        check_terminate(options, f"{label} iteration {t}")
-        outs = sub.plan.run([*states, *(s[t] for s in sequences), *captured])
+        if options is not None and options.terminate:
+            check_terminate(options, f"{label} iteration {t}")
+        outs = body_run([*states, *(s[t] for s in sequences), *captured])
         states = outs[:n]
         for stacker, value in zip(scans, outs[n:]):
             stacker.add(value)

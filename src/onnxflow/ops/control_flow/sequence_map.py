@@ -45,10 +45,12 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                 )
         results: list[list[Any]] = [[] for _ in range(node.n_outputs)]
         options = current_run_options()
+        body_run = sub.runner()
         for t in range(count):
-            check_terminate(options, f"{label} iteration {t}")
+            if options is not None and options.terminate:
+                check_terminate(options, f"{label} iteration {t}")
             elements = [x[t] if isinstance(x, list) else x for x in inputs]
-            for out, value in zip(results, sub.plan.run([*elements, *captured])):
+            for out, value in zip(results, body_run([*elements, *captured])):
                 out.append(value)
         return tuple(results)
 
