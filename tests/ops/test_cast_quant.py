@@ -10,9 +10,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
+from op_testing import runner, strings
 
-import onnxflow
 from onnxflow.errors import OnnxflowError
 from onnxflow.ops.quantization import dequantize, quantize
 
@@ -20,35 +20,7 @@ F32 = np.float32
 E8M0 = ml_dtypes.float8_e8m0fnu
 
 
-def run(op, inputs, opset=25, n_out=1, **attrs):
-    """Run one ``op`` node on ``inputs`` (None = omitted) at ``opset``; return its outputs."""
-    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
-    while names and not names[-1]:
-        names.pop()
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    outs = [f"out{i}" for i in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)],
-        "g",
-        [
-            helper.make_tensor_value_info(
-                n,
-                TensorProto.STRING
-                if v.dtype == object
-                else helper.np_dtype_to_tensor_dtype(v.dtype),
-                v.shape,
-            )
-            for n, v in feeds.items()
-        ],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    results = onnxflow.InferenceSession(model).run(None, feeds)
-    return results if n_out > 1 else results[0]
-
-
-def strings(*values):
-    return np.array(values, dtype=object)
+run = runner(opset=25)
 
 
 # -- Cast: strings ------------------------------------------------------------------------------

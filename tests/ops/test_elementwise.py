@@ -12,12 +12,9 @@ import math
 
 import ml_dtypes
 import numpy as np
-import onnx.checker
-import onnx.defs
 import pytest
-from onnx import TensorProto, helper, shape_inference
+from op_testing import runner
 
-import onnxflow
 from onnxflow.errors import OnnxflowError
 
 F32 = np.float32
@@ -25,25 +22,7 @@ BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(7)
 
 
-def run(op, inputs, opset=22, **attrs):
-    """Run one ``op`` node on ``inputs`` (None = omitted) at ``opset``; return its output."""
-    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    ins = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-        if v.dtype != object
-        else helper.make_tensor_value_info(n, TensorProto.STRING, v.shape)
-        for n, v in feeds.items()
-    ]
-    node = helper.make_node(op, names, ["out"], **attrs)
-    schema = onnx.defs.get_schema(op, opset, "")
-    try:
-        out = shape_inference.infer_node_outputs(schema, node, {i.name: i.type for i in ins})["out"]
-    except (shape_inference.InferenceError, onnx.checker.ValidationError):  # kernel's to judge
-        out = ins[0].type
-    graph = helper.make_graph([node], "g", ins, [helper.make_value_info("out", out)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return onnxflow.InferenceSession(model).run(None, feeds)[0]
+run = runner(opset=22)
 
 
 def rand(*shape, dtype=F32):

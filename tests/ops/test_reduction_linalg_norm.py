@@ -11,9 +11,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from op_testing import runner
 
-import onnxflow
 from onnxflow.errors import OnnxflowError
 
 F16 = np.float16
@@ -22,28 +21,7 @@ BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(7)
 
 
-def run(op, inputs, opset=25, n_out=1, domain="", **attrs):
-    """Run one ``op`` node on ``inputs`` (None = omitted) at ``opset``; return its outputs."""
-    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
-    while names and not names[-1]:
-        names.pop()
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    outs = [f"out{i}" for i in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, domain=domain, **attrs)],
-        "g",
-        [
-            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-            for n, v in feeds.items()
-        ],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-    )
-    opsets = [helper.make_opsetid("", opset)]
-    if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
-    model = helper.make_model(graph, opset_imports=opsets)
-    results = onnxflow.InferenceSession(model).run(None, feeds)
-    return results if n_out > 1 else results[0]
+run = runner(opset=25)
 
 
 def randn(*shape, dtype=F32):

@@ -12,62 +12,19 @@ import sys
 
 import numpy as np
 import pytest
-from onnx import TensorProto, TypeProto, helper
+from onnx import TensorProto, helper
+from op_testing import f32, runner, session, strings
 
 import onnxflow
 from onnxflow.errors import OnnxflowError
 
 TRAINING = "ai.onnx.preview.training"
 
-
-def _type(value: object) -> TypeProto:
-    if isinstance(value, list):
-        return helper.make_sequence_type_proto(
-            _type(value[0] if value else np.zeros(0, np.float32))
-        )
-    elem = (
-        TensorProto.STRING
-        if value.dtype == object
-        else helper.np_dtype_to_tensor_dtype(value.dtype)
-    )
-    return helper.make_tensor_type_proto(elem, value.shape)
-
-
-def session(op, inputs, opset=21, n_out=1, domain="", **attrs):
-    """Compile one ``op`` node on ``inputs`` (None = omitted); return the session and feeds."""
-    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    outs = [f"out{i}" for i in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, domain=domain, **attrs)],
-        "g",
-        [helper.make_value_info(n, _type(v)) for n, v in feeds.items()],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-    )
-    opsets = [helper.make_opsetid("", opset)]
-    if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
-    model = helper.make_model(graph, opset_imports=opsets)
-    return onnxflow.InferenceSession(model), feeds
-
-
-def run(op, inputs, opset=21, n_out=1, domain="", **attrs):
-    """Run one ``op`` node on ``inputs`` and return its output (a list when several)."""
-    sess, feeds = session(op, inputs, opset, n_out, domain, **attrs)
-    results = sess.run(None, feeds)
-    return results if n_out > 1 else results[0]
-
-
-def f32(*values):
-    return np.array(values, dtype=np.float32)
+run = runner(opset=21)
 
 
 def i64(value):
     return np.array(value, dtype=np.int64)
-
-
-def strings(*values):
-    return np.array(values, dtype=object)
 
 
 # -- sequences ----------------------------------------------------------------------------------
@@ -261,11 +218,11 @@ def test_random_uniform_range_and_mean():
 
 @pytest.mark.parametrize("op", ["RandomNormal", "RandomUniform"])
 def test_seeded_generators_repeat_and_unseeded_do_not(op):
-    sess, _ = session(op, [], shape=[50], seed=3.0)
+    sess, _ = session(op, [], 21, shape=[50], seed=3.0)
     assert np.array_equal(sess.run(None, {})[0], sess.run(None, {})[0])
     other = run(op, [], shape=[50], seed=4.0)
     assert not np.array_equal(sess.run(None, {})[0], other)
-    sess, _ = session(op, [], shape=[50])
+    sess, _ = session(op, [], 21, shape=[50])
     assert not np.array_equal(sess.run(None, {})[0], sess.run(None, {})[0])
 
 
