@@ -639,6 +639,46 @@ def test_solve(transposed: int) -> None:
     close((a.T if transposed else a).astype(np.float64) @ found, y)
 
 
+# -- batches of one and of none ---------------------------------------------------------------
+
+#: Bug in src/onnxflow/ops/ml/common.py (as_2d): an empty [0, F] batch is reshaped with
+#: reshape(0, -1), which numpy rejects, so every ai.onnx.ml kernel using it fails on N = 0.
+EMPTY_BATCH_BUG = pytest.mark.xfail(
+    reason="ml.common.as_2d: reshape(0, -1) of an empty batch raises (LinearClassifier, "
+    "LinearRegressor, SVM*, TreeEnsemble*, ZipMap fail on N = 0)",
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "knn_regressor",
+        "gaussian_process",
+        "kernel_pca",
+        "kmeans",
+        "gaussian_mixture",
+        "mlp_regressor",
+        pytest.param("random_forest_regressor", marks=EMPTY_BATCH_BUG),
+        pytest.param("svr", marks=EMPTY_BATCH_BUG),
+        pytest.param("scaled_logistic", marks=EMPTY_BATCH_BUG),
+        pytest.param("knn_classifier", marks=EMPTY_BATCH_BUG),
+    ],
+)
+def test_empty_batch_gives_empty_outputs(name: str) -> None:
+    est = fitted(name)
+    options = (
+        {GaussianProcessRegressor: {"return_std": True}} if name == "gaussian_process" else None
+    )
+    model = convert(est, X_TRAIN[:1], OPSETS["18-ml3"], options=options)
+    one, none = run(model, X_TEST[:1]), run(model, X_TEST[:0])
+    for single, empty in zip(one, none, strict=True):
+        if isinstance(single, list):
+            assert empty == []
+        else:
+            assert empty.shape == (0, *single.shape[1:]) and empty.dtype == single.dtype
+
+
 # -- unsupported operators ---------------------------------------------------------------------
 
 
