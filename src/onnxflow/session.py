@@ -345,11 +345,17 @@ def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
     """Copy an output whose memory a caller must not share.
 
     That is memory of a feed or a stored constant (``protected``), read-only memory (constants
-    of subgraphs and kernels, which later runs reuse) and memory already returned by this run.
+    of subgraphs and kernels, which later runs reuse; views of feeds) and memory already
+    returned by this run.
     """
     if isinstance(value, np.ndarray):
         root = _root(value)
-        if id(root) in protected or id(root) in returned or not root.flags.writeable:
+        if (
+            id(root) in protected
+            or id(root) in returned
+            or not value.flags.writeable
+            or not root.flags.writeable
+        ):
             value = value.copy()
             root = value
         returned.add(id(root))

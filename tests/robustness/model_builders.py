@@ -5,10 +5,12 @@ Also makes ``tests/`` importable, so the spec oracles in ``tests/oracles.py`` ca
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
@@ -77,3 +79,11 @@ def chain(n: int) -> ModelProto:
         for k, (a, b) in enumerate(itertools.pairwise(names))
     ]
     return model(nodes, [vi("X", F, [64])], [vi("Y", F, [64])])
+
+
+@functools.cache
+def node_suite_cases() -> tuple[Any, ...]:
+    """The ONNX node suite's cases that carry a model and data (generated once per session)."""
+    from onnx.backend.test.loader import load_node_model_tests
+
+    return tuple(c for c in load_node_model_tests() if c.model is not None and c.data_sets)

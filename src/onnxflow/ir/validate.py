@@ -266,13 +266,22 @@ def _check_graph(
 
 
 def _reads(node: NodeProto) -> set[str]:
-    """Names a node depends on: its inputs and every name its subgraphs read or output."""
+    """Names a node depends on: its inputs and the outer names its subgraphs read."""
     names = {n for n in node.input if n}
     for _, sub in _subgraphs(node):
-        for inner in sub.node:
-            names |= _reads(inner)
-        names |= {vi.name for vi in sub.output}
+        names |= _free_names(sub)
     return names
+
+
+def _free_names(graph: GraphProto) -> set[str]:
+    """Names a graph reads (node inputs, graph outputs) that it does not define itself."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    read: set[str] = {vi.name for vi in graph.output}
+    for node in graph.node:
+        read |= _reads(node)
+        defined.update(node.output)
+    return read - defined
 
 
 def _find_cycle(graph: GraphProto, producers: dict[str, NodeProto]) -> list[NodeProto]:
