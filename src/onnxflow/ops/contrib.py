@@ -45,14 +45,16 @@ _NEGATED_POSIX_ONLY = re.compile(r"\[\[:\^([a-z]+):\]\]")
 _GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z]+\)")
 _UNTAKEN = re.compile(b"\x00+")
 
-#: Patterns whose leftmost-first match is also the longest: a literal, or one single-character
-#: atom with an optional greedy quantifier.
+#: Patterns whose leftmost-first match is also the longest (checked on random patterns and
+#: strings): no alternation or group, only single-character atoms (a literal, a class, ``.``),
+#: each with an optional greedy quantifier, and zero-width assertions such as ``\\b``.
 _LITERAL = r"(?:[^\\\[\](){}|?*+^$.]|\\[^a-zA-Z0-9])"
 _ATOM = r"(?:\[\^?\]?(?:\\.|[^\]\\])*\]|\\[dDsSwW]|\.|" + _LITERAL + ")"
-_GREEDY_IS_LONGEST = re.compile(rf"{_LITERAL}+|{_ATOM}(?:[*+]|\{{\d+(?:,\d*)?\}})?")
+_QUANTIFIER = r"(?:[*+?]|\{\d+(?:,\d*)?\})"
+_GREEDY_IS_LONGEST = re.compile(rf"(?:{_ATOM}{_QUANTIFIER}?|\\[bBAZ]|[\^$])+")
 
 
-def _posix_to_python(pattern: str) -> str:
+def _re2_to_python(pattern: str) -> str:
     """Spell an RE2 pattern for ``re``: ``\\z`` as ``\\Z`` and POSIX classes as ASCII ranges."""
     out, i, in_class = [], 0, False
     while i < len(pattern):
@@ -97,8 +99,7 @@ class _Pattern:
     """An RE2 pattern that finds leftmost-longest, non-overlapping, non-empty matches."""
 
     def __init__(self, pattern: str) -> None:
-        self.source = pattern
-        python = _posix_to_python(pattern)
+        python = _re2_to_python(pattern)
         self.regex = re.compile(python, _FLAGS)
         flags = _GLOBAL_FLAGS.match(python)
         self.flags, self.body = (flags.group(), python[flags.end() :]) if flags else ("", python)
@@ -169,10 +170,11 @@ def tokenizer(
     """Split each string of a [C] or [N, C] tensor into tokens along a new last axis.
 
     ``tokenexp`` keeps the matches of one pattern; ``separators`` (patterns, earlier ones winning
-    where matches overlap) keeps what lies between their matches, and ``[""]`` keeps each
-    character. Tokens shorter than ``mincharnum`` characters are dropped. Each row is
-    ``[STX] tokens [ETX]`` (markers only if ``mark``), then ``pad_value`` up to the longest row;
-    if no string yields a token, the new axis has length 0. An empty input gives [0] or [N, 0].
+    where matches overlap; matches of length 0 separate nothing) keeps what lies between their
+    matches, and ``[""]`` keeps each character. Tokens shorter than ``mincharnum`` characters
+    are dropped. Each row is ``[STX] tokens [ETX]`` (markers only if ``mark``), then
+    ``pad_value`` up to the longest row; if no string yields a token, the new axis has length 0.
+    An empty input gives [0] or [N, 0].
     """
     if mincharnum < 1:
         raise node.error(f"mincharnum must be at least 1, found {mincharnum}")
