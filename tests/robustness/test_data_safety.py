@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from model_builders import I64, B, F, const, counter_body, model, vi
+from model_builders import I64, B, F, const, counter_body, model, node_suite_cases, vi
 from onnx import helper
 
 import onnxflow
