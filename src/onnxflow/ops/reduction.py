@@ -11,7 +11,10 @@ float16 and bfloat16 accumulate in float32; every result keeps the input's dtype
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,14 +25,31 @@ Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 _SMALL_FLOATS = frozenset(("float16", "bfloat16"))
 
 
+class _PerDtype(dict):
+    """What a reduction does for each input dtype, decided by ``decide`` when first asked.
+
+    Looking a decision up is one dict access, so a kernel does no dtype inspection per call.
+    """
+
+    def __init__(self, decide: Callable[[np.dtype], Any]) -> None:
+        super().__init__()
+        self._decide = decide
+
+    def __missing__(self, dtype: np.dtype) -> Any:
+        value = self[dtype] = self._decide(dtype)
+        return value
+
+
+#: The dtype to compute in, or None for the input's own: float32 for small floats, and float64
+#: for integers when the math is transcendental (``_FLOAT_MATH``).
+_PLAIN = _PerDtype(lambda dt: np.dtype(np.float32) if dt.name in _SMALL_FLOATS else None)
+_FLOAT_MATH = _PerDtype(lambda dt: np.dtype(np.float64) if dt.kind in "iub" else _PLAIN[dt])
+
+
 def _work(x: np.ndarray, *, float_math: bool = False) -> np.ndarray:
-    """Return x in the dtype to compute in: float32 for small floats, float64 for integers
-    when the math is transcendental (``float_math``), x itself otherwise."""
-    if x.dtype.name in _SMALL_FLOATS:
-        return x.astype(np.float32)
-    if float_math and x.dtype.kind in "iub":
-        return x.astype(np.float64)
-    return x
+    """Return x in the dtype to compute in (x itself for float32 and float64)."""
+    target = (_FLOAT_MATH if float_math else _PLAIN)[x.dtype]
+    return x if target is None else x.astype(target)
 
 
 def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ...]:
@@ -47,6 +67,12 @@ def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ..
     return tuple(sorted(out))
 
 
+@functools.lru_cache(maxsize=1024)
+def _normalized(axes: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """normalize_axes, remembered: a model reduces over the same few axes again and again."""
+    return normalize_axes(axes, rank)
+
+
 def _reduce(
     fn: Reducer,
     x: np.ndarray,
@@ -58,63 +84,72 @@ def _reduce(
     if axes is None or len(axes) == 0:
         picked = () if noop else tuple(range(x.ndim))
     else:
-        picked = normalize_axes(axes, x.ndim)
+        given = axes.ravel().tolist() if isinstance(axes, np.ndarray) else axes
+        picked = _normalized(tuple(given), x.ndim)
     return np.asarray(fn(x, picked, bool(keepdims))).astype(x.dtype, copy=False)
 
 
 def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.sum(np.abs(_work(x)), axis=axes, keepdims=keep)
+    return np.add.reduce(np.abs(_work(x)), axis=axes, keepdims=keep)
 
 
 def _l2(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     w = _work(x, float_math=True)
-    return np.sqrt(np.sum(w * w, axis=axes, keepdims=keep))
+    return np.sqrt(np.add.reduce(w * w, axis=axes, keepdims=keep))
 
 
 def _log_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.log(np.sum(_work(x, float_math=True), axis=axes, keepdims=keep))
+    return np.log(np.add.reduce(_work(x, float_math=True), axis=axes, keepdims=keep))
 
 
 def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     w = _work(x, float_math=True)
-    top = np.max(w, axis=axes, keepdims=True, initial=-np.inf)
+    top = np.maximum.reduce(w, axis=axes, keepdims=True, initial=-np.inf)
     top = np.where(np.isfinite(top), top, 0)
-    total = np.sum(np.exp(w - top), axis=axes, keepdims=True)
+    total = np.add.reduce(np.exp(w - top), axis=axes, keepdims=True)
     out = np.log(total) + top
     return out if keep else np.squeeze(out, axis=axes)
 
 
+def _identity(dtype: np.dtype, bound: str) -> Any:
+    """Return the ``bound`` ("min" or "max") value of ``dtype``: where a max (min) starts."""
+    if dtype == np.bool_:
+        return dtype.type(bound == "max")
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return dtype.type(info.min if bound == "min" else info.max)
+    return dtype.type(-np.inf if bound == "min" else np.inf)
+
+
 def _extreme(ufunc: np.ufunc, bound: str) -> Reducer:
+    initials = _PerDtype(lambda dt: _identity(dt, bound))
+
     def reducer(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-        if x.dtype == np.bool_:
-            initial = bound == "max"
-        elif x.dtype.kind in "iu":
-            info = np.iinfo(x.dtype)
-            initial = info.min if bound == "min" else info.max
-        else:
-            initial = -np.inf if bound == "min" else np.inf
-        return ufunc.reduce(x, axis=axes, keepdims=keep, initial=x.dtype.type(initial))
+        return ufunc.reduce(x, axis=axes, keepdims=keep, initial=initials[x.dtype])
 
     return reducer
 
 
 def _mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    return np.mean(_work(x, float_math=True), axis=axes, keepdims=keep)
+    w = _work(x, float_math=True)
+    total = np.add.reduce(w, axis=axes, keepdims=keep)
+    count = math.prod([w.shape[a] for a in axes])
+    return np.true_divide(total, np.float64(count)).astype(w.dtype, copy=False)
 
 
 def _prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     w = _work(x)
-    return np.prod(w, axis=axes, keepdims=keep, dtype=w.dtype)
+    return np.multiply.reduce(w, axis=axes, dtype=w.dtype, keepdims=keep)
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     w = _work(x)
-    return np.sum(w, axis=axes, keepdims=keep, dtype=w.dtype)
+    return np.add.reduce(w, axis=axes, dtype=w.dtype, keepdims=keep)
 
 
 def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     w = _work(x)
-    return np.sum(w * w, axis=axes, keepdims=keep, dtype=w.dtype)
+    return np.add.reduce(w * w, axis=axes, dtype=w.dtype, keepdims=keep)
 
 
 def _register(
