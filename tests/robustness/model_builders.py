@@ -71,14 +71,14 @@ def unbounded_loop() -> ModelProto:
     return model([node], [vi("x0", F, [1])], [vi("x_final", F, [1])])
 
 
-def chain(n: int) -> ModelProto:
-    """``n`` Neg nodes in a row on a float32 [64] input."""
+def chain(n: int, size: int = 64) -> ModelProto:
+    """``n`` Neg nodes in a row on a float32 [size] input."""
     names = ["X", *(f"t{k}" for k in range(1, n)), "Y"]
     nodes = [
         helper.make_node("Neg", [a], [b], name=f"neg{k}")
         for k, (a, b) in enumerate(itertools.pairwise(names))
     ]
-    return model(nodes, [vi("X", F, [64])], [vi("Y", F, [64])])
+    return model(nodes, [vi("X", F, [size])], [vi("Y", F, [size])])
 
 
 @functools.cache
