@@ -8,6 +8,7 @@ and its output is zero.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -86,70 +87,186 @@ class _Weights:
 Cell = Callable[[_Weights, int, list[np.ndarray], list[Activation]], list[np.ndarray]]
 
 
+@dataclass(frozen=True)
+class _CellKind:
+    """What sets RNN, LSTM and GRU apart for the driver."""
+
+    n_gates: int
+    n_states: int  # Y_h, and Y_c for LSTM
+    default_activations: tuple[str, ...]
+
+
+_RNN = _CellKind(1, 1, ("Tanh",))
+_LSTM = _CellKind(4, 2, ("Sigmoid", "Tanh", "Tanh"))
+_GRU = _CellKind(3, 1, ("Sigmoid", "Tanh"))
+
+
+@dataclass(frozen=True)
+class _Recurrence:
+    """The attributes the three operators share."""
+
+    direction: str
+    hidden_size: int | None
+    layout: int
+    activations: list[str] | None
+    alphas: list[float] | None
+    betas: list[float] | None
+
+
+_DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
+
+
 def _run(
     cell: Cell,
-    n_gates: int,
-    n_states: int,
+    kind: _CellKind,
     inputs: tuple[np.ndarray | None, ...],
-    *,
-    hidden_size: int | None,
-    direction: str,
-    layout: int,
-    acts: tuple[list[str] | None, list[float] | None, list[float] | None, list[str]],
+    spec: _Recurrence,
     peepholes: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM)."""
     x, w, r, b, seq_lens, *initial = inputs
-    dirs = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
-    if direction not in dirs:
+    if spec.direction not in _DIRECTIONS:
         raise ValueError(
-            f"direction must be forward, reverse or bidirectional, found {direction!r}"
+            f"direction must be forward, reverse or bidirectional, found {spec.direction!r}"
         )
-    n_dirs = len(dirs[direction])
-    if layout:
+    directions = _DIRECTIONS[spec.direction]
+    if spec.layout:
         x = x.transpose(1, 0, 2)
         initial = [None if s is None else s.transpose(1, 0, 2) for s in initial]
+    _check_weights(w, r, kind, len(directions), spec)
     work = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
     seq, batch, _ = x.shape
-    hidden = r.shape[-1]
-    if w.shape[0] != n_dirs or w.shape[1] != n_gates * hidden or (hidden_size or hidden) != hidden:
-        raise ValueError(
-            f"W has shape {w.shape}, expected ({n_dirs}, {n_gates}*{hidden}, input_size) for "
-            f"direction {direction!r} and hidden_size {hidden_size or hidden}"
-        )
     lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
-    functions = _activations(*acts[:3], acts[3], n_dirs, work)
+    functions = _activations(
+        spec.activations, spec.alphas, spec.betas, kind.default_activations, len(directions), work
+    )
     xs = x.astype(work, copy=False)
     ys, finals = [], []
-    for d, backwards in enumerate(dirs[direction]):
-        bias = np.zeros(2 * n_gates * hidden, work) if b is None else b[d].astype(work)
-        weights = _Weights(
-            xw=xs @ w[d].astype(work).T + bias[: n_gates * hidden],
-            r=r[d].astype(work),
-            rb=bias[n_gates * hidden :],
-            p=None if peepholes is None else peepholes[d].astype(work),
-        )
+    for d, backwards in enumerate(directions):
+        weights = _direction_weights(xs, w[d], r[d], b, peepholes, d, kind.n_gates, work)
         states = [
-            np.zeros((batch, hidden), work) if s is None else s[d].astype(work)
-            for s in (initial + [None] * n_states)[:n_states]
+            np.zeros((batch, r.shape[-1]), work) if s is None else s[d].astype(work)
+            for s in (initial + [None] * kind.n_states)[: kind.n_states]
         ]
-        y = np.zeros((seq, batch, hidden), work)
-        for t in reversed(range(seq)) if backwards else range(seq):
-            valid = (t < lens)[:, None]
-            new = cell(weights, t, states, functions[d])
-            states = [np.where(valid, n, s) for n, s in zip(new, states)]
-            y[t] = np.where(valid, new[0], 0)
+        y, states = _over_time(cell, weights, states, functions[d], lens, backwards)
         ys.append(y)
         finals.append(states)
-    y_all = np.stack(ys, axis=1)  # (T, D, B, H)
-    outs = [y_all] + [np.stack([f[i] for f in finals]) for i in range(n_states)]
-    if layout:
+    outs = [np.stack(ys, axis=1)]  # (T, D, B, H)
+    outs += [np.stack([f[i] for f in finals]) for i in range(kind.n_states)]
+    if spec.layout:
         outs = [outs[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in outs[1:]]
     return tuple(o.astype(x.dtype, copy=False) for o in outs)
 
 
+def _check_weights(
+    w: np.ndarray, r: np.ndarray, kind: _CellKind, n_dirs: int, spec: _Recurrence
+) -> None:
+    """Check W's shape against the direction count, the gate count and hidden_size."""
+    hidden = r.shape[-1]
+    gates = kind.n_gates
+    if (
+        w.shape[0] != n_dirs
+        or w.shape[1] != gates * hidden
+        or (spec.hidden_size or hidden) != hidden
+    ):
+        raise ValueError(
+            f"W has shape {w.shape}, expected ({n_dirs}, {gates}*{hidden}, input_size) for "
+            f"direction {spec.direction!r} and hidden_size {spec.hidden_size or hidden}"
+        )
+
+
+def _direction_weights(
+    xs: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None,
+    peepholes: np.ndarray | None,
+    d: int,
+    n_gates: int,
+    work: np.dtype,
+) -> _Weights:
+    """Return direction ``d``'s weights, with the input projection of every step done at once."""
+    size = n_gates * r.shape[-1]
+    bias = np.zeros(2 * size, work) if b is None else b[d].astype(work)
+    return _Weights(
+        xw=xs @ w.astype(work).T + bias[:size],
+        r=r.astype(work),
+        rb=bias[size:],
+        p=None if peepholes is None else peepholes[d].astype(work),
+    )
+
+
+def _over_time(
+    cell: Cell,
+    weights: _Weights,
+    states: list[np.ndarray],
+    functions: list[Activation],
+    lens: np.ndarray,
+    backwards: bool,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Step ``cell`` through time; return Y (T, B, H) and the final states.
+
+    Past a batch entry's sequence length its state is frozen and its output is zero.
+    """
+    seq, batch = weights.xw.shape[:2]
+    y = np.zeros((seq, batch, states[0].shape[-1]), states[0].dtype)
+    for t in reversed(range(seq)) if backwards else range(seq):
+        valid = (t < lens)[:, None]
+        new = cell(weights, t, states, functions)
+        states = [np.where(valid, n, s) for n, s in zip(new, states)]
+        y[t] = np.where(valid, new[0], 0)
+    return y, states
+
+
 def _clipper(clip: float | None) -> Activation:
     return (lambda v: v) if clip is None else (lambda v: np.clip(v, -clip, clip))
+
+
+def _rnn_cell(
+    bound: Activation, p: _Weights, t: int, s: list[np.ndarray], f: list[Activation]
+) -> list[np.ndarray]:
+    """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb)."""
+    return [f[0](bound(p.xw[t] + s[0] @ p.r.T + p.rb))]
+
+
+def _lstm_cell(
+    bound: Activation,
+    input_forget: int,
+    q: _Weights,
+    t: int,
+    s: list[np.ndarray],
+    f: list[Activation],
+) -> list[np.ndarray]:
+    """Gates i, o, f, c with optional peepholes; ``input_forget`` couples f to 1 - i."""
+    h, c = s
+    pre = q.xw[t] + h @ q.r.T + q.rb
+    gi, go, gf, gc = np.split(pre, 4, axis=1)
+    pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
+    i = f[0](bound(gi + pi * c))
+    forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
+    c_new = forget * c + i * f[1](bound(gc))
+    o = f[0](bound(go + po * c_new))
+    return [o * f[2](c_new), c_new]
+
+
+def _gru_cell(
+    bound: Activation,
+    linear_before_reset: int,
+    q: _Weights,
+    t: int,
+    s: list[np.ndarray],
+    f: list[Activation],
+) -> list[np.ndarray]:
+    """Gates z, r, h; ``linear_before_reset`` applies R_h before the reset gate."""
+    (h,) = s
+    xz, xr, xh = np.split(q.xw[t], 3, axis=1)
+    rz, rr, rh = np.split(q.r, 3)
+    bz, br, bh = np.split(q.rb, 3)
+    z = f[0](bound(xz + h @ rz.T + bz))
+    reset = f[0](bound(xr + h @ rr.T + br))
+    recurrent = reset * (h @ rh.T + bh) if linear_before_reset else (reset * h) @ rh.T + bh
+    cand = f[1](bound(xh + recurrent))
+    return [(1 - z) * cand + z * h]
 
 
 @op("RNN", 1, 7, 14, 22)
@@ -171,21 +288,11 @@ def rnn(
     output_sequence: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
-    bound = _clipper(clip)
-
-    def cell(p: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
-        return [f[0](bound(p.xw[t] + s[0] @ p.r.T + p.rb))]
-
-    return _run(
-        cell,
-        1,
-        1,
-        (x, w, r, b, sequence_lens, initial_h),
-        hidden_size=hidden_size,
-        direction=direction,
-        layout=layout,
-        acts=(activations, activation_alpha, activation_beta, ["Tanh"]),
+    spec = _Recurrence(
+        direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
+    cell = functools.partial(_rnn_cell, _clipper(clip))
+    return _run(cell, _RNN, (x, w, r, b, sequence_lens, initial_h), spec)
 
 
 @op("LSTM", 1, 7, 14, 22)
@@ -210,30 +317,12 @@ def lstm(
     output_sequence: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
-    bound = _clipper(clip)
-
-    def cell(q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
-        h, c = s
-        pre = q.xw[t] + h @ q.r.T + q.rb
-        gi, go, gf, gc = np.split(pre, 4, axis=1)
-        pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
-        i = f[0](bound(gi + pi * c))
-        forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
-        c_new = forget * c + i * f[1](bound(gc))
-        o = f[0](bound(go + po * c_new))
-        return [o * f[2](c_new), c_new]
-
-    return _run(
-        cell,
-        4,
-        2,
-        (x, w, r, b, sequence_lens, initial_h, initial_c),
-        hidden_size=hidden_size,
-        direction=direction,
-        layout=layout,
-        acts=(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh", "Tanh"]),
-        peepholes=p,
+    spec = _Recurrence(
+        direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
+    cell = functools.partial(_lstm_cell, _clipper(clip), input_forget)
+    inputs = (x, w, r, b, sequence_lens, initial_h, initial_c)
+    return _run(cell, _LSTM, inputs, spec, peepholes=p)
 
 
 @op("GRU", 1, 3, 7, 14, 22)
@@ -256,26 +345,8 @@ def gru(
     output_sequence: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
-    bound = _clipper(clip)
-
-    def cell(q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]) -> list[np.ndarray]:
-        (h,) = s
-        xz, xr, xh = np.split(q.xw[t], 3, axis=1)
-        rz, rr, rh = np.split(q.r, 3)
-        bz, br, bh = np.split(q.rb, 3)
-        z = f[0](bound(xz + h @ rz.T + bz))
-        reset = f[0](bound(xr + h @ rr.T + br))
-        recurrent = reset * (h @ rh.T + bh) if linear_before_reset else (reset * h) @ rh.T + bh
-        cand = f[1](bound(xh + recurrent))
-        return [(1 - z) * cand + z * h]
-
-    return _run(
-        cell,
-        3,
-        1,
-        (x, w, r, b, sequence_lens, initial_h),
-        hidden_size=hidden_size,
-        direction=direction,
-        layout=layout,
-        acts=(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh"]),
+    spec = _Recurrence(
+        direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
+    cell = functools.partial(_gru_cell, _clipper(clip), linear_before_reset)
+    return _run(cell, _GRU, (x, w, r, b, sequence_lens, initial_h), spec)
