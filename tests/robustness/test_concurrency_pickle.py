@@ -56,9 +56,7 @@ def mixed_model() -> onnx.ModelProto:
         helper.make_node("ReduceSum", ["total"], ["sum"], keepdims=0),
         helper.make_node("Greater", ["sum", "zero"], ["positive"]),
         helper.make_node("If", ["positive"], ["picked"], then_branch=then, else_branch=other),
-        helper.make_node(
-            "Scan", ["ones", "H"], ["prod", "negH"], body=scan_body, num_scan_inputs=1
-        ),
+        scan,
     ]
     rng = np.random.default_rng(0)
     inits = [
