@@ -67,7 +67,7 @@ def counter_body(extra_nodes: Sequence[NodeProto] = ()) -> GraphProto:
 
 def unbounded_loop() -> ModelProto:
     """A Loop with neither M nor cond: per the spec it runs until terminated."""
-    node = helper.make_node("Loop", ["", "", "x0"], ["x_final"], body=counter_body())
+    node = helper.make_node("Loop", ["", "", "x0"], ["x_final"], name="loop", body=counter_body())
     return model([node], [vi("x0", F, [1])], [vi("x_final", F, [1])])
 
 
