@@ -246,8 +246,8 @@ DYNAMO_MODELS = [
     (
         "cond_linear",
         CondLinear,
-        [(_randn(2, 4, seed=1).abs(),), (-_randn(2, 4, seed=2).abs(),)],
-        {},
+        [(_randn(2, 4, seed=1).abs(),), (-_randn(3, 4, seed=2).abs(),)],
+        {"x": {0: "batch"}},
         (None, 17),
     ),
     (
@@ -286,15 +286,22 @@ DYNAMO_MODELS = [
     (
         "scan_cumulative",
         ScanCumulative,
-        [(torch.zeros(4), _randn(5, 4, seed=4)), (torch.ones(4), _randn(5, 4, seed=5))],
-        {},
+        [
+            (torch.zeros(4), _randn(5, 4, seed=4)),
+            (torch.ones(4), _randn(2, 4, seed=5)),
+            (torch.ones(4), _randn(1, 4, seed=5)),
+        ],
+        {"xs": {0: "length"}},
         (None, 17),
     ),
     (
         "scan_rnn_cell",
         ScanRnnCell,
-        [(_randn(2, 5, seed=6), _randn(2, 7, 3, seed=7))],
-        {},
+        [
+            (_randn(2, 5, seed=6), _randn(2, 7, 3, seed=7)),
+            (_randn(3, 5, seed=8), _randn(3, 4, 3, seed=9)),
+        ],
+        {"h0": {0: "batch"}, "xs": {0: "batch", 1: "time"}},
         (None, 17),
     ),
     ("lstm", LstmModel, LSTM_INPUTS, LSTM_DYNAMIC, (None,)),
@@ -361,13 +368,19 @@ def _cases() -> list[Case]:
 
 def _export(case: Case, module: torch.nn.Module) -> onnx.ModelProto:
     args = case.inputs[0]
+    names = list(inspect.signature(module.forward).parameters)
     if case.dynamo:
         dims = {d: torch.export.Dim(d) for axes in case.dynamic.values() for d in axes.values()}
         shapes = {
-            arg: {axis: dims[d] for axis, d in axes.items()} for arg, axes in case.dynamic.items()
+            arg: {axis: dims[d] for axis, d in case.dynamic.get(arg, {}).items()} or None
+            for arg in names
         }
         program = torch.onnx.export(
-            module, args, dynamo=True, opset_version=case.opset, dynamic_shapes=shapes or None
+            module,
+            args,
+            dynamo=True,
+            opset_version=case.opset,
+            dynamic_shapes=shapes if case.dynamic else None,
         )
         return program.model_proto
     buffer = io.BytesIO()
@@ -379,7 +392,7 @@ def _export(case: Case, module: torch.nn.Module) -> onnx.ModelProto:
             buffer,
             dynamo=False,
             opset_version=case.opset,
-            input_names=list(inspect.signature(module.forward).parameters),
+            input_names=names,
             dynamic_axes=case.dynamic,
         )
     return onnx.load_from_string(buffer.getvalue())
