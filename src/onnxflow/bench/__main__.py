@@ -1,0 +1,3 @@
+from onnxflow.bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The command line of ``python -m onnxflow.bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import onnxflow.bench
+from onnxflow.bench.harness import report_to_json, run_bench
+from onnxflow.bench.report import render
+from onnxflow.bench.workloads import TIMED
+
+NAMES = [*TIMED, "peak_memory"]
+DESCRIPTION = onnxflow.bench.__doc__
+
+
+def select(only: list[str]) -> list[str]:
+    """The workloads named in ``only`` (exact names or prefixes), in bench order; all if empty."""
+    wanted = [w for part in only for w in part.split(",") if w]
+    if not wanted:
+        return list(NAMES)
+    unknown = [w for w in wanted if not any(n.startswith(w) for n in NAMES)]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {unknown}: expected names or prefixes of {NAMES}")
+    return [n for n in NAMES if any(n.startswith(w) for w in wanted)]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The bench's command line."""
+    parser = argparse.ArgumentParser(prog="python -m onnxflow.bench", description=DESCRIPTION)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 repeats (smoke run)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only these workloads (name or prefix; repeat or comma-separate)",
+    )
+    parser.add_argument("--repeats", type=int, help="interleaved repeats (default 7; quick 2)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bench, print the report, and write the JSON if asked."""
+    args = parse_args(argv)
+    repeats = args.repeats or (2 if args.quick else 7)
+    if repeats < 1:
+        raise SystemExit("--repeats must be at least 1")
+    report = run_bench(select(args.only), repeats, args.quick)
+    print(render(report))
+    if args.json:
+        args.json.write_text(json.dumps(report_to_json(report), indent=1, ensure_ascii=False))
+    return 0

@@ -1,0 +1,268 @@
+"""Time onnxflow, onnxruntime and onnx.reference side by side, and report medians.
+
+Per workload: each engine builds its session (not timed) and runs once (a warm-up whose outputs
+are checked: onnxflow's against onnxruntime's, else against onnx.reference's). Each engine then
+gets a number of calls per sample so that one sample lasts about ``target`` seconds, and the
+repeats interleave the engines: every repeat takes one sample of each, in rotating order. The
+reported time is the median per-call time of an engine's samples. onnx.reference is slow, so it
+takes at most ``REF_CAP`` samples, and a single untimed-warm-up-free run on the big workloads.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxflow.bench.workloads import TIMED, SkipWorkload, Workload, light_model
+
+ENGINES = ("onnxflow", "onnxruntime", "onnx.reference")
+REF_CAP = 3
+MAX_CALLS = 10_000
+Runner = Callable[[dict[str, np.ndarray]], list]
+Builder = Callable[[onnx.ModelProto], Runner]
+
+
+@dataclass
+class Row:
+    """One workload's result: median seconds (or MiB) per engine, or why an engine failed."""
+
+    name: str
+    size: str
+    values: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)
+    units: int = 1
+    unit: str = ""
+    match: str = "—"
+    note: str = ""
+    kind: str = "time"
+
+
+@dataclass
+class Report:
+    """A whole benchmark run: the machine, the settings and the rows."""
+
+    machine: dict[str, str]
+    repeats: int
+    quick: bool
+    rows: list[Row]
+
+
+def engine_builders() -> tuple[dict[str, Builder], dict[str, str]]:
+    """Session builders of the installed engines, and why any engine is skipped."""
+    import onnx.reference
+
+    import onnxflow
+
+    builders: dict[str, Builder] = {
+        "onnxflow": lambda m: _runner(onnxflow.InferenceSession(m)),
+        "onnx.reference": lambda m: _runner(onnx.reference.ReferenceEvaluator(m)),
+    }
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return builders, {"onnxruntime": "not installed"}
+    ort.set_default_logger_severity(3)
+    builders["onnxruntime"] = lambda m: _runner(
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    )
+    return {e: builders[e] for e in ENGINES}, {}
+
+
+def _runner(session) -> Runner:
+    return lambda feeds: session.run(None, feeds)
+
+
+def _reason(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def _close(got: list, want: list, tolerance: tuple[float, float]) -> bool:
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fc" or b.dtype.kind in "fc":
+            rtol, atol = tolerance
+            if not np.allclose(a.astype(np.float64), b.astype(np.float64), rtol, atol, True):
+                return False
+        elif not np.array_equal(a, b):
+            return False
+    return True
+
+
+def _match(outputs: dict[str, list], tolerance: tuple[float, float]) -> str:
+    """✓ or ✗ for onnxflow's outputs against onnxruntime's (else onnx.reference's), or —."""
+    if "onnxflow" not in outputs:
+        return "—"
+    for peer, suffix in (("onnxruntime", ""), ("onnx.reference", " (vs ref)")):
+        if peer in outputs:
+            return ("✓" if _close(outputs["onnxflow"], outputs[peer], tolerance) else "✗") + suffix
+    return "—"
+
+
+def _sample(runner: Runner, feeds: dict[str, np.ndarray], calls: int) -> float:
+    """Mean seconds per call over ``calls`` calls, with the garbage collector paused."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in range(calls):
+            runner(feeds)
+        return (time.perf_counter() - start) / calls
+    finally:
+        gc.enable()
+
+
+def _interleave(
+    runners: dict[str, Runner],
+    feeds: dict,
+    calls: dict[str, int],
+    caps: dict[str, int],
+    repeats: int,
+) -> dict[str, list[float]]:
+    """``repeats`` rounds, each sampling every engine once (up to its cap), in rotating order."""
+    names = list(runners)
+    samples: dict[str, list[float]] = {e: [] for e in names}
+    for r in range(repeats):
+        shift = r % len(names) if names else 0
+        for engine in names[shift:] + names[:shift]:
+            if len(samples[engine]) < caps[engine]:
+                samples[engine].append(_sample(runners[engine], feeds, calls[engine]))
+    return samples
+
+
+def _first_runs(
+    w: Workload, builders: dict[str, Builder], row: Row
+) -> tuple[dict[str, Runner], dict[str, list], dict[str, float]]:
+    """Build and run each engine once; record failures on ``row``."""
+    runners, outputs, seconds = {}, {}, {}
+    for engine, build in builders.items():
+        try:
+            runner = build(w.model)
+            start = time.perf_counter()
+            outputs[engine] = runner(w.feeds)
+            seconds[engine] = time.perf_counter() - start
+            runners[engine] = runner
+        except Exception as exc:  # a failing engine is reported, not fatal
+            row.failures[engine] = _reason(exc)
+    return runners, outputs, seconds
+
+
+def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, target: float) -> Row:
+    """Run ``w`` on every engine: check outputs, then interleave the timed repeats."""
+    row = Row(w.name, w.size, units=w.units, unit=w.unit, note=w.note)
+    runners, outputs, first = _first_runs(w, builders, row)
+    row.match = _match(outputs, w.tolerance)
+    del outputs
+    once = {e: [first[e]] for e in runners if e == "onnx.reference" and w.ref_runs == 1}
+    timed = {e: r for e, r in runners.items() if e not in once}
+    calls = {e: max(1, min(MAX_CALLS, round(target / max(first[e], 1e-9)))) for e in timed}
+    caps = {e: min(repeats, REF_CAP) if e == "onnx.reference" else repeats for e in timed}
+    samples = {**_interleave(timed, w.feeds, calls, caps, repeats), **once}
+    row.values = {e: statistics.median(s) for e, s in samples.items()}
+    row.samples = {e: len(s) for e, s in samples.items()}
+    ref_n = row.samples.get("onnx.reference", repeats)
+    if ref_n < repeats:
+        runs = f"{ref_n} run{'s' if ref_n > 1 else ''}" + (", no warm-up" if once else "")
+        row.note = "; ".join(filter(None, [row.note, f"ref: {runs}"]))
+    return row
+
+
+def memory_row(model: str, skipped: dict[str, str]) -> Row:
+    """Peak memory of ``model`` in onnxflow and onnxruntime, each in a fresh subprocess."""
+    row = Row("peak_memory", f"{model}, 1 run", kind="memory", note="see method below")
+    row.failures.update({e: f"skipped: {r}" for e, r in skipped.items()})
+    row.failures["onnx.reference"] = "not measured"
+    _, feeds = light_model(model)
+    ((name, x),) = feeds.items()
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "x.npy", x)
+        path = Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{model}.onnx"
+        for engine in ("onnxflow", "onnxruntime"):
+            if engine in row.failures:
+                continue
+            cmd = [sys.executable, "-m", "onnxflow.bench.memory", engine, str(path), name]
+            proc = subprocess.run([*cmd, f"{tmp}/x.npy"], capture_output=True, text=True)
+            if proc.returncode == 0:
+                row.values[engine] = float(proc.stdout.split()[-1])
+            else:
+                row.failures[engine] = (proc.stderr.strip().splitlines() or ["failed"])[-1][:70]
+    return row
+
+
+def machine_info() -> dict[str, str]:
+    """CPU count, load, platform and the versions of every package the bench uses."""
+    info = {
+        "cpus": str(os.cpu_count()),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "onnx": onnx.__version__,
+    }
+    for package in ("onnxruntime", "sklearn", "skl2onnx"):
+        try:
+            info[package] = __import__(package).__version__
+        except ImportError:
+            info[package] = "not installed"
+    return info
+
+
+def run_bench(names: list[str], repeats: int, quick: bool) -> Report:
+    """Run the named workloads (``peak_memory`` included) and collect their rows."""
+    builders, skipped = engine_builders()
+    target = 0.01 if quick else 0.1
+    rows = []
+    for i, name in enumerate(names, 1):
+        print(f"[{i}/{len(names)}] {name} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        rows.append(_one(name, builders, skipped, repeats, target, quick))
+        print(f"    {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return Report(machine_info(), repeats, quick, rows)
+
+
+def _one(
+    name: str,
+    builders: dict[str, Builder],
+    skipped: dict[str, str],
+    repeats: int,
+    target: float,
+    quick: bool,
+) -> Row:
+    if name == "peak_memory":
+        return memory_row("squeezenet" if quick else "resnet50", skipped)
+    try:
+        workload = TIMED[name](quick)
+    except SkipWorkload as exc:
+        return Row(name, "—", note=f"skipped: {exc}")
+    row = time_workload(workload, builders, repeats, target)
+    row.failures.update({e: f"skipped: {r}" for e, r in skipped.items()})
+    return row
+
+
+def report_to_json(report: Report) -> dict:
+    """The report as plain JSON data."""
+    return asdict(report)
+
+
+def report_from_json(data: dict) -> Report:
+    """A report read back from :func:`report_to_json`'s data."""
+    rows = [Row(**r) for r in data["rows"]]
+    return Report(data["machine"], data["repeats"], data["quick"], rows)

@@ -1,0 +1,93 @@
+"""The benchmark harness runs and reports every workload; no test here ever asserts a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from onnxflow.bench.cli import NAMES, select
+from onnxflow.bench.harness import Report, Row
+from onnxflow.bench.report import render
+
+
+def _bench(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
+    code = f"{prelude}from onnxflow.bench.cli import main; raise SystemExit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| "):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells
+    return rows
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    path = tmp_path_factory.mktemp("bench") / "rows.json"
+    proc = _bench("--quick", "--json", str(path))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, json.loads(path.read_text())
+
+
+def test_quick_run_prints_a_table_with_every_workload(quick_run: tuple[str, dict]) -> None:
+    out, _ = quick_run
+    assert out.startswith("Machine: ") and "numpy" in out and "onnxruntime" in out
+    rows = _table_rows(out)
+    assert rows["workload"][2:5] == ["onnxflow", "onnxruntime", "onnx.reference"]
+    assert set(NAMES) <= set(rows)
+    assert "Loop linearity" in out and "peak_memory: peak RSS" in out
+
+
+def test_quick_run_checks_onnxflow_against_onnxruntime(quick_run: tuple[str, dict]) -> None:
+    _, data = quick_run
+    assert [r["name"] for r in data["rows"]] == NAMES
+    timed = [r for r in data["rows"] if r["kind"] == "time"]
+    assert all(r["match"] in ("✓", "✗", "—") or r["match"].endswith("(vs ref)") for r in timed)
+    assert all("onnxflow" in r["values"] for r in timed if not r["note"].startswith("skipped"))
+
+
+def test_only_takes_names_and_prefixes_in_bench_order() -> None:
+    assert select(["loop_spec,dispatch"]) == ["dispatch", "loop_spec"]
+    assert select(["rnn"]) == ["rnn_long", "rnn_short"]
+    assert select([]) == NAMES
+    with pytest.raises(SystemExit, match="unknown workload"):
+        select(["nope"])
+
+
+def test_optional_packages_missing_are_skipped_with_a_note() -> None:
+    hide = "import sys; sys.modules.update(onnxruntime=None, sklearn=None, skl2onnx=None); "
+    proc = _bench("--quick", "--only", "dispatch,knn", prelude=hide)
+    assert proc.returncode == 0, proc.stderr
+    rows = _table_rows(proc.stdout)
+    assert rows["dispatch"][3] == "skipped: not installed"
+    assert rows["knn"][-1].startswith("skipped: needs scikit-learn and skl2onnx")
+
+
+def test_render_shows_failures_and_ratios() -> None:
+    row = Row("w", "tiny", values={"onnxflow": 2e-6, "onnx.reference": 2e-5}, units=2, unit="node")
+    row.failures["onnxruntime"] = "Fail: rejected | model"
+    text = render(Report({"cpus": "2", "load": "0.0", "platform": "x"}, 3, False, [row]))
+    cells = _table_rows(text)["w"]
+    assert cells[2:8] == [
+        "2 µs (1 µs/node)",
+        "fails: Fail: rejected / model",
+        "20 µs (10 µs/node)",
+        "—",
+        "10.00x",
+        "—",
+    ]
+
+
+def test_json_rows_read_back(quick_run: tuple[str, dict]) -> None:
+    from onnxflow.bench.harness import report_from_json
+
+    _, data = quick_run
+    report = report_from_json(data)
+    assert len(report.rows) == len(NAMES) and report.quick
+    assert "| dispatch |" in render(report)
