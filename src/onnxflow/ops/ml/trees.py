@@ -123,34 +123,71 @@ def _member_codes(
         code.reshape(-1)[where] = np.where(inside, 0, np.where(np.isnan(v), 3, 2))
 
 
+@dataclass(frozen=True)
+class _Nodes:
+    """The node columns of a tree ensemble (leaves are nodes of mode LEAF)."""
+
+    modes: np.ndarray
+    features: np.ndarray
+    thresholds: np.ndarray
+    true_child: np.ndarray
+    false_child: np.ndarray
+    tracks_true: np.ndarray
+
+
 def _build_forest(
-    modes: np.ndarray,
-    features: np.ndarray,
-    thresholds: np.ndarray,
-    true_child: np.ndarray,
-    false_child: np.ndarray,
-    tracks_true: np.ndarray,
+    nodes: _Nodes,
     roots: np.ndarray,
     votes: tuple[np.ndarray, np.ndarray, np.ndarray],
     n_targets: int,
     how: str,
     members: list[np.ndarray],
 ) -> Forest:
-    """Compile node arrays (leaves are nodes of mode LEAF) into a Forest."""
+    """Compile node columns and leaf votes (target, node, weight) into a Forest."""
+    table = _transitions(nodes)
+    interior = nodes.modes != LEAF
+    leaf_slot, weights, voted = _leaf_votes(votes, len(nodes.modes), n_targets, how)
+    exact = np.where(interior, nodes.thresholds, 0.0).astype(np.float64)
+    memberships = [_membership(nodes.modes, members, dt) for dt in (np.float64, np.float32)]
+    return Forest(
+        next=table.reshape(-1),
+        feature=np.where(interior, nodes.features, 0).astype(np.intp),
+        thresholds=(exact, exact.astype(np.float32).astype(np.float64)),
+        roots=roots.astype(np.intp),
+        depth=_depth(table, interior, roots),
+        memberships=None if memberships[0] is None else tuple(memberships),
+        leaf_slot=leaf_slot,
+        weights=weights,
+        voted=voted,
+    )
+
+
+def _transitions(nodes: _Nodes) -> np.ndarray:
+    """Return the [nodes, 4] child taken by comparison code; leaves point to themselves."""
+    modes = nodes.modes
     n = len(modes)
-    for name, child in (("true", true_child), ("false", false_child)):
-        bad = (modes != LEAF) & ((child < 0) | (child >= n))
+    interior = modes != LEAF
+    for name, child in (("true", nodes.true_child), ("false", nodes.false_child)):
+        bad = interior & ((child < 0) | (child >= n))
         if bad.any():
             raise ValueError(f"node {int(np.argmax(bad))} has a {name} child outside the tree")
-    self_loop = np.arange(n)
-    interior = modes != LEAF
     truth = _TRUTH[np.minimum(modes, MEMBER)]
-    nan_true = tracks_true.astype(bool) | (modes == NEQ)
+    nan_true = nodes.tracks_true.astype(bool) | (modes == NEQ)
     table = np.empty((n, 4), np.intp)
     for code in range(3):
-        table[:, code] = np.where(truth[:, code], true_child, false_child)
-    table[:, 3] = np.where(nan_true, true_child, false_child)
-    table[~interior] = self_loop[~interior, None]
+        table[:, code] = np.where(truth[:, code], nodes.true_child, nodes.false_child)
+    table[:, 3] = np.where(nan_true, nodes.true_child, nodes.false_child)
+    table[~interior] = np.arange(n)[~interior, None]
+    return table
+
+
+def _leaf_votes(
+    votes: tuple[np.ndarray, np.ndarray, np.ndarray], n: int, n_targets: int, how: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (slot of each node, [slots + 1, targets] combined weights, which were voted).
+
+    Nodes without votes share the last slot, which holds the aggregate's neutral value.
+    """
     node_target, node_id, weight = votes
     if len(node_target) and (node_target.min() < 0 or node_target.max() >= n_targets):
         raise ValueError(f"a leaf votes for target {node_target.max()}, not in [0, {n_targets})")
@@ -163,19 +200,7 @@ def _build_forest(
     combine = {"MIN": np.minimum, "MAX": np.maximum}.get(how, np.add)
     combine.at(weights, (slot_of_vote, node_target), weight)
     voted[slot_of_vote, node_target] = True
-    exact = np.where(interior, thresholds, 0.0).astype(np.float64)
-    memberships = [_membership(modes, members, dt) for dt in (np.float64, np.float32)]
-    return Forest(
-        next=table.reshape(-1),
-        feature=np.where(interior, features, 0).astype(np.intp),
-        thresholds=(exact, exact.astype(np.float32).astype(np.float64)),
-        roots=roots.astype(np.intp),
-        depth=_depth(table, interior, roots),
-        memberships=None if memberships[0] is None else tuple(memberships),
-        leaf_slot=leaf_slot,
-        weights=weights,
-        voted=voted,
-    )
+    return leaf_slot, weights, voted
 
 
 def _depth(table: np.ndarray, interior: np.ndarray, roots: np.ndarray) -> int:
@@ -223,6 +248,7 @@ def _split_members(membership_values: np.ndarray | None) -> list[np.ndarray]:
     return [np.array(s, np.float64) for s in sets]
 
 
+# Over 40 lines only for its signature: one keyword per schema attribute (17 of them).
 @op("TreeEnsemble", 5, domain=ML_DOMAIN, build=True)
 def tree_ensemble(
     node: NodeContext,
@@ -249,41 +275,19 @@ def tree_ensemble(
         raise node.error(f"aggregate_function must be in 0..3, found {aggregate_function}")
     if not 0 <= post_transform < len(POST_TRANSFORMS):
         raise node.error(f"post_transform must be in 0..4, found {post_transform}")
-    modes = np.asarray(nodes_modes, np.int64).reshape(-1)
-    n, n_leaves = len(modes), len(leaf_targetids)
-    arrays = [nodes_featureids, nodes_splits, nodes_truenodeids, nodes_trueleafs,
-              nodes_falsenodeids, nodes_falseleafs]  # fmt: skip
-    if any(np.size(a) != n for a in arrays) or np.size(leaf_weights) != n_leaves:
-        raise node.error("nodes_* attributes (and leaf_* attributes) must have equal lengths")
-    if ((modes < 0) | (modes > MEMBER)).any():
-        raise node.error(f"nodes_modes must be in 0..6, found {sorted(set(modes.tolist()))}")
-    leaf = np.full(n_leaves, LEAF)
-    pad = np.zeros(n_leaves, np.int64)
-
-    def child(ids: list[int], is_leaf: list[int]) -> np.ndarray:
-        return np.concatenate([np.asarray(ids) + n * np.asarray(is_leaf, bool), pad])
-
+    how, transform = _AGGREGATES[aggregate_function], POST_TRANSFORMS[post_transform]
+    n_leaves = len(leaf_targetids)
     try:
-        forest = _build_forest(
-            modes=np.concatenate([modes, leaf]),
-            features=np.concatenate([nodes_featureids, pad]),
-            thresholds=np.concatenate([np.asarray(nodes_splits, np.float64).reshape(-1), pad]),
-            true_child=child(nodes_truenodeids, nodes_trueleafs),
-            false_child=child(nodes_falsenodeids, nodes_falseleafs),
-            tracks_true=np.concatenate([nodes_missing_value_tracks_true or np.zeros(n), pad]),
-            roots=np.asarray(tree_roots, np.int64),
-            votes=(
-                np.asarray(leaf_targetids, np.int64),
-                n + np.arange(n_leaves),
-                np.asarray(leaf_weights, np.float64).reshape(-1),
-            ),
-            n_targets=n_targets if n_targets is not None else max(leaf_targetids, default=0) + 1,
-            how=_AGGREGATES[aggregate_function],
-            members=_split_members(membership_values),
-        )
+        nodes = _v5_nodes(
+            nodes_modes, nodes_featureids, nodes_splits, (nodes_truenodeids, nodes_trueleafs),
+            (nodes_falsenodeids, nodes_falseleafs), nodes_missing_value_tracks_true, n_leaves,
+        )  # fmt: skip
+        votes = _v5_votes(leaf_targetids, leaf_weights, len(nodes.modes) - n_leaves)
+        targets = n_targets if n_targets is not None else max(leaf_targetids, default=0) + 1
+        roots = np.asarray(tree_roots, np.int64)
+        forest = _build_forest(nodes, roots, votes, targets, how, _split_members(membership_values))
     except ValueError as exc:
         raise node.error(str(exc)) from exc
-    how, transform = _AGGREGATES[aggregate_function], POST_TRANSFORMS[post_transform]
 
     def run(x: np.ndarray) -> np.ndarray:
         scores = forest.aggregate(forest.leaves(as_2d(x)), how)
@@ -292,51 +296,104 @@ def tree_ensemble(
     return run
 
 
+def _v5_nodes(
+    modes: np.ndarray,
+    features: list[int],
+    splits: np.ndarray,
+    true: tuple[list[int], list[int]],
+    false: tuple[list[int], list[int]],
+    tracks_true: list[int] | None,
+    n_leaves: int,
+) -> _Nodes:
+    """Return TreeEnsemble-5's node columns with one LEAF row appended per leaf.
+
+    A child is (id, is_leaf): leaf ``j`` becomes row ``n + j``.
+    """
+    modes = np.asarray(modes, np.int64).reshape(-1)
+    n = len(modes)
+    if any(np.size(a) != n for a in (features, splits, *true, *false)):
+        raise ValueError("nodes_* attributes (and leaf_* attributes) must have equal lengths")
+    if ((modes < 0) | (modes > MEMBER)).any():
+        raise ValueError(f"nodes_modes must be in 0..6, found {sorted(set(modes.tolist()))}")
+    pad = np.zeros(n_leaves, np.int64)
+
+    def column(values: Any) -> np.ndarray:
+        return np.concatenate([np.asarray(values).reshape(-1), pad])
+
+    def child(ids: list[int], is_leaf: list[int]) -> np.ndarray:
+        return column(np.asarray(ids) + n * np.asarray(is_leaf, bool))
+
+    return _Nodes(
+        modes=np.concatenate([modes, np.full(n_leaves, LEAF)]),
+        features=column(features),
+        thresholds=column(np.asarray(splits, np.float64)),
+        true_child=child(*true),
+        false_child=child(*false),
+        tracks_true=column(tracks_true or np.zeros(n)),
+    )
+
+
+def _v5_votes(
+    targets: list[int], weights: np.ndarray, first_leaf: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the votes (target, node row, weight) of TreeEnsemble-5's leaves, one each."""
+    if np.size(weights) != len(targets):
+        raise ValueError("nodes_* attributes (and leaf_* attributes) must have equal lengths")
+    rows = first_leaf + np.arange(len(targets))
+    return np.asarray(targets, np.int64), rows, np.asarray(weights, np.float64).reshape(-1)
+
+
 def _legacy_forest(
     node: NodeContext, attrs: dict[str, Any], prefix: str, n_targets: int, how: str
 ) -> Forest:
     """Compile the nodes_* / <prefix>_* encoding of TreeEnsembleRegressor and -Classifier."""
     if node.opset < 3 and any(k.endswith("_as_tensor") and v is not None for k, v in attrs.items()):
-        raise node.error("*_as_tensor attributes need ai.onnx.ml opset 3")
+        raise ValueError("*_as_tensor attributes need ai.onnx.ml opset 3")
     trees = np.asarray(attrs["nodes_treeids"] or [], np.int64)
     ids = np.asarray(attrs["nodes_nodeids"] or [], np.int64)
-    mode_names = attrs["nodes_modes"] or []
-    unknown = sorted(set(mode_names) - set(_MODE_NAMES))
-    if unknown:
-        raise node.error(f"unknown nodes_modes {unknown}; expected {sorted(_MODE_NAMES)}")
-    modes = np.array([_MODE_NAMES[m] for m in mode_names], np.int64)
+    modes = _legacy_modes(attrs["nodes_modes"] or [])
     values = _first(attrs, "nodes_values")
     n = len(trees)
     fields = [ids, modes, attrs["nodes_featureids"], values, attrs["nodes_truenodeids"],
               attrs["nodes_falsenodeids"]]  # fmt: skip
     if any(len(f if f is not None else []) != n for f in fields):
-        raise node.error("nodes_* attributes must all have the same length")
+        raise ValueError("nodes_* attributes must all have the same length")
     find = _node_finder(trees, ids)
     interior = modes != LEAF
-    true_child = np.where(interior, find(trees, np.asarray(attrs["nodes_truenodeids"])), 0)
-    false_child = np.where(interior, find(trees, np.asarray(attrs["nodes_falsenodeids"])), 0)
-    referenced = np.zeros(n, bool)
-    referenced[true_child[interior]] = referenced[false_child[interior]] = True
-    tree_ids, first = np.unique(np.where(referenced, trees.max(initial=0) + 1, trees), True)
-    roots = first[tree_ids <= trees.max(initial=0)]
-    if len(roots) != len(np.unique(trees)):
-        raise node.error("every tree needs one root node that no other node points to")
-    weights = _first(attrs, f"{prefix}_weights")
-    vote_trees = np.asarray(attrs[f"{prefix}_treeids"] or [], np.int64)
-    vote_nodes = find(vote_trees, np.asarray(attrs[f"{prefix}_nodeids"] or [], np.int64))
-    return _build_forest(
+    nodes = _Nodes(
         modes=modes,
         features=np.asarray(attrs["nodes_featureids"], np.int64),
         thresholds=np.asarray(values, np.float64),
-        true_child=true_child,
-        false_child=false_child,
+        true_child=np.where(interior, find(trees, np.asarray(attrs["nodes_truenodeids"])), 0),
+        false_child=np.where(interior, find(trees, np.asarray(attrs["nodes_falsenodeids"])), 0),
         tracks_true=np.asarray(attrs["nodes_missing_value_tracks_true"] or np.zeros(n)),
-        roots=roots,
-        votes=(np.asarray(attrs[f"{prefix}_ids"] or [], np.int64), vote_nodes, weights),
-        n_targets=n_targets,
-        how=how,
-        members=[],
     )
+    roots = _legacy_roots(trees, nodes)
+    vote_trees = np.asarray(attrs[f"{prefix}_treeids"] or [], np.int64)
+    vote_nodes = find(vote_trees, np.asarray(attrs[f"{prefix}_nodeids"] or [], np.int64))
+    target = np.asarray(attrs[f"{prefix}_ids"] or [], np.int64)
+    votes = (target, vote_nodes, _first(attrs, f"{prefix}_weights"))
+    return _build_forest(nodes, roots, votes, n_targets, how, [])
+
+
+def _legacy_modes(names: list[str]) -> np.ndarray:
+    """Return the mode codes of the nodes_modes names."""
+    unknown = sorted(set(names) - set(_MODE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown nodes_modes {unknown}; expected {sorted(_MODE_NAMES)}")
+    return np.array([_MODE_NAMES[m] for m in names], np.int64)
+
+
+def _legacy_roots(trees: np.ndarray, nodes: _Nodes) -> np.ndarray:
+    """Return each tree's root: its first node that no other node of the tree points to."""
+    interior = nodes.modes != LEAF
+    referenced = np.zeros(len(trees), bool)
+    referenced[nodes.true_child[interior]] = referenced[nodes.false_child[interior]] = True
+    tree_ids, first = np.unique(np.where(referenced, trees.max(initial=0) + 1, trees), True)
+    roots = first[tree_ids <= trees.max(initial=0)]
+    if len(roots) != len(np.unique(trees)):
+        raise ValueError("every tree needs one root node that no other node points to")
+    return roots
 
 
 def _first(attrs: dict[str, Any], name: str) -> np.ndarray:
@@ -395,18 +452,16 @@ def tree_ensemble_regressor(
     if aggregate_function not in _AGGREGATES:
         raise node.error(f"aggregate_function must be one of {_AGGREGATES}")
     transform = check_post_transform(post_transform)
-    attrs = {
-        **dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, "base_values": base_values,
-        "base_values_as_tensor": base_values_as_tensor, "target_ids": target_ids,
-        "target_treeids": target_treeids, "target_nodeids": target_nodeids,
-        "target_weights": target_weights, "target_weights_as_tensor": target_weights_as_tensor,
+    votes = {
+        "target_ids": target_ids, "target_treeids": target_treeids,
+        "target_nodeids": target_nodeids, "target_weights": target_weights,
+        "target_weights_as_tensor": target_weights_as_tensor,
     }  # fmt: skip
     targets = n_targets if n_targets is not None else max(target_ids or [0]) + 1
-    try:
-        forest = _legacy_forest(node, attrs, "target", targets, aggregate_function)
-    except ValueError as exc:
-        raise node.error(str(exc)) from exc
-    base = _base(attrs, targets, node)
+    forest, base = _legacy_ensemble(
+        node, {**nodes, **votes}, (base_values, base_values_as_tensor), "target", targets,
+        aggregate_function,
+    )  # fmt: skip
 
     def run(x: np.ndarray) -> np.ndarray:
         scores = forest.aggregate(forest.leaves(as_2d(x)), aggregate_function) + base
@@ -415,6 +470,7 @@ def tree_ensemble_regressor(
     return run
 
 
+# Over 40 lines for its signature (one keyword per schema attribute) and its two-class rule.
 @op("TreeEnsembleClassifier", 1, 3, 5, domain=ML_DOMAIN, build=True)
 def tree_ensemble_classifier(
     node: NodeContext,
@@ -435,18 +491,14 @@ def tree_ensemble_classifier(
     _check_node_attrs(node, nodes)
     transform = check_post_transform(post_transform)
     labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
-    attrs = {
-        **dict.fromkeys(_LEGACY_NODE_ATTRS), **nodes, "base_values": base_values,
-        "base_values_as_tensor": base_values_as_tensor, "class_ids": class_ids,
-        "class_treeids": class_treeids, "class_nodeids": class_nodeids,
+    votes = {
+        "class_ids": class_ids, "class_treeids": class_treeids, "class_nodeids": class_nodeids,
         "class_weights": class_weights, "class_weights_as_tensor": class_weights_as_tensor,
     }  # fmt: skip
-    try:
-        forest = _legacy_forest(node, attrs, "class", len(labels), "SUM")
-    except ValueError as exc:
-        raise node.error(str(exc)) from exc
-    base = _base(attrs, len(labels), node)
-    weights = _first(attrs, "class_weights")
+    forest, base = _legacy_ensemble(
+        node, {**nodes, **votes}, (base_values, base_values_as_tensor), "class", len(labels), "SUM"
+    )
+    weights = _first(votes, "class_weights")
     # Two classes voted for only through class 0: one score, of the positive class.
     one_score = len(labels) == 2 and 1 not in (class_ids or [])
     all_positive = bool((weights >= 0).all())
@@ -464,6 +516,24 @@ def tree_ensemble_classifier(
         return top, transform_scores(scores, transform).astype(np.float32)
 
     return run
+
+
+def _legacy_ensemble(
+    node: NodeContext,
+    given: dict[str, Any],
+    base_values: tuple[list[float] | None, np.ndarray | None],
+    prefix: str,
+    n_targets: int,
+    how: str,
+) -> tuple[Forest, np.ndarray]:
+    """Return the forest of the given nodes_* and <prefix>_* attributes, and its base values."""
+    attrs = {**dict.fromkeys(_LEGACY_NODE_ATTRS), **given}
+    attrs["base_values"], attrs["base_values_as_tensor"] = base_values
+    try:
+        forest = _legacy_forest(node, attrs, prefix, n_targets, how)
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    return forest, _base(attrs, n_targets, node)
 
 
 def _check_node_attrs(node: NodeContext, nodes: dict[str, Any]) -> None:
