@@ -17,11 +17,14 @@ from collections.abc import Iterable
 import onnx
 import onnx.checker
 import onnx.defs
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
 from onnxflow.errors import UnsupportedVersionError, ValidationError, where
 from onnxflow.ir.load import all_tensors
 from onnxflow.ops.registry import normalize_domain
+from onnxflow.values import np_dtype
 
 #: Newest IR version whose rules onnxflow follows.
 MAX_IR_VERSION = onnx.IR_VERSION
@@ -51,7 +54,12 @@ def validate_model(model: ModelProto, run_checker: bool = True) -> None:
         _check_opset_imports(fn.opset_import, f"function {fn.name!r}", problems, too_new)
     if too_new:  # first: the rules checked below may have changed in a newer version
         raise UnsupportedVersionError(_join(too_new))
+    _check_text(model, "model", problems)
+    if problems:  # names that are not text make every other message unreadable
+        raise ValidationError(_join(problems))
     opsets = opset_map(model.opset_import)
+    for vi in [*model.graph.input, *model.graph.output]:
+        _check_value_type(vi.type, f"graph {model.graph.name!r}: {vi.name!r}", problems)
     _check_graph(model.graph, opsets, frozenset(), problems)
     for fn in model.functions:
         fn_opsets = opset_map(fn.opset_import)
@@ -98,6 +106,47 @@ def _check_opset_imports(
                 f"{owner} imports opset {o.version} of {label!r}; newest supported is "
                 f"{known[domain][1]}"
             )
+
+
+def _check_text(message: Message, path: str, problems: list[str], limit: int = 5) -> None:
+    """Every string field holds valid UTF-8 (protobuf hands out invalid text as bytes)."""
+    for field, value in message.ListFields():
+        if len(problems) >= limit:
+            return
+        items = [value] if isinstance(value, (Message, str, bytes)) else value
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            for k, item in enumerate(items):
+                where_ = f"{path}.{field.name}" + (f"[{k}]" if len(items) > 1 else "")
+                _check_text(item, where_, problems, limit)
+        elif field.type == FieldDescriptor.TYPE_STRING:
+            bad = next((v for v in items if isinstance(v, bytes)), None)
+            if bad is not None:
+                problems.append(f"{path}.{field.name} is not valid UTF-8 text: {bad[:40]!r}")
+
+
+def _check_value_type(tp: onnx.TypeProto, what: str, problems: list[str]) -> None:
+    """Element types of a declared input or output type are ones onnxflow can represent."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem = getattr(tp, kind).elem_type
+        if elem and not _known_elem_type(elem):
+            problems.append(f"{what} is declared with unknown element type {elem}")
+    elif kind == "sequence_type":
+        _check_value_type(tp.sequence_type.elem_type, what, problems)
+    elif kind == "optional_type":
+        _check_value_type(tp.optional_type.elem_type, what, problems)
+    elif kind == "map_type":
+        if not _known_elem_type(tp.map_type.key_type):
+            problems.append(f"{what} is declared with unknown map key type {tp.map_type.key_type}")
+        _check_value_type(tp.map_type.value_type, what, problems)
+
+
+def _known_elem_type(elem: int) -> bool:
+    try:
+        np_dtype(elem)
+    except (KeyError, ValueError, TypeError):
+        return False
+    return elem != TensorProto.UNDEFINED
 
 
 #: Bits per element of the element types stored packed in raw_data.
