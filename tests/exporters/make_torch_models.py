@@ -123,6 +123,40 @@ class ScanRnnCell(torch.nn.Module):
         return scan(step, h0, xs, dim=1, reverse=True)
 
 
+class ScanTwoCarries(torch.nn.Module):
+    """scan with two carries, two scanned inputs and two stacked outputs."""
+
+    def forward(
+        self, a: torch.Tensor, b: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        def step(
+            carry: tuple[torch.Tensor, torch.Tensor], row: tuple[torch.Tensor, torch.Tensor]
+        ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+            a, b = carry
+            x, y = row
+            a = a * 0.9 + x
+            b = torch.maximum(b, y.sum())
+            return (a, b), (a + b, y.mean())
+
+        (a, b), (sums, means) = scan(step, (a, b), (xs, ys))
+        return a, b, sums, means
+
+
+class CondInScan(torch.nn.Module):
+    """A torch.cond inside the scan's step: add or subtract each row by the sign of its sum.
+
+    (A torch.cond inside a torch.while_loop body does not export in torch 2.13: the exporter's
+    inliner fails on the 'pkg.torch.__subgraph__' function's opset.)
+    """
+
+    def forward(self, h: torch.Tensor, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def step(h: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = torch.cond(x.sum() > 0, lambda h, x: h + x, lambda h, x: h - x, (h, x))
+            return h, h.clone()
+
+        return scan(step, h, xs)
+
+
 @torch.jit.script
 def _collatz_steps(x: torch.Tensor, limit: int) -> torch.Tensor:
     """Count the steps each element of the (positive integer) tensor needs to reach 1."""
@@ -237,7 +271,8 @@ TRANSFORMER_DYNAMIC = {"x": {0: "batch", 1: "seq"}}
 
 # name, module, input sets, dynamic axes, opsets (None: the exporter's default).
 # Older opsets: the dynamo exporter writes opset 18 and converts down; the conversion of
-# ReduceMax/ReduceMean (noop_with_empty_axes) inside If/Loop bodies fails, so those cases take 18.
+# ReduceMax/ReduceMean (noop_with_empty_axes) inside If/Loop/Scan bodies leaves them
+# invalid (onnx.checker rejects them), so those cases take 18.
 # Sequence lengths other than the example's: the dynamo GRU and the TorchScript
 # TransformerEncoder bake the example's length into a Reshape (onnxruntime fails the same way),
 # and the dynamo LSTM converted to opset 17 declares it as a fixed dimension, so their second
@@ -302,6 +337,20 @@ DYNAMO_MODELS = [
             (_randn(3, 5, seed=8), _randn(3, 4, 3, seed=9)),
         ],
         {"h0": {0: "batch"}, "xs": {0: "batch", 1: "time"}},
+        (None, 17),
+    ),
+    (
+        "scan_two_carries",
+        ScanTwoCarries,
+        [(torch.zeros(3), torch.tensor(0.0), _randn(4, 3, seed=20), _randn(4, 2, seed=21))],
+        {},
+        (None, 18),
+    ),
+    (
+        "cond_in_scan",
+        CondInScan,
+        [(torch.zeros(3), _randn(6, 3, seed=22)), (torch.ones(3), _randn(3, 3, seed=23))],
+        {"xs": {0: "length"}},
         (None, 17),
     ),
     ("lstm", LstmModel, LSTM_INPUTS, LSTM_DYNAMIC, (None,)),
@@ -419,13 +468,17 @@ def export_case(case: Case) -> None:
 
 def main() -> None:
     DATA.mkdir(exist_ok=True)
+    failed = []
     for case in _cases():
         try:
             export_case(case)
         except Exception as error:
+            failed.append(case.name)
             print(f"{case.name}: export failed: {type(error).__name__}: {error}")
         else:
             print(f"{case.name}: exported")
+    if failed:
+        raise SystemExit(f"{len(failed)} cases failed to export: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -20,18 +20,20 @@ from onnxflow.cli import count_ops
 DATA = Path(__file__).parent / "data"
 DEFAULT_OPSET = 20
 
-# model -> the operator it is here to exercise, and how many of it the export holds.
+# model -> the operators it is here to exercise, and how many of each the export holds.
 MODELS = {
-    "cond_linear": ("If", 1),  # torch.cond
-    "nested_cond": ("If", 2),  # torch.cond inside a torch.cond branch
-    "while_doubling": ("Loop", 1),  # torch.while_loop, condition on the carried tensor
-    "while_counter": ("Loop", 1),  # torch.while_loop, bound captured from the inputs
-    "scan_cumulative": ("Scan", 1),  # torch._higher_order_ops.scan
-    "scan_rnn_cell": ("Scan", 1),  # scan, dim=1, reverse=True, weights captured
-    "scripted_loops": ("Loop", 3),  # torch.jit.script: for + break, while, list append
-    "lstm": ("LSTM", 2),
-    "gru": ("GRU", 2),
-    "transformer": ("Softmax", 2),  # TransformerEncoder, 2 layers, d_model 16
+    "cond_linear": {"If": 1},  # torch.cond
+    "nested_cond": {"If": 2},  # torch.cond inside a torch.cond branch
+    "while_doubling": {"Loop": 1},  # torch.while_loop, condition on the carried tensor
+    "while_counter": {"Loop": 1},  # torch.while_loop, bound captured from the inputs
+    "scan_cumulative": {"Scan": 1},  # torch._higher_order_ops.scan
+    "scan_rnn_cell": {"Scan": 1},  # scan, dim=1, reverse=True, weights captured
+    "scan_two_carries": {"Scan": 1},  # two carries, two scanned inputs, two stacked outputs
+    "cond_in_scan": {"Scan": 1, "If": 1},  # torch.cond inside the scan's step
+    "scripted_loops": {"Loop": 3, "If": 1},  # torch.jit.script: for + break, while, list append
+    "lstm": {"LSTM": 2},
+    "gru": {"GRU": 2},
+    "transformer": {"Softmax": 2},  # TransformerEncoder, 2 layers, d_model 16
 }
 
 CASES = [
@@ -47,6 +49,10 @@ CASES = [
     "scan_cumulative_dynamo_opset17",
     "scan_rnn_cell_dynamo_default",
     "scan_rnn_cell_dynamo_opset17",
+    "scan_two_carries_dynamo_default",
+    "scan_two_carries_dynamo_opset18",
+    "cond_in_scan_dynamo_default",
+    "cond_in_scan_dynamo_opset17",
     "lstm_dynamo_default",
     "lstm_dynamo_opset17",
     "gru_dynamo_default",
@@ -85,8 +91,9 @@ def _model_of(name: str) -> str:
 @pytest.mark.parametrize("name", CASES)
 def test_exported_model_matches_pytorch(name: str) -> None:
     model = onnx.load(DATA / f"{name}.onnx")
-    op_type, count = MODELS[_model_of(name)]
-    assert count_ops(model.graph)[op_type] == count, f"the export should hold {count} {op_type}"
+    counts = count_ops(model.graph)
+    for op_type, count in MODELS[_model_of(name)].items():
+        assert counts[op_type] == count, f"the export should hold {count} {op_type}"
     opset_tag = name.rsplit("_", 1)[1]
     opset = DEFAULT_OPSET if opset_tag == "default" else int(opset_tag.removeprefix("opset"))
     assert {o.domain: o.version for o in model.opset_import}[""] == opset
