@@ -98,21 +98,8 @@ def label_encoder(
     """Map each element through the keys_* -> values_* table (version 4 adds *_tensor)."""
     if node.opset < 4 and (keys_tensor is not None or values_tensor is not None):
         raise node.error("keys_tensor/values_tensor need ai.onnx.ml opset 4")
-    kname, keys = _one(
-        "keys",
-        keys_strings=keys_strings,
-        keys_int64s=keys_int64s,
-        keys_floats=keys_floats,
-        keys_tensor=keys_tensor,
-    )
-    vname, values = _one(
-        "values",
-        values_strings=values_strings,
-        values_int64s=values_int64s,
-        values_floats=values_floats,
-        values_tensor=values_tensor,
-    )
-    key_arr, value_arr = _as_array(kname, keys), _as_array(vname, values)
+    key_arr = _column("keys", keys_strings, keys_int64s, keys_floats, keys_tensor)
+    value_arr = _column("values", values_strings, values_int64s, values_floats, values_tensor)
     if default_tensor is not None:
         default: Any = default_tensor.reshape(-1)[0]
     elif value_arr.dtype == object:
@@ -125,6 +112,19 @@ def label_encoder(
         return _Lookup(key_arr, value_arr, default)
     except ValueError as exc:
         raise node.error(str(exc)) from exc
+
+
+def _column(
+    what: str,
+    strings: list[str] | None,
+    int64s: list[int] | None,
+    floats: list[float] | None,
+    tensor: np.ndarray | None,
+) -> np.ndarray:
+    """Return the one of ``<what>_strings``, ``_int64s``, ``_floats``, ``_tensor`` that is set."""
+    given = {"strings": strings, "int64s": int64s, "floats": floats, "tensor": tensor}
+    name, value = _one(what, **{f"{what}_{kind}": v for kind, v in given.items()})
+    return _as_array(name, value)
 
 
 def _as_array(name: str, value: Any) -> np.ndarray:
