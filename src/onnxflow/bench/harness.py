@@ -5,7 +5,7 @@ are checked: onnxflow's against onnxruntime's, else against onnx.reference's). E
 gets a number of calls per sample so that one sample lasts about ``target`` seconds, and the
 repeats interleave the engines: every repeat takes one sample of each, in rotating order. The
 reported time is the median per-call time of an engine's samples. onnx.reference is slow, so it
-takes at most ``REF_CAP`` samples, and a single untimed-warm-up-free run on the big workloads.
+takes at most ``REF_CAP`` samples, and on the big workloads a single run with no warm-up.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from onnxflow.bench.workloads import TIMED, SkipWorkload, Workload, light_model
+from onnxflow.bench.workloads import LIGHT_MODELS, TIMED, SkipWorkload, Workload, light_model
 
 ENGINES = ("onnxflow", "onnxruntime", "onnx.reference")
 REF_CAP = 3
@@ -178,8 +178,8 @@ def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, targe
     samples = {**_interleave(timed, w.feeds, calls, caps, repeats), **once}
     row.values = {e: statistics.median(s) for e, s in samples.items()}
     row.samples = {e: len(s) for e, s in samples.items()}
-    ref_n = row.samples.get("onnx.reference", repeats)
-    if ref_n < repeats:
+    ref_n = row.samples.get("onnx.reference", REF_CAP)
+    if ref_n < min(repeats, REF_CAP):
         runs = f"{ref_n} run{'s' if ref_n > 1 else ''}" + (", no warm-up" if once else "")
         row.note = "; ".join(filter(None, [row.note, f"ref: {runs}"]))
     return row
@@ -194,7 +194,7 @@ def memory_row(model: str, skipped: dict[str, str]) -> Row:
     ((name, x),) = feeds.items()
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "x.npy", x)
-        path = Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{model}.onnx"
+        path = LIGHT_MODELS / f"light_{model}.onnx"
         for engine in ("onnxflow", "onnxruntime"):
             if engine in row.failures:
                 continue
