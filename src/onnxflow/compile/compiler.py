@@ -20,7 +20,7 @@ from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
 from onnxflow.errors import UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Registry, normalize_domain
 from onnxflow.values import tensor_to_array
@@ -238,6 +238,8 @@ class _GraphBuilder:
             except TypeError as exc:
                 raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
             ins += [self.resolve(name) for name in ctx.captures]
+        elif kernel.passthrough and len(ins) == 1 and len(node.output) == 1:
+            fn = passthrough
         else:
             fn = _bind_plain(kernel.fn, attrs, node, opset)
         outs = self._define_outputs(node)

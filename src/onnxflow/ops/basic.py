@@ -14,7 +14,7 @@ from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
 
 
-@op("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
+@op("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25, passthrough=True)
 def identity(x: Any) -> Any:
     """Return the input unchanged (tensors, sequences and optionals alike)."""
     return x

@@ -42,6 +42,7 @@ class Kernel:
     since: int
     fn: Callable[..., Any]
     build: bool = False
+    passthrough: bool = False
 
 
 class RegistryError(OnnxflowError):
@@ -103,15 +104,23 @@ REGISTRY = Registry()
 
 
 def op(
-    op_type: str, *versions: int, domain: str = ONNX_DOMAIN, build: bool = False
+    op_type: str,
+    *versions: int,
+    domain: str = ONNX_DOMAIN,
+    build: bool = False,
+    passthrough: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated function as the kernel of ``op_type`` for each given version."""
+    """Register the decorated function as the kernel of ``op_type`` for each given version.
+
+    ``passthrough`` declares that the kernel returns its only input unchanged, so the compiled
+    plan may pass the value on without a call.
+    """
     if not versions:
         raise RegistryError(f"@op({op_type!r}) names no since_version")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         for since in versions:
-            REGISTRY.add(Kernel(normalize_domain(domain), op_type, since, fn, build))
+            REGISTRY.add(Kernel(normalize_domain(domain), op_type, since, fn, build, passthrough))
         return fn
 
     return register

@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, passthrough
 from onnxflow.errors import CancelledError
 
 Runner = Callable[..., list[Any]]
@@ -45,6 +45,7 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
 
     The function takes ``(args)``, or ``(args, options)`` when ``checked``.
     """
+
     def _cancel(step: int) -> None:
         info = plan.infos[step]
         raise CancelledError(
@@ -74,6 +75,8 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
     for i, (fn, ins, out, free) in enumerate(plan.steps):
         namespace[f"f{i}"] = fn
         call = f"f{i}({', '.join(ref(s) for s in ins)})"
+        if fn is passthrough:
+            call = ref(ins[0])
         if checked:
             lines.append(f"    if options.terminate: _cancel({i})")
         if out.__class__ is int:
