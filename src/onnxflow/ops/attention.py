@@ -145,9 +145,28 @@ def _attention(
         past_key, past_value,
     )  # fmt: skip
     work = _work_dtype(q)
+    stages = _score_stages(spec, q4, present_key, attn_mask, past, nonpad, work)
+    values = _share_heads(present_value.astype(work), q4.shape[1])
+    y = np.matmul(stages[-1], values).astype(q.dtype)
+    if q.ndim == 3:
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+    return y, present_key, present_value, stages[spec.mode].astype(q.dtype)
+
+
+def _score_stages(
+    spec: _AttentionSpec,
+    q4: np.ndarray,
+    keys: np.ndarray,
+    attn_mask: np.ndarray | None,
+    past: int,
+    nonpad: np.ndarray | None,
+    work: np.dtype,
+) -> list[np.ndarray]:
+    """Return the attention weights at each qk_matmul_output_mode stage: Q K^T scaled, then
+    softcapped, then masked, then softmaxed (the last are the probabilities)."""
     scale = 1 / np.sqrt(q4.shape[3]) if spec.scale is None else spec.scale
     root = work.type(np.sqrt(scale))
-    keys = _share_heads(present_key.astype(work) * root, q4.shape[1])
+    keys = _share_heads(keys.astype(work) * root, q4.shape[1])
     scores = np.matmul(q4.astype(work) * root, keys.swapaxes(-1, -2))
     stages = [scores]
     if spec.softcap > 0:
@@ -162,13 +181,8 @@ def _attention(
         scores = np.where(allowed, scores, work.type(-np.inf))
     stages.append(scores)
     soft = work if spec.softmax_precision is None else np_dtype(spec.softmax_precision)
-    probs = _softmax_rows(scores.astype(soft)).astype(work)
-    stages.append(probs)
-    values = _share_heads(present_value.astype(work), q4.shape[1])
-    y = np.matmul(probs, values).astype(q.dtype)
-    if q.ndim == 3:
-        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
-    return y, present_key, present_value, stages[spec.mode].astype(q.dtype)
+    stages.append(_softmax_rows(scores.astype(soft)).astype(work))
+    return stages
 
 
 @op("Attention", 23)
@@ -320,14 +334,9 @@ def linear_attention(
     chunk_size: int = 64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run the recurrent state update token by token; return (output, present_state)."""
-    gated, delta = {
-        "linear": (False, False),
-        "gated": (True, False),
-        "delta": (False, True),
-        "gated_delta": (True, True),
-    }.get(update_rule, (None, None))
-    if gated is None:
+    if update_rule not in _UPDATE_RULES:
         raise ValueError(f"unknown update_rule {update_rule!r}")
+    gated, delta = _UPDATE_RULES[update_rule]
     if (gated and decay is None) or (delta and beta is None):
         raise ValueError(f"update_rule {update_rule!r} needs the decay and/or beta inputs")
     work = _work_dtype(query)
@@ -341,22 +350,47 @@ def linear_attention(
     rate = _per_head(beta, b, t, kv_num_heads, 1, "beta") if delta else None
     state_dtype = query.dtype if past_state is None else past_state.dtype
     state = np.zeros((b, kv_num_heads, dk, dv), work) if past_state is None else past_state
-    state = state.astype(work)
-    group = q_num_heads // kv_num_heads
-    out = np.empty((b, t, q_num_heads, dv), work)
     factor = work.type(scale or 1 / np.sqrt(dk))
+    out, state = _recur(q, k, v, g, rate, state.astype(work), factor)
+    return out.reshape(b, t, q_num_heads * dv).astype(query.dtype), state.astype(state_dtype)
+
+
+#: update_rule -> (gated: decay the state, delta: write only what the state mispredicts)
+_UPDATE_RULES = {
+    "linear": (False, False),
+    "gated": (True, False),
+    "delta": (False, True),
+    "gated_delta": (True, True),
+}
+
+
+def _recur(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    g: np.ndarray | None,
+    rate: np.ndarray | None,
+    state: np.ndarray,
+    factor: np.generic,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step the (B, H, dk, dv) state through time; return (B, T, Hq, dv) outputs and the state.
+
+    Each kv head serves a group of consecutive query heads.
+    """
+    b, t, q_heads, _ = q.shape
+    group = q_heads // k.shape[2]
+    out = np.empty((b, t, q_heads, v.shape[3]), state.dtype)
     for step in range(t):
         kt, vt = k[:, step], v[:, step]  # (B, H, dk), (B, H, dv)
         if g is not None:
-            state = np.exp(g[:, step].astype(work))[..., np.newaxis] * state
+            state = np.exp(g[:, step].astype(state.dtype))[..., np.newaxis] * state
         if rate is not None:
             recalled = np.einsum("bhkv,bhk->bhv", state, kt)
-            vt = rate[:, step].astype(work) * (vt - recalled)
+            vt = rate[:, step].astype(state.dtype) * (vt - recalled)
         state = state + kt[..., :, np.newaxis] * vt[..., np.newaxis, :]
         shared = np.repeat(state, group, axis=1)
         out[:, step] = factor * np.einsum("bhk,bhkv->bhv", q[:, step], shared)
-    output = out.reshape(b, t, q_num_heads * dv).astype(query.dtype)
-    return output, state.astype(state_dtype)
+    return out, state
 
 
 # -- FlexAttention -----------------------------------------------------------------------------
