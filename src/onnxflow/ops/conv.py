@@ -456,21 +456,35 @@ def deform_conv(
     off = offset.astype(dtype, copy=False).reshape(n, offset_group, taps, rank, *out)
     scale = None if mask is None else mask.astype(dtype).reshape(n, offset_group, taps, 1, *out)
     xg = x.astype(dtype, copy=False).reshape(n, offset_group, c // offset_group, -1)
-    grid = np.meshgrid(
-        *[np.arange(o) * s - p for o, s, p in zip(out, _per_axis(strides, rank, "strides"), begin)],
-        indexing="ij",
-    )
-    cols = np.empty((n, offset_group, c // offset_group, taps, *out), dtype=dtype)
-    for tap, index in enumerate(np.ndindex(*kernel)):
-        taps_at = [
-            g + k * d for g, k, d in zip(grid, index, _per_axis(dilations, rank, "dilations"))
-        ]
-        pos = [off[:, :, tap, i] + taps_at[i] for i in range(rank)]
-        sampled = _sample(xg, spatial, pos)
-        cols[:, :, :, tap] = sampled if scale is None else sampled * scale[:, :, tap]
+    steps = _per_axis(strides, rank, "strides")
+    starts = [np.arange(o) * s - p for o, s, p in zip(out, steps, begin)]
+    grid = np.meshgrid(*starts, indexing="ij")
+    cols = _deformed_columns(xg, spatial, kernel, grid, dilations, off, scale)
     wm = w.astype(dtype, copy=False).reshape(group, m // group, -1)
     y = np.stack([_grouped_gemm(wm, cols[i].reshape(c * taps, -1)) for i in range(n)])
     return _add_bias(y.reshape(n, m, *out), b).astype(x.dtype, copy=False)
+
+
+def _deformed_columns(
+    xg: np.ndarray,
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    grid: list[np.ndarray],
+    dilations: Sequence[int] | None,
+    off: np.ndarray,
+    scale: np.ndarray | None,
+) -> np.ndarray:
+    """Return the columns ``(N, G, C/G, K, *out)`` of a deformable convolution: tap ``k`` samples
+    ``xg`` at ``grid + k * dilation + offset[k]``, times ``scale[k]`` when a mask is given."""
+    n, offset_group, cg, _ = xg.shape
+    rank = len(spatial)
+    dilations = _per_axis(dilations, rank, "dilations")
+    cols = np.empty((n, offset_group, cg, math.prod(kernel), *grid[0].shape), dtype=xg.dtype)
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        pos = [off[:, :, tap, i] + (grid[i] + index[i] * dilations[i]) for i in range(rank)]
+        sampled = _sample(xg, spatial, pos)
+        cols[:, :, :, tap] = sampled if scale is None else sampled * scale[:, :, tap]
+    return cols
 
 
 def _sample(xg: np.ndarray, spatial: Sequence[int], pos: list[np.ndarray]) -> np.ndarray:
