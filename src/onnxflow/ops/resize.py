@@ -112,6 +112,7 @@ class _Filter:
     cubic_coeff_a: float
     exclude_outside: bool
     antialias: bool
+    coordinates: str = "half_pixel"  # coordinate_transformation_mode
 
 
 def _resize_axis(y: np.ndarray, axis: int, x: np.ndarray, scale: float, f: _Filter) -> np.ndarray:
@@ -206,33 +207,56 @@ def resize(
     """
     axes = [a + x.ndim if a < 0 else a for a in (range(x.ndim) if axes is None else axes)]
     crop = coordinate_transformation_mode == "tf_crop_and_resize"
-    rois: list[tuple[float, float]] | None = None
-    if crop and roi is not None and roi.size:
-        flat = [float(v) for v in roi.reshape(-1)]
-        _check_count("roi", flat[: len(flat) // 2], axes)
-        rois = list(zip(flat[: len(axes)], flat[len(axes) :]))
+    rois = _crop_boxes(roi, axes) if crop else None
     outs, factors = _plan_sizes(x.shape, axes, scales, sizes, keep_aspect_ratio_policy)
     if mode == "nearest" or x.dtype == object:
         y = x
     else:
         y = x.astype(_compute_dtype(x.dtype), copy=False)
-    filt = _Filter(mode, nearest_mode, cubic_coeff_a, bool(exclude_outside), bool(antialias))
-    outside = np.zeros((1,) * x.ndim, dtype=bool)
-    for i, axis in enumerate(axes):
-        n_in, n_out, scale = x.shape[axis], outs[i], factors[i]
-        if n_out == n_in and scale == 1 and not crop:
-            continue
-        coords = _source_coords(
-            n_out, n_in, scale, coordinate_transformation_mode, rois[i] if rois else (0.0, 1.0)
-        )
-        y = _resize_axis(y, axis, coords, scale, filt)
-        if crop:
-            shape = [1] * x.ndim
-            shape[axis] = n_out
-            outside = outside | ((coords < 0) | (coords > n_in - 1)).reshape(shape)
-    if crop:
+    filt = _Filter(
+        mode, nearest_mode, cubic_coeff_a, bool(exclude_outside), bool(antialias),
+        coordinate_transformation_mode,
+    )  # fmt: skip
+    y, outside = _resample(y, x.shape, axes, outs, factors, filt, rois)
+    if outside is not None:
         y = np.where(outside, np.asarray(extrapolation_value, dtype=y.dtype), y)
     return _cast_back(y, x.dtype) if y.dtype != x.dtype else y
+
+
+def _resample(
+    y: np.ndarray,
+    shape: Sequence[int],
+    axes: list[int],
+    outs: list[int],
+    factors: list[float],
+    filt: _Filter,
+    rois: list[tuple[float, float]] | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Resize ``y`` (of input shape ``shape``) one axis at a time; also return, for
+    tf_crop_and_resize, where the output samples fall outside the input (else None)."""
+    crop = filt.coordinates == "tf_crop_and_resize"
+    outside = np.zeros((1,) * len(shape), dtype=bool)
+    for i, axis in enumerate(axes):
+        n_in, n_out, scale = shape[axis], outs[i], factors[i]
+        if n_out == n_in and scale == 1 and not crop:
+            continue
+        box = rois[i] if rois else (0.0, 1.0)
+        coords = _source_coords(n_out, n_in, scale, filt.coordinates, box)
+        y = _resize_axis(y, axis, coords, scale, filt)
+        if crop:
+            at = [1] * len(shape)
+            at[axis] = n_out
+            outside = outside | ((coords < 0) | (coords > n_in - 1)).reshape(at)
+    return y, outside if crop else None
+
+
+def _crop_boxes(roi: np.ndarray | None, axes: list[int]) -> list[tuple[float, float]] | None:
+    """Return the (start, end) of tf_crop_and_resize's roi on each resized axis, if given."""
+    if roi is None or not roi.size:
+        return None
+    flat = [float(v) for v in roi.reshape(-1)]
+    _check_count("roi", flat[: len(flat) // 2], axes)
+    return list(zip(flat[: len(axes)], flat[len(axes) :]))
 
 
 def _upsample(
