@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,30 +61,42 @@ def tfidf_vectorizer(
     except ValueError as exc:
         raise node.error(str(exc)) from exc
     scale = np.ones(len(ngram_indexes)) if weights is None else np.asarray(weights)
-    columns = np.asarray(ngram_indexes, dtype=np.int64)
-    width = int(columns.max(initial=-1)) + 1
     shapes = [
         (n, skip + 1)
         for n in range(max(min_gram_length, 1), max_gram_length + 1)
         for skip in range(max_skip_count + 1 if n > 1 else 1)
     ]
+    columns = np.asarray(ngram_indexes, dtype=np.int64)
+    width = int(columns.max(initial=-1)) + 1
+    return _Vectorizer(table, shapes, columns, width, mode, scale, pool_strings is not None)
 
-    def vectorize(x: np.ndarray) -> np.ndarray:
+
+@dataclass(frozen=True)
+class _Vectorizer:
+    """A compiled TfIdfVectorizer: the pooled n-grams and where their counts go."""
+
+    table: dict[tuple, int]  # pooled n-gram -> its position among the pooled n-grams
+    shapes: list[tuple[int, int]]  # (n, step between tokens) of every n-gram counted
+    columns: np.ndarray  # output column of each pooled n-gram
+    width: int  # output columns
+    mode: str
+    scale: np.ndarray  # weight of each pooled n-gram
+    strings: bool  # whether the tokens are strings
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
         if x.ndim not in (1, 2):
             raise ValueError(f"TfIdfVectorizer expects a [C] or [N, C] input, found {x.shape}")
-        if (x.dtype == object) != (pool_strings is not None):
+        if (x.dtype == object) != self.strings:
             raise TypeError(f"input dtype {x.dtype} does not match the pool's token type")
         rows = (x.reshape(1, -1) if x.ndim == 1 else x).tolist()
-        counts = _count_ngrams(rows, table, shapes, len(columns))
-        if mode == "IDF":
+        counts = _count_ngrams(rows, self.table, self.shapes, len(self.columns))
+        if self.mode == "IDF":
             counts = np.minimum(counts, 1)
-        if mode != "TF":
-            counts = counts * scale
-        y = np.zeros((len(rows), width), dtype=np.float32)
-        y[:, columns] = counts
-        return y.reshape(*x.shape[:-1], width)
-
-    return vectorize
+        if self.mode != "TF":
+            counts = counts * self.scale
+        y = np.zeros((len(rows), self.width), dtype=np.float32)
+        y[:, self.columns] = counts
+        return y.reshape(*x.shape[:-1], self.width)
 
 
 def _count_ngrams(
