@@ -86,6 +86,19 @@ class NodeContext:
             return None
         return self._builder.compiler.value_types.get(self.inputs[i])
 
+    def value_type(self, name: str) -> TypeProto | None:
+        """Return the statically known type of a value of the model, if inference found one."""
+        return self._builder.compiler.value_types.get(name)
+
+    def opset_of(self, domain: str) -> int:
+        """Return the opset this node's scope imports for ``domain`` (0 when not imported)."""
+        return self.opsets.get(normalize_domain(domain), 0)
+
+    @property
+    def optimize(self) -> bool:
+        """Whether kernels may restructure work (e.g. hoist loop-invariant nodes out of bodies)."""
+        return self._builder.compiler.optimize
+
     def describe(self) -> str:
         """Return the standard description used at the start of error messages."""
         return where(self.name, self.op_type, self.domain, self.opset)
@@ -113,6 +126,7 @@ class Compiler:
     value_types: dict[str, TypeProto] = field(default_factory=dict)
     registry: Registry = REGISTRY
     base_dir: str | None = None
+    optimize: bool = True
     missing: list[tuple[str, str, int]] = field(default_factory=list)
 
     def compile_main(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:

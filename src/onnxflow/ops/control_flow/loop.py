@@ -22,6 +22,7 @@ import numpy as np
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.body import LoopBody
 from onnxflow.ops.control_flow.common import Stacker, as_bool, as_count
 from onnxflow.ops.registry import op
 from onnxflow.runtime.context import check_terminate, current_run_options
@@ -51,23 +52,25 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
             f"node has {node.n_outputs} outputs, expected at most {n_states} loop-carried + "
             f"{n_scans} scan outputs = {n_states + n_scans}"
         )
-    sub = node.subgraph(body)
+    compiled = LoopBody(node, body, [])
     scan_decls = list(body.output)[1 + n_states :]
     label = node.describe()
 
     def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
-        states, captured = list(rest[:n_states]), sub.bind(rest[n_states:])
+        states, captured = list(rest[:n_states]), rest[n_states:]
         trips = None if m is None else as_count(m, f"{label}: trip count M")
         keep_going = True if cond is None else as_bool(cond, f"{label}: condition")
         use_cond = cond is not None
         scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
         options = current_run_options()
-        body_run = sub.runner()
+        step = None
         i = 0
         while keep_going and (trips is None or i < trips):
             if options is not None and options.terminate:
                 check_terminate(options, f"{label} iteration {i}")
-            outs = body_run([np.array(i, dtype=np.int64), _TRUE, *states, *captured])
+            if step is None:
+                step = compiled.start(captured)
+            outs = step(i, [np.array(i, dtype=np.int64), _TRUE, *states])
             if use_cond:
                 keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
             states = outs[1 : 1 + n_states]

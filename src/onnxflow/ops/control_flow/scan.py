@@ -7,13 +7,14 @@ outputs are N final states then K stacked scan outputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext, Subgraph
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.body import LoopBody
 from onnxflow.ops.control_flow.common import Stacker, empty_element
 from onnxflow.ops.registry import op
 from onnxflow.runtime.context import check_terminate, current_run_options
@@ -45,22 +46,24 @@ def _normalize_axes(axes: list[int] | None, count: int, what: str) -> list[int]:
 
 
 def _iterate(
-    sub: Subgraph,
+    body: LoopBody,
     states: list[Any],
     sequences: list[np.ndarray],
     length: int,
-    captured: list[Any],
+    captured: Sequence[Any],
     scans: list[Stacker],
     label: str,
 ) -> list[Any]:
     """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
+    if length == 0:
+        return states
     n = len(states)
     options = current_run_options()
-    body_run = sub.runner()
+    step = body.start(captured, sequences)
     for t in range(length):
         if options is not None and options.terminate:
             check_terminate(options, f"{label} iteration {t}")
-        outs = body_run([*states, *(s[t] for s in sequences), *captured])
+        outs = step(t, [*states, *(s[t] for s in sequences)])
         states = outs[:n]
         for stacker, value in zip(scans, outs[n:]):
             stacker.add(value)
@@ -85,13 +88,13 @@ def scan(
     in_dirs = _normalize_axes(scan_input_directions, m, "scan_input_directions")
     out_axes = _normalize_axes(scan_output_axes, k, "scan_output_axes")
     out_dirs = _normalize_axes(scan_output_directions, k, "scan_output_directions")
-    sub = node.subgraph(body)
+    compiled = LoopBody(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
 
     def run(*args: Any) -> tuple[Any, ...]:
         states, inputs = list(args[:n]), args[n : n + m]
-        captured = sub.bind(args[n + m :])
+        captured = args[n + m :]
         sequences = []
         for i, (x, axis, reverse) in enumerate(zip(inputs, in_axes, in_dirs)):
             x = np.moveaxis(x, axis + x.ndim if axis < 0 else axis, 0)
@@ -103,7 +106,7 @@ def scan(
                 )
         length = sequences[0].shape[0]
         scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
-        states = _iterate(sub, states, sequences, length, captured, scans, label)
+        states = _iterate(compiled, states, sequences, length, captured, scans, label)
         outputs = []
         for stacker, decl, axis, reverse in zip(scans, decls, out_axes, out_dirs):
             y = stacker.result(decl)
@@ -126,13 +129,13 @@ def scan_8(
     m = num_scan_inputs
     n, k = _check_arity(node, body, node.n_inputs - 1, m)
     dirs = _normalize_axes(directions, m, "directions")
-    sub = node.subgraph(body)
+    compiled = LoopBody(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
 
     def run(sequence_lens: Any, *args: Any) -> tuple[Any, ...]:
         inits, inputs = args[:n], args[n : n + m]
-        captured = sub.bind(args[n + m :])
+        captured = args[n + m :]
         batch, max_len = inputs[0].shape[0], inputs[0].shape[1]
         for i, x in enumerate(inputs):
             if x.shape[:2] != (batch, max_len):
@@ -151,7 +154,7 @@ def scan_8(
             length = lens[b]
             seqs = [x[b, :length][::-1] if d else x[b, :length] for x, d in zip(inputs, dirs)]
             scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
-            states = _iterate(sub, [s[b] for s in inits], seqs, length, captured, scans, label)
+            states = _iterate(compiled, [s[b] for s in inits], seqs, length, captured, scans, label)
             for j, s in enumerate(states):
                 finals[j].append(s)
             batches.append(scans)

@@ -1,0 +1,74 @@
+"""A loop body compiled once, shared by Loop and Scan.
+
+When :mod:`~onnxflow.ops.control_flow.hoist` can move work out of the body, the body compiles as
+two plans: the pre-plan, run once when the loop starts, and the per-iteration remainder, which
+also takes each batched value's row and each invariant value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from onnx import GraphProto
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.hoist import split_body
+
+Step = Callable[[int, list[Any]], list[Any]]
+
+
+class LoopBody:
+    """Runs one iteration given its index and leading inputs (states, elements...)."""
+
+    def __init__(self, node: NodeContext, graph: GraphProto, element_inputs: Sequence[str]) -> None:
+        self.graph = graph
+        split = None
+        if node.optimize:
+            split = split_body(
+                graph, list(element_inputs), _rank_lookup(node, graph), node.opset_of("")
+            )
+        if split is None:
+            self.pre = None
+            self.sub = node.subgraph(graph)
+            self.n_invariants = 0
+        else:
+            self.pre = node.subgraph(split.pre)
+            self.sub = node.subgraph(split.body)
+            self.n_invariants = len(split.invariants)
+
+    def start(self, captured: Sequence[Any], sequences: Sequence[Any] = ()) -> Step:
+        """Prepare a run of the loop (the pre-plan runs here); return the per-iteration step.
+
+        Call it only when at least one iteration will run. ``sequences`` are the whole scanned
+        sequences, time first, in iteration order.
+        """
+        run = self.sub.runner()
+        caps = self.sub.bind(captured)
+        if self.pre is None:
+            return lambda t, head: run(head + caps)
+        pre_out = self.pre.runner()([*sequences, *self.pre.bind(captured)])
+        tail = [*pre_out[: self.n_invariants], *caps]
+        rows = pre_out[self.n_invariants :]
+        if not rows:
+            return lambda t, head: run(head + tail)
+        return lambda t, head: run([*head, *(r[t] for r in rows), *tail])
+
+
+def _rank_lookup(node: NodeContext, graph: GraphProto) -> Callable[[str], int | None]:
+    declared: dict[str, int | None] = {}
+    for vi in graph.input:
+        tt = vi.type.tensor_type
+        declared[vi.name] = len(tt.shape.dim) if tt.HasField("shape") else None
+    for t in graph.initializer:
+        declared[t.name] = len(t.dims)
+
+    def rank(name: str) -> int | None:
+        if name in declared:
+            return declared[name]
+        tp = node.value_type(name)
+        if tp is None or not tp.tensor_type.HasField("shape"):
+            return None
+        return len(tp.tensor_type.shape.dim)
+
+    return rank

@@ -1,0 +1,178 @@
+"""Moving work out of loop bodies, once, at compile time.
+
+A body node whose inputs never change across iterations (outer-scope values, body initializers,
+constants, and what is computed from those alone) is *invariant*: it runs once before the first
+iteration instead of every time. In a Scan, a node that maps each scan element independently
+(elementwise arithmetic, ``MatMul`` of an element by an invariant matrix, ...) is *batchable*:
+it runs once over the whole sequence and each iteration reads its row ``t``. The spec's RNN input
+projection ``X_t · Wᵀ`` becomes one matrix product.
+
+The split is expressed as two graphs: ``pre`` (formal inputs: the whole scan sequences, time
+first, under the body's element input names) computing the invariant and batched values, and the
+remaining ``body`` taking, after the original inputs, one input per batched value (its row) and
+per invariant value. The pre-graph runs only when the loop runs at least once, so a node that
+would fail is never run by a loop of zero iterations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from onnx import AttributeProto, GraphProto, NodeProto, ValueInfoProto, helper
+
+#: Ops that map each element of a sequence independently, with the ranks rule below.
+_ELEMENTWISE = frozenset(
+    (
+        *("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "Tanh", "Sigmoid", "Exp"),
+        *("Log", "Neg", "Abs", "Sqrt", "Sin", "Cos", "Erf", "Reciprocal", "Softplus", "Floor"),
+        *("Ceil", "Identity", "Cast", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater"),
+    )
+)
+#: Ops whose result may differ between runs: never moved.
+_NONDETERMINISTIC = frozenset(
+    (
+        *("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"),
+        *("Bernoulli", "Multinomial", "Dropout"),
+    )
+)
+
+
+@dataclass(frozen=True)
+class BodySplit:
+    """A body split into a pre-graph (run once) and the per-iteration remainder."""
+
+    pre: GraphProto
+    body: GraphProto
+    invariants: tuple[str, ...]
+    batched: tuple[str, ...]
+
+
+def split_body(
+    body: GraphProto,
+    element_inputs: list[str],
+    rank: Callable[[str], int | None],
+    opset: int,
+) -> BodySplit | None:
+    """Split ``body`` or return None when nothing can move.
+
+    ``element_inputs`` are the body inputs that take one element of a scanned sequence (none for
+    Loop); ``rank`` gives a value's static rank when known; ``opset`` is the ai.onnx opset.
+    """
+    local = {vi.name for vi in body.input} | {o for n in body.node for o in n.output}
+    fixed = {t.name for t in body.initializer}
+    element = {name: rank(name) for name in element_inputs}
+    invariant: set[str] = set()
+    batched: dict[str, int] = {}
+    moved: list[NodeProto] = []
+    for node in body.node:
+        kind = _classify(node, local, fixed | invariant, element | batched, rank, opset)
+        if kind is None:
+            continue
+        moved.append(node)
+        outs = [o for o in node.output if o]
+        if kind == -1:
+            invariant.update(outs)
+        else:
+            batched.update(dict.fromkeys(outs, kind))
+    if not moved:
+        return None
+    return _rewrite(body, moved, element_inputs, invariant, list(batched))
+
+
+def _classify(
+    node: NodeProto,
+    local: set[str],
+    invariant: set[str],
+    sequence: dict[str, int | None],
+    rank: Callable[[str], int | None],
+    opset: int,
+) -> int | None:
+    """-1 for an invariant node, the output rank for a batchable node, None to keep it."""
+    if node.op_type in _NONDETERMINISTIC or node.domain not in ("", "ai.onnx"):
+        return None
+    if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+        return None
+    ins = [i for i in node.input if i]
+    if all(i in invariant or i not in local for i in ins):
+        return -1
+    if (
+        opset < 7
+        or not ins
+        or any(i not in sequence and i in local and i not in invariant for i in ins)
+    ):
+        return None
+    seq_ranks = {sequence[i] for i in ins if i in sequence}
+    if len(seq_ranks) != 1 or None in seq_ranks:
+        return None
+    (r,) = seq_ranks
+    others = [rank(i) for i in ins if i not in sequence]
+    if any(o is None for o in others):
+        return None
+    if node.op_type in _ELEMENTWISE and len(node.output) == 1:
+        if node.attribute and node.op_type != "Cast":
+            return None
+        return r if all(o <= r for o in others) else None  # type: ignore[operator]
+    if node.op_type == "MatMul" and node.input[0] in sequence and node.input[1] not in sequence:
+        w = others[0]
+        return (r if w == 2 else r - 1) if r >= 1 and w in (1, 2) else None
+    return None
+
+
+def _rewrite(
+    body: GraphProto,
+    moved: list[NodeProto],
+    element_inputs: list[str],
+    invariant: set[str],
+    batched: list[str],
+) -> BodySplit | None:
+    moved_ids = {id(n) for n in moved}
+    kept = [n for n in body.node if id(n) not in moved_ids]
+    needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
+    needed |= _subgraph_reads(kept)
+    inv_out = tuple(sorted(n for n in invariant if n in needed))
+    bat_out = tuple(n for n in batched if n in needed)
+    if not inv_out and not bat_out:
+        return None
+    inits = {t.name: t for t in body.initializer}
+    pre_reads = {i for n in moved for i in n.input if i}
+    elements = [vi for vi in body.input if vi.name in element_inputs]
+    pre = helper.make_graph(
+        moved,
+        f"{body.name}.pre",
+        [_untyped(vi) for vi in elements],
+        [helper.make_value_info(n, _empty_type()) for n in (*inv_out, *bat_out)],
+        [inits[n] for n in sorted(pre_reads) if n in inits],
+    )
+    new_inputs = [*body.input]
+    new_inputs += [helper.make_value_info(n, _empty_type()) for n in (*bat_out, *inv_out)]
+    rest = helper.make_graph(
+        kept,
+        body.name,
+        new_inputs,
+        list(body.output),
+        [t for t in body.initializer if t.name in needed],
+    )
+    return BodySplit(pre, rest, inv_out, bat_out)
+
+
+def _subgraph_reads(nodes: list[NodeProto]) -> set[str]:
+    reads: set[str] = set()
+    for n in nodes:
+        for a in n.attribute:
+            graphs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
+            for g in graphs:
+                reads |= {i for m in g.node for i in m.input if i}
+                reads |= {vi.name for vi in g.output}
+                reads |= _subgraph_reads(list(g.node))
+    return reads
+
+
+def _untyped(vi: ValueInfoProto) -> ValueInfoProto:
+    return helper.make_value_info(vi.name, _empty_type())
+
+
+def _empty_type():  # type: ignore[no-untyped-def]
+    from onnx import TypeProto
+
+    return TypeProto()
