@@ -18,15 +18,9 @@ import numpy as np
 import onnx
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops._common import accumulation_dtype, float_compute_dtype
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
-
-_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
-
-
-def _work_dtype(x: np.ndarray) -> np.dtype:
-    """Return the dtype to compute in for x (float32 for small floats)."""
-    return np.dtype(np.float32) if x.dtype.name in _SMALL_FLOATS else x.dtype
 
 
 def _heads_first(x: np.ndarray, heads: int | None, what: str) -> np.ndarray:
@@ -144,7 +138,7 @@ def _attention(
         _heads_first(k, spec.kv_num_heads, "K"), _heads_first(v, spec.kv_num_heads, "V"),
         past_key, past_value,
     )  # fmt: skip
-    work = _work_dtype(q)
+    work = accumulation_dtype(q.dtype)
     stages = _score_stages(spec, q4, present_key, attn_mask, past, nonpad, work)
     values = _share_heads(present_value.astype(work), q4.shape[1])
     y = np.matmul(stages[-1], values).astype(q.dtype)
@@ -288,7 +282,7 @@ def rotary_embedding(
             f"cos/sin caches must end in rotary_embedding_dim / 2 = {dim // 2}, found "
             f"{cos_cache.shape} and {sin_cache.shape}"
         )
-    work = _work_dtype(x)
+    work = accumulation_dtype(x.dtype)
     cos, sin = (c.astype(work)[:, np.newaxis] for c in (cos_cache, sin_cache))  # (B, 1, S, R/2)
     rot = x4[..., :dim].astype(work)
     x1, x2 = (rot[..., 0::2], rot[..., 1::2]) if interleaved else np.split(rot, 2, axis=-1)
@@ -339,7 +333,7 @@ def linear_attention(
     gated, delta = _UPDATE_RULES[update_rule]
     if (gated and decay is None) or (delta and beta is None):
         raise ValueError(f"update_rule {update_rule!r} needs the decay and/or beta inputs")
-    work = _work_dtype(query)
+    work = accumulation_dtype(query.dtype)
     b, t, _ = query.shape
     dk = query.shape[2] // q_num_heads
     dv = value.shape[2] // kv_num_heads
@@ -414,7 +408,7 @@ def flex_attention(
         if softmax_precision is not None:
             work = np_dtype(softmax_precision)
         else:
-            work = np.dtype(np.float64 if q.dtype == np.float64 else np.float32)
+            work = float_compute_dtype(q.dtype)
         group = q.shape[1] // k.shape[1]
         keys = np.repeat(k.astype(work), group, axis=1)
         values = np.repeat(v.astype(work), group, axis=1)

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")
@@ -107,11 +108,6 @@ def kernel_views(
 
 
 # -- shared convolution core --------------------------------------------------------------------
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    """float64 stays float64; every other float type is computed in float32."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-
-
 def _conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -211,7 +207,7 @@ def conv(
 ) -> np.ndarray:
     """Return the N-d convolution of X with W (kernel_shape taken from W), plus bias B."""
     _check_kernel_shape(kernel_shape, w)
-    dtype = _compute_dtype(x.dtype)
+    dtype = float_compute_dtype(x.dtype)
     y = _conv(
         x.astype(dtype, copy=False),
         w.astype(dtype, copy=False),
@@ -257,7 +253,7 @@ def conv_transpose(
     begin, size = _transpose_geometry(
         spatial, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape
     )
-    dtype = _compute_dtype(x.dtype)
+    dtype = float_compute_dtype(x.dtype)
     wt = w.astype(dtype, copy=False).reshape(group, cg, -1).transpose(0, 2, 1)
     xg = x.astype(dtype, copy=False).reshape(n, group, cg, -1)
     cols = np.matmul(wt, xg).reshape(n, group * mg, math.prod(kernel), *spatial)
@@ -452,7 +448,7 @@ def deform_conv(
             f"and C divisible by offset_group ({offset_group})"
         )
     out, begin, _ = spatial_geometry(spatial, kernel, strides, dilations, pads, "NOTSET")
-    dtype = _compute_dtype(x.dtype)
+    dtype = float_compute_dtype(x.dtype)
     off = offset.astype(dtype, copy=False).reshape(n, offset_group, taps, rank, *out)
     scale = None if mask is None else mask.astype(dtype).reshape(n, offset_group, taps, 1, *out)
     xg = x.astype(dtype, copy=False).reshape(n, offset_group, c // offset_group, -1)
@@ -523,7 +519,7 @@ def causal_conv_with_state(
     k = weight.shape[-1]
     if weight.shape != (channels, 1, k):
         raise ValueError(f"weight has shape {weight.shape}, expected ({channels}, 1, k)")
-    dtype = _compute_dtype(x.dtype)
+    dtype = float_compute_dtype(x.dtype)
     if past_state is None:
         past = np.zeros((batch, channels, k - 1), dtype=dtype)
     else:

@@ -12,14 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-
-
-def _axis(axis: int, rank: int) -> int:
-    """Return ``axis`` made non-negative for a tensor of ``rank``; raise if out of range."""
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    return axis % rank
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
@@ -34,7 +28,7 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
     """Return the fancy index addressing data[..., indices[i...], ...] along ``axis``."""
     if indices.ndim != data.ndim:
         raise ValueError(f"indices rank {indices.ndim} differs from data rank {data.ndim}")
-    axis = _axis(axis, data.ndim)
+    axis = normalize_axis(axis, data.ndim)
     grids = list(np.indices(indices.shape, sparse=True))
     grids[axis] = _check_bounds(indices, data.shape[axis], "element")
     return tuple(grids)
@@ -43,7 +37,7 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
 @op("Gather", 1, 11, 13)
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
-    axis = _axis(axis, data.ndim)
+    axis = normalize_axis(axis, data.ndim)
     idx = _check_bounds(indices, data.shape[axis], "Gather")
     return np.asarray(np.take(data, idx, axis=axis))
 
@@ -138,7 +132,7 @@ def tensor_scatter(
 
     In ``circular`` mode positions wrap modulo the cache's sequence length.
     """
-    axis = _axis(axis, past_cache.ndim)
+    axis = normalize_axis(axis, past_cache.ndim)
     if axis == 0 or mode not in ("linear", "circular"):
         raise ValueError(f"axis must not be 0 and mode linear or circular: {axis}, {mode!r}")
     max_len, seq_len = past_cache.shape[axis], update.shape[axis]
@@ -164,7 +158,7 @@ def _one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: i
     if wrap:
         idx = np.where(idx < 0, idx + n, idx)
     hot = np.arange(n) == idx[..., None]
-    hot = np.moveaxis(hot, -1, _axis(axis, idx.ndim + 1))
+    hot = np.moveaxis(hot, -1, normalize_axis(axis, idx.ndim + 1))
     off, on = values.reshape(-1)[:2]
     return np.where(hot, on, off).astype(values.dtype)
 
@@ -191,7 +185,7 @@ def compress(x: np.ndarray, condition: np.ndarray, *, axis: int | None = None) -
     cond = np.asarray(condition).astype(bool).reshape(-1)
     if axis is None:
         return np.compress(cond, x.reshape(-1))
-    return np.compress(cond, x, axis=_axis(axis, x.ndim))
+    return np.compress(cond, x, axis=normalize_axis(axis, x.ndim))
 
 
 @op("NonZero", 9, 13)
@@ -210,7 +204,7 @@ def unique(
     Y is ascending when ``sorted`` is 1, else in order of first occurrence.
     """
     flat = x.reshape(-1) if axis is None else x
-    ax = None if axis is None else _axis(axis, x.ndim)
+    ax = None if axis is None else normalize_axis(axis, x.ndim)
     y, first, inverse, counts = np.unique(
         flat, return_index=True, return_inverse=True, return_counts=True, axis=ax
     )
@@ -225,7 +219,7 @@ def unique(
 
 
 def _cumulative(x: np.ndarray, axis: np.ndarray, exclusive: int, reverse: int, ufunc) -> np.ndarray:
-    ax = _axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
+    ax = normalize_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
     data = np.flip(x, ax) if reverse else x
     out = ufunc.accumulate(data, axis=ax, dtype=x.dtype)
     if exclusive:
@@ -249,7 +243,7 @@ def cum_prod(
 
 
 def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:
-    ax = _axis(axis, x.ndim)
+    ax = normalize_axis(axis, x.ndim)
     n = x.shape[ax]
     if not 0 <= k <= n:
         raise ValueError(f"k = {k} is outside [0, {n}] for axis {ax} of shape {x.shape}")
@@ -281,7 +275,7 @@ def top_k(
 
 
 def _arg_extreme(x, axis: int, keepdims: int, select_last_index: int, fn) -> np.ndarray:
-    ax = _axis(axis, x.ndim)
+    ax = normalize_axis(axis, x.ndim)
     if select_last_index:
         idx = x.shape[ax] - 1 - fn(np.flip(x, ax), axis=ax, keepdims=True)
     else:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
-
-_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
 
 
 @op("MatMul", 1, 9, 13)
@@ -85,8 +84,9 @@ def gemm(
 def einsum(*inputs: np.ndarray, equation: str) -> np.ndarray:
     """Return the Einstein summation ``equation`` of the inputs, in their dtype."""
     dtype = inputs[0].dtype
-    if dtype.name in _SMALL_FLOATS:
-        inputs = tuple(x.astype(np.float32) for x in inputs)
+    work = accumulation_dtype(dtype)
+    if work != dtype:
+        inputs = tuple(x.astype(work) for x in inputs)
     y = np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 2)
     return np.asarray(y).astype(dtype, copy=False)
 
@@ -96,5 +96,5 @@ def det(x: np.ndarray) -> np.ndarray:
     """Return the determinants of the trailing square matrices of x, shape x.shape[:-2]."""
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"Det expects [*, M, M], found shape {x.shape}")
-    work = x.astype(np.float32) if x.dtype.name in _SMALL_FLOATS else x
+    work = x.astype(accumulation_dtype(x.dtype), copy=False)
     return np.asarray(np.linalg.det(work)).astype(x.dtype, copy=False)

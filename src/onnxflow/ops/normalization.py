@@ -18,16 +18,15 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
 
-_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
-
 
 def _stat_dtype(x: np.ndarray) -> np.dtype:
     """Return the dtype statistics of x are computed in (float32 for small floats)."""
-    return np.dtype(np.float32) if x.dtype.name in _SMALL_FLOATS else x.dtype
+    return accumulation_dtype(x.dtype)
 
 
 def _work(x: np.ndarray) -> np.ndarray:

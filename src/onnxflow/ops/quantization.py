@@ -19,6 +19,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.cast import E8M0, convert, is_float
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
@@ -81,7 +82,7 @@ def expand_param(
     rank = len(shape)
     if param.size == 1 and param.ndim <= 1:
         return param.reshape(())
-    axis = _normalize_axis(axis, rank)
+    axis = normalize_axis(axis, rank)
     if block_size > 0:
         return _expand_blocked(param, shape, axis, block_size, what)
     if param.ndim == 1:
@@ -130,12 +131,6 @@ def store_quantized(
 def _arithmetic_dtype(dtype: np.dtype) -> np.dtype:
     """Return the type a scale's arithmetic runs in: its own, or float32 if it has none."""
     return dtype if is_float(dtype) and dtype != E8M0 else np.dtype(np.float32)
-
-
-def _normalize_axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is out of range for an input of rank {rank}")
-    return axis % rank
 
 
 @op("QuantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)

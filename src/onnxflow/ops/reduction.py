@@ -18,38 +18,21 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.ops._common import PerDtype, accumulation_dtype
 from onnxflow.ops.registry import op
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
-_SMALL_FLOATS = frozenset(("float16", "bfloat16"))
-
-
-class _PerDtype(dict):
-    """What a reduction does for each input dtype, decided by ``decide`` when first asked.
-
-    Looking a decision up is one dict access, so a kernel does no dtype inspection per call.
-    """
-
-    def __init__(self, decide: Callable[[np.dtype], Any]) -> None:
-        super().__init__()
-        self._decide = decide
-
-    def __missing__(self, dtype: np.dtype) -> Any:
-        value = self[dtype] = self._decide(dtype)
-        return value
-
-
-#: The dtype to compute in, or None for the input's own: float32 for small floats, and float64
-#: for integers when the math is transcendental (``_FLOAT_MATH``).
-_PLAIN = _PerDtype(lambda dt: np.dtype(np.float32) if dt.name in _SMALL_FLOATS else None)
-_FLOAT_MATH = _PerDtype(lambda dt: np.dtype(np.float64) if dt.kind in "iub" else _PLAIN[dt])
+#: The dtype transcendental reductions compute in: float64 for integers and booleans.
+_FLOAT_MATH = PerDtype(
+    lambda dt: np.dtype(np.float64) if dt.kind in "iub" else accumulation_dtype(dt)
+)
 
 
 def _work(x: np.ndarray, *, float_math: bool = False) -> np.ndarray:
-    """Return x in the dtype to compute in (x itself for float32 and float64)."""
-    target = (_FLOAT_MATH if float_math else _PLAIN)[x.dtype]
-    return x if target is None else x.astype(target)
+    """Return x in the dtype to compute in (x itself for float32 and float64): float32 for small
+    floats and, when the math is transcendental (``float_math``), float64 for integers."""
+    return x.astype(_FLOAT_MATH[x.dtype] if float_math else accumulation_dtype(x.dtype), copy=False)
 
 
 def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ...]:
@@ -122,7 +105,7 @@ def _identity(dtype: np.dtype, bound: str) -> Any:
 
 
 def _extreme(ufunc: np.ufunc, bound: str) -> Reducer:
-    initials = _PerDtype(lambda dt: _identity(dt, bound))
+    initials = PerDtype(lambda dt: _identity(dt, bound))
 
     def reducer(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
         return ufunc.reduce(x, axis=axes, keepdims=keep, initial=initials[x.dtype])

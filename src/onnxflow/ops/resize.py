@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
 
 _RADIUS = {"linear": 1, "cubic": 2}
@@ -28,11 +29,6 @@ def _cubic_kernel(s: np.ndarray, a: float) -> np.ndarray:
     near = ((a + 2) * s - (a + 3)) * s * s + 1
     far = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
     return np.where(s <= 1, near, np.where(s < 2, far, 0.0))
-
-
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    """The float type arithmetic runs in: float64 for double, float32 for everything else."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
 
 
 def _cast_back(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -212,7 +208,7 @@ def resize(
     if mode == "nearest" or x.dtype == object:
         y = x
     else:
-        y = x.astype(_compute_dtype(x.dtype), copy=False)
+        y = x.astype(float_compute_dtype(x.dtype), copy=False)
     filt = _Filter(
         mode, nearest_mode, cubic_coeff_a, bool(exclude_outside), bool(antialias),
         coordinate_transformation_mode,
@@ -365,7 +361,7 @@ def _grid_sample(
             f"grid must have shape (N, *out, {r}) for an input of shape {x.shape}, "
             f"found {grid.shape}"
         )
-    work = _compute_dtype(x.dtype)
+    work = float_compute_dtype(x.dtype)
     g = grid.astype(np.float64)
     per_axis = []
     for axis in range(r):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
 
 Activation = Callable[[np.ndarray], np.ndarray]
@@ -134,7 +135,7 @@ def _run(
         x = x.transpose(1, 0, 2)
         initial = [None if s is None else s.transpose(1, 0, 2) for s in initial]
     _check_weights(w, r, kind, len(directions), spec)
-    work = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    work = float_compute_dtype(x.dtype)
     seq, batch, _ = x.shape
     lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
     functions = _activations(

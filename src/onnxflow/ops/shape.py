@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
 
 
@@ -20,13 +21,6 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     if values is None:
         return []
     return [int(v) for v in np.asarray(values).reshape(-1)]
-
-
-def _axis(axis: int, rank: int) -> int:
-    """Return ``axis`` made non-negative for a tensor of ``rank``; raise if out of range."""
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    return axis % rank
 
 
 @op("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
@@ -85,7 +79,7 @@ def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
 def _squeeze(data: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
     if axes is None:
         return np.squeeze(data)
-    axes = tuple(_axis(a, data.ndim) for a in axes)
+    axes = tuple(normalize_axis(a, data.ndim) for a in axes)
     bad = [a for a in axes if data.shape[a] != 1]
     if bad:
         raise ValueError(f"cannot squeeze axes {bad} of shape {data.shape}: size is not 1")
@@ -106,7 +100,7 @@ def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
 
 def _unsqueeze(data: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     rank = data.ndim + len(axes)
-    norm = sorted(_axis(a, rank) for a in axes)
+    norm = sorted(normalize_axis(a, rank) for a in axes)
     if len(set(norm)) != len(norm):
         raise ValueError(f"axes {list(axes)} repeat an axis")
     dims = list(data.shape)
@@ -142,11 +136,11 @@ def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     ranks = {x.ndim for x in inputs}
     if len(ranks) != 1:
         raise ValueError(f"Concat inputs must share one rank, found ranks {sorted(ranks)}")
-    return np.concatenate(inputs, axis=_axis(axis, rank))
+    return np.concatenate(inputs, axis=normalize_axis(axis, rank))
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bool) -> tuple:
-    axis = _axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     dim = x.shape[axis]
     if sizes is None:
         if uneven:
@@ -191,7 +185,9 @@ def _slice(
     axes: list[int] | None,
     steps: list[int] | None,
 ) -> np.ndarray:
-    axes = list(range(len(starts))) if axes is None else [_axis(a, data.ndim) for a in axes]
+    axes = (
+        list(range(len(starts))) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
+    )
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError(
@@ -257,7 +253,7 @@ def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
 def tile_v1(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """Return x repeated ``tiles`` times along the single ``axis``."""
     reps = [1] * x.ndim
-    reps[_axis(_ints(axis)[0], x.ndim)] = _ints(tiles)[0]
+    reps[normalize_axis(_ints(axis)[0], x.ndim)] = _ints(tiles)[0]
     return np.tile(x, reps)
 
 
@@ -298,7 +294,7 @@ def _pad(
 ) -> np.ndarray:
     if mode not in _PAD_MODES:
         raise ValueError(f"unknown pad mode {mode!r}, expected one of {sorted(_PAD_MODES)}")
-    axes = list(range(data.ndim)) if axes is None else [_axis(a, data.ndim) for a in axes]
+    axes = list(range(data.ndim)) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
     if len(pads) != 2 * len(axes):
         raise ValueError(f"pads has {len(pads)} entries, expected 2 * {len(axes)}")
     begin, end = [0] * data.ndim, [0] * data.ndim
@@ -357,7 +353,7 @@ def center_crop_pad(
     Odd crops start half a pixel left of centre; odd padding puts the extra pixel on the right.
     """
     target = _ints(shape)
-    axes = list(range(data.ndim)) if axes is None else [_axis(a, data.ndim) for a in axes]
+    axes = list(range(data.ndim)) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
     if len(target) != len(axes):
         raise ValueError(f"shape has {len(target)} entries, expected one per axis ({len(axes)})")
     begin, end = [0] * data.ndim, [0] * data.ndim

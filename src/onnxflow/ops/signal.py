@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
 
 
 def _as_complex(x: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
     """Return the signal as real or complex values and whether it is complex."""
-    work = np.float64 if x.dtype == np.float64 else np.float32
+    work = float_compute_dtype(x.dtype)
     if x.shape[-1:] == (1,):
         return x[..., 0].astype(work), False
     if x.shape[-1:] == (2,):

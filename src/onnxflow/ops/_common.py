@@ -1,0 +1,50 @@
+"""Small rules several kernel families share: axis normalization and the dtype arithmetic runs in.
+
+No operator is registered here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class PerDtype(dict):
+    """A decision per dtype, made by ``decide`` the first time a dtype is asked for.
+
+    Looking a decision up is one dict access, so kernels need no dtype inspection per call.
+    """
+
+    def __init__(self, decide: Callable[[np.dtype], Any]) -> None:
+        super().__init__()
+        self._decide = decide
+
+    def __missing__(self, dtype: np.dtype) -> Any:
+        value = self[dtype] = self._decide(dtype)
+        return value
+
+
+_ACCUMULATE = PerDtype(
+    lambda dt: np.dtype(np.float32) if dt.name in ("float16", "bfloat16") else dt
+)
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def accumulation_dtype(dtype: np.dtype) -> np.dtype:
+    """Return the dtype to accumulate ``dtype`` values in: float32 for float16 and bfloat16,
+    ``dtype`` itself otherwise."""
+    return _ACCUMULATE[dtype]
+
+
+def float_compute_dtype(dtype: np.dtype) -> np.dtype:
+    """Return float64 for float64 and float32 for every other type (float math on any input)."""
+    return _FLOAT64 if dtype == _FLOAT64 else _FLOAT32
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    """Return ``axis`` made non-negative for a tensor of ``rank``; raise if out of range."""
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for an input of rank {rank}")
+    return axis % rank
