@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from onnxflow.ops._common import PerDtype
 from onnxflow.ops.conv import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.ops.registry import op
 
@@ -96,6 +97,10 @@ def _window_counts(out, begin, kernel, strides, dilations, lo, hi) -> np.ndarray
     return counts
 
 
+#: What MaxPool pads with: the dtype's lowest value.
+_LOWEST = PerDtype(lambda dt: np.iinfo(dt).min if np.issubdtype(dt, np.integer) else -np.inf)
+
+
 @op("MaxPool", 1, 8, 10, 11, 12, 22, build=True)
 def max_pool(
     node: NodeContext,
@@ -115,8 +120,7 @@ def max_pool(
     with_indices = node.n_outputs > 1 and bool(node.outputs[1])
 
     def run(x: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-        lowest = np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer) else -np.inf
-        out, begin, _, xp = _windows(x, *geometry, lowest)
+        out, begin, _, xp = _windows(x, *geometry, _LOWEST[x.dtype])
         views = kernel_views(xp, kernel_shape, out, strides, dilations)
         best = next(views)[1].copy()
         if not with_indices:
