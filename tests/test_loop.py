@@ -264,3 +264,22 @@ def test_nested_loops_read_names_two_scopes_up() -> None:
     sess = onnxflow.InferenceSession(helper.make_model(graph))
     (total,) = sess.run(None, {"step": np.array(0.5, np.float32)})
     assert total == pytest.approx(9 * 0.5)
+
+
+def test_cond_omitted_body_condition_honoured_in_always_mode() -> None:
+    model = _loop_model(10, None, 3, 21)
+    with pytest.warns(onnxflow.OnnxflowWarning, match="is ignored"):
+        spec = onnxflow.InferenceSession(model)
+    always = onnxflow.InferenceSession(model, onnxflow.SessionOptions(loop_condition="always"))
+    x0 = np.zeros(3, np.float32)
+    assert spec.run(None, {"x0": x0})[2].shape == (10,)
+    # As the while mode with an initial true condition: stop after the body says i < 3 is false.
+    (want_x,), scans = loop_oracle(_python_counter_body(3), 10, True, [x0])
+    x_final, _, iters = always.run(None, {"x0": x0})
+    np.testing.assert_array_equal(x_final, want_x)
+    np.testing.assert_array_equal(iters, np.stack(scans[1]))
+
+
+def test_bad_loop_condition_option_is_an_input_error() -> None:
+    with pytest.raises(onnxflow.InputError, match="loop_condition"):
+        onnxflow.SessionOptions(loop_condition="sometimes")

@@ -14,11 +14,14 @@ from onnxflow.errors import (
     InputError,
     ModelLoadError,
     OnnxflowError,
+    OnnxflowWarning,
     RuntimeFailure,
     UnsupportedOperatorError,
+    UnsupportedVersionError,
     ValidationError,
 )
 from onnxflow.ir.load import load_model
+from onnxflow.options import SessionOptions
 from onnxflow.session import InferenceSession, RunOptions, run
 from onnxflow.values import NodeArg
 
@@ -32,9 +35,12 @@ __all__ = [
     "ModelLoadError",
     "NodeArg",
     "OnnxflowError",
+    "OnnxflowWarning",
     "RunOptions",
     "RuntimeFailure",
+    "SessionOptions",
     "UnsupportedOperatorError",
+    "UnsupportedVersionError",
     "ValidationError",
     "__version__",
     "load_model",

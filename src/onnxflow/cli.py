@@ -36,11 +36,17 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a model and summarise its outputs")
     run.add_argument("model", help="path to an .onnx file")
     run.add_argument(
-        "--input", action="append", default=[], metavar="NAME=FILE",
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
         help="feed input NAME from a .npy or .pb (TensorProto) file; repeatable",
     )
     run.add_argument(
-        "--dim", action="append", default=[], metavar="NAME=VALUE",
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="value of a symbolic dimension for generated inputs (default 1); repeatable",
     )
     run.add_argument("--output-dir", help="save every output there as NAME.npy")
@@ -133,8 +139,10 @@ def _run(args: argparse.Namespace) -> int:
             feeds[arg.name] = _read_input(arg.name, given[arg.name])
         else:
             feeds[arg.name] = generate_input(arg, dims, rng)
-            print(f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)} "
-                  f"(random, seed {args.seed}; pass --input {arg.name}=FILE to use your own)")
+            print(
+                f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)} "
+                f"(random, seed {args.seed}; pass --input {arg.name}=FILE to use your own)"
+            )
     for name in given:
         feeds.setdefault(name, _read_input(name, given[name]))
     outputs = sess.run(None, feeds)
@@ -170,8 +178,10 @@ def count_ops(graph: GraphProto, counts: Counter[str] | None = None) -> Counter[
 def _check(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     print(f"model: {args.model}")
-    print(f"  IR version {model.ir_version}; producer {model.producer_name or '?'} "
-          f"{model.producer_version}".rstrip())
+    print(
+        f"  IR version {model.ir_version}; producer {model.producer_name or '?'} "
+        f"{model.producer_version}".rstrip()
+    )
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     print(f"  opsets: {opsets}")
     for kind, items in (("input", model.graph.input), ("output", model.graph.output)):

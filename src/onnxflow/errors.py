@@ -56,3 +56,7 @@ def where(node_name: str, op_type: str, domain: str, opset: int | None) -> str:
     name = f" {node_name!r}" if node_name else ""
     ver = f" (opset {opset})" if opset is not None else ""
     return f"{dom}{op_type}{name}{ver}"
+
+
+class OnnxflowWarning(UserWarning):
+    """Something that runs as the spec says but may not be what the model's author meant."""

@@ -18,6 +18,7 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
+from onnxflow.options import SessionOptions
 from onnxflow.runtime.context import reset_run_options, set_run_options
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
@@ -41,13 +42,19 @@ class InferenceSession:
     def __init__(
         self,
         model: ModelSource,
-        sess_options: Any = None,
+        sess_options: SessionOptions | None = None,
         providers: Sequence[str] | None = None,
         *,
         base_dir: str | os.PathLike | None = None,
         check: bool = True,
     ) -> None:
         load_all()
+        if sess_options is not None and not isinstance(sess_options, SessionOptions):
+            raise InputError(
+                "sess_options must be an onnxflow.SessionOptions, found "
+                f"{type(sess_options).__name__}"
+            )
+        self.options = sess_options or SessionOptions()
         self._source = model
         self._base_dir = base_dir
         self._check = check
@@ -71,6 +78,8 @@ class InferenceSession:
         compiler = Compiler(
             functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
             value_types=_inferred_types(self.model),
+            optimize=self.options.optimize_loops,
+            loop_condition=self.options.loop_condition,
         )
         self.plan: Plan = compiler.compile_main(graph, opset_map(self.model.opset_import))
         for value in self.plan.template:
@@ -181,16 +190,18 @@ class InferenceSession:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by the model: its serialized bytes (external data already read in)."""
         try:
-            return (_rebuild, (self.model.SerializeToString(), None, self._check))
+            return (_rebuild, (self.model.SerializeToString(), None, self._check, self.options))
         except ValueError:  # over protobuf's 2 GiB: ship where to load it from instead
             source = self._source
             if isinstance(source, (str, os.PathLike)):
                 source = os.path.abspath(source)
-            return (_rebuild, (source, self._base_dir, self._check))
+            return (_rebuild, (source, self._base_dir, self._check, self.options))
 
 
-def _rebuild(source: ModelSource, base_dir: Any, check: bool = True) -> InferenceSession:
-    return InferenceSession(source, base_dir=base_dir, check=check)
+def _rebuild(
+    source: ModelSource, base_dir: Any, check: bool = True, options: SessionOptions | None = None
+) -> InferenceSession:
+    return InferenceSession(source, options, base_dir=base_dir, check=check)
 
 
 def run(

@@ -94,17 +94,13 @@ X = _float(1.0, 2.0, 3.0, 4.0, 5.0)
 # onnxscript turns `for ... range(n)` with `if stop: break` into Loop(M=n, cond="") whose body
 # returns `not stop`: it counts on the runtime honouring the body's condition when only M is
 # given, as onnxruntime and onnxscript's eager mode do. The spec's table says that condition is
-# "ignored" in this mode, and the Loop kernel follows the table, so it runs all n iterations.
-BREAK_IGNORED = pytest.mark.xfail(
-    reason="Loop(M, cond='') ignores the body's condition (spec table); onnxruntime and "
-    "onnxscript stop when it is false",
-    raises=AssertionError,
-    strict=True,
-)
+# "ignored" in this mode; onnxflow follows the table by default and warns, and runs such models
+# as their authors meant with SessionOptions(loop_condition="always"), which these tests use.
+ONNXSCRIPT_LOOPS = onnxflow.SessionOptions(loop_condition="always")
 CASES = {
     "prefix_sum_until": [
-        ("breaks_midway", [X, _float(4.5)], 6.0, BREAK_IGNORED),
-        ("breaks_on_first", [X, _float(-1.0)], 1.0, BREAK_IGNORED),
+        ("breaks_midway", [X, _float(4.5)], 6.0),
+        ("breaks_on_first", [X, _float(-1.0)], 1.0),
         ("runs_to_the_end", [X, _float(100.0)], 15.0),
         ("zero_iterations", [np.zeros(0, np.float32), _float(0.0)], 0.0),
     ],
@@ -150,7 +146,7 @@ def test_script_function_matches_eager(
     for op_type, count in CONTROL_FLOW[function].items():
         assert counts[op_type] == count, f"{function} should hold {count} {op_type}"
 
-    sess = onnxflow.InferenceSession(model)
+    sess = onnxflow.InferenceSession(model, ONNXSCRIPT_LOOPS)
     names = [a.name for a in sess.get_inputs()]
     (found,) = sess.run(None, dict(zip(names, inputs, strict=True)))
     expected = np.asarray(fn(*inputs))
@@ -158,6 +154,15 @@ def test_script_function_matches_eager(
     np.testing.assert_allclose(found, expected, rtol=1e-6, atol=1e-6)
     if known is not None:
         np.testing.assert_allclose(found, known)
+
+
+def test_spec_mode_warns_and_ignores_the_break() -> None:
+    model = _build(18).prefix_sum_until.to_model_proto()
+    with pytest.warns(onnxflow.OnnxflowWarning, match="loop_condition='always'"):
+        sess = onnxflow.InferenceSession(model)
+    names = [a.name for a in sess.get_inputs()]
+    (found,) = sess.run(None, dict(zip(names, [X, _float(4.5)], strict=True)))
+    assert found == 15.0  # all five iterations, as the Loop table says for (M, "")
 
 
 def test_local_function_holds_loop_and_if_reading_its_attribute() -> None:

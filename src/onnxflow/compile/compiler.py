@@ -99,6 +99,11 @@ class NodeContext:
         """Whether kernels may restructure work (e.g. hoist loop-invariant nodes out of bodies)."""
         return self._builder.compiler.optimize
 
+    @property
+    def loop_condition(self) -> str:
+        """SessionOptions.loop_condition: ``"spec"`` or ``"always"``."""
+        return self._builder.compiler.loop_condition
+
     def describe(self) -> str:
         """Return the standard description used at the start of error messages."""
         return where(self.name, self.op_type, self.domain, self.opset)
@@ -127,6 +132,7 @@ class Compiler:
     registry: Registry = REGISTRY
     base_dir: str | None = None
     optimize: bool = True
+    loop_condition: str = "spec"
     missing: list[tuple[str, str, int]] = field(default_factory=list)
 
     def compile_main(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:

@@ -15,6 +15,7 @@ given and each scan output is empty, with the rank and dtype the body declares.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.errors import OnnxflowWarning
 from onnxflow.ops.control_flow.body import LoopBody
 from onnxflow.ops.control_flow.common import Stacker, as_bool, as_count
 from onnxflow.ops.registry import op
@@ -55,12 +57,15 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
     compiled = LoopBody(node, body, [])
     scan_decls = list(body.output)[1 + n_states :]
     label = node.describe()
+    honour_body_cond = node.loop_condition == "always"
+    if not honour_body_cond and node.inputs[0] and not node.inputs[1]:
+        _warn_if_condition_ignored(node, body)
 
     def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
         states, captured = list(rest[:n_states]), rest[n_states:]
         trips = None if m is None else as_count(m, f"{label}: trip count M")
         keep_going = True if cond is None else as_bool(cond, f"{label}: condition")
-        use_cond = cond is not None
+        use_cond = cond is not None or honour_body_cond
         scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
         options = current_run_options()
         step = None
@@ -81,3 +86,23 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         return (*states, *stacked)
 
     return run
+
+
+def _warn_if_condition_ignored(node: NodeContext, body: GraphProto) -> None:
+    """Warn when the spec's rule (cond omitted: body condition ignored) drops a real condition."""
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    producer = next((n for n in body.node if cond_out in n.output), None)
+    passes_through = cond_out == cond_in or (
+        producer is not None and producer.op_type == "Identity" and producer.input[0] == cond_in
+    )
+    if producer is not None and producer.op_type == "Constant":
+        return
+    if not passes_through:
+        warnings.warn(
+            f"{node.describe()}: the trip count is given and cond is omitted, so the condition "
+            f"the body computes ({cond_out!r}) is ignored, as the Loop spec says; onnxruntime "
+            "stops when it is false. To do the same, create the session with "
+            "onnxflow.SessionOptions(loop_condition='always').",
+            OnnxflowWarning,
+            stacklevel=2,
+        )
