@@ -283,3 +283,25 @@ def test_cond_omitted_body_condition_honoured_in_always_mode() -> None:
 def test_bad_loop_condition_option_is_an_input_error() -> None:
     with pytest.raises(onnxflow.InputError, match="loop_condition"):
         onnxflow.SessionOptions(loop_condition="sometimes")
+
+
+def test_failure_inside_the_body_names_the_loop_iteration_and_node() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["table", "i"], ["v"], name="pick")],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("c", B, []),
+        ],
+        [helper.make_tensor_value_info("c", B, []), helper.make_tensor_value_info("v", F, [])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", ""], ["vs"], body=body, name="L")],
+        "g",
+        [helper.make_tensor_value_info("table", F, [2])],
+        [helper.make_tensor_value_info("vs", F, [None])],
+        [numpy_helper.from_array(np.array(5, np.int64), "M")],
+    )
+    sess = onnxflow.InferenceSession(helper.make_model(graph))
+    with pytest.raises(onnxflow.RuntimeFailure, match=r"Loop 'L'.* at iteration 2: Gather 'pick'"):
+        sess.run(None, {"table": np.array([1.0, 2.0], np.float32)})

@@ -237,11 +237,6 @@ def test_outputs_never_alias_and_feeds_are_never_written(case: str) -> None:
     assert_runs_are_independent(onnxflow.InferenceSession(build()), dict(feeds))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="subgraph constants are not frozen: compile/compiler.py _GraphBuilder.build should "
-    "set flags.writeable = False on initializer and sparse initializer values",
-)
 def test_loop_state_from_a_body_initializer_is_not_shared() -> None:
     sess = onnxflow.InferenceSession(loop_state_from_a_body_initializer())
     assert_runs_are_independent(sess, {"X": X})

@@ -21,8 +21,8 @@ from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
-from onnxflow.errors import UnsupportedOperatorError, ValidationError, where
-from onnxflow.ops.registry import REGISTRY, Registry, normalize_domain
+from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.values import tensor_to_array
 
 
@@ -196,6 +196,7 @@ class _GraphBuilder:
             self._new_slot(name)
         for init in self.graph.initializer:
             value = tensor_to_array(init, self.compiler.base_dir)
+            value.flags.writeable = False  # shared by every run: never handed out writable
             slot = self.slots.get(init.name)
             if slot is None:
                 slot = self._new_slot(init.name, value)
@@ -203,6 +204,7 @@ class _GraphBuilder:
             self.constant_slots.add(slot)
         for init in self.graph.sparse_initializer:
             value = _sparse_to_dense(init)
+            value.flags.writeable = False
             self.constant_slots.add(self._new_slot(init.values.name, value))
         for node in self.graph.node:
             self.compile_node(node, opsets)
@@ -237,18 +239,43 @@ class _GraphBuilder:
                 f"{where(node.name, node.op_type, domain, None)}: domain "
                 f"{domain or 'ai.onnx'!r} is not in the opset imports {sorted(opsets)}"
             )
-        kernel = self.compiler.registry.lookup(domain, node.op_type, opset)
-        if kernel is None:
-            body = self._function_for(node, domain, opset)
-            if body is None:
-                self.compiler.missing.append((domain, node.op_type, opset))
-                self._define_outputs(node)
+        try:
+            kernel = self.compiler.registry.lookup(domain, node.op_type, opset)
+            if kernel is None:
+                self._expand_or_record(node, domain, opset, opsets)
                 return
-            fn_opsets = {normalize_domain(o.domain): o.version for o in body.opset_import}
-            fn_opsets = {**opsets, **fn_opsets}
-            for inner in expand_call(node, body):
-                self.compile_node(inner, fn_opsets)
+            fn, ins = self._bind(kernel, node, opset, opsets)
+        except OnnxflowError:
+            raise
+        except Exception as exc:  # a kernel's preparation failed on this node's attributes
+            raise ValidationError(
+                f"{where(node.name, node.op_type, domain, opset)} in graph {self.graph.name!r}"
+                f" cannot be compiled: {type(exc).__name__}: {exc}"
+            ) from exc
+        outs = self._define_outputs(node)
+        out: Any = outs if _multi_output(node, domain, opset) else outs[0]
+        self.steps.append((fn, tuple(ins), out))
+        self.infos.append(
+            NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
+        )
+
+    def _expand_or_record(
+        self, node: NodeProto, domain: str, opset: int, opsets: dict[str, int]
+    ) -> None:
+        """Compile a function call as its body's nodes, or record the operator as missing."""
+        body = self._function_for(node, domain, opset)
+        if body is None:
+            self.compiler.missing.append((domain, node.op_type, opset))
+            self._define_outputs(node)
             return
+        fn_opsets = {normalize_domain(o.domain): o.version for o in body.opset_import}
+        for inner in expand_call(node, body):
+            self.compile_node(inner, {**opsets, **fn_opsets})
+
+    def _bind(
+        self, kernel: Kernel, node: NodeProto, opset: int, opsets: dict[str, int]
+    ) -> tuple[Callable[..., Any], list[int]]:
+        """Return the step function of a node and the slots it reads (captures last)."""
         attrs = {a.name: decode_attribute(a) for a in node.attribute if not a.ref_attr_name}
         ins = [self.resolve(name) for name in node.input]
         if kernel.build:
@@ -257,17 +284,10 @@ class _GraphBuilder:
                 fn = kernel.fn(ctx, **attrs)
             except TypeError as exc:
                 raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
-            ins += [self.resolve(name) for name in ctx.captures]
-        elif kernel.passthrough and len(ins) == 1 and len(node.output) == 1:
-            fn = passthrough
-        else:
-            fn = _bind_plain(kernel.fn, attrs, node, opset)
-        outs = self._define_outputs(node)
-        out: Any = outs if _multi_output(node, domain, opset) else outs[0]
-        self.steps.append((fn, tuple(ins), out))
-        self.infos.append(
-            NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
-        )
+            return fn, ins + [self.resolve(name) for name in ctx.captures]
+        if kernel.passthrough and len(ins) == 1 and len(node.output) == 1:
+            return passthrough, ins
+        return _bind_plain(kernel.fn, attrs, node, opset), ins
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
         slots = []

@@ -7,7 +7,21 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, ValueInfoProto
 
+from onnxflow.errors import CancelledError, RuntimeFailure
 from onnxflow.values import np_dtype
+
+#: Errors from inside a body that get the owning node and iteration added to their message.
+BODY_ERRORS = (RuntimeFailure, CancelledError)
+
+
+def terminated() -> CancelledError:
+    """The error a loop raises when RunOptions.terminate is set between iterations."""
+    return CancelledError("run terminated by RunOptions.terminate")
+
+
+def iteration_error(label: str, iteration: int, exc: Exception) -> Exception:
+    """Return ``exc`` again, its message prefixed with the loop node and the iteration."""
+    return type(exc)(f"{label} at iteration {iteration}: {exc}")
 
 
 def as_bool(value: Any, what: str) -> bool:

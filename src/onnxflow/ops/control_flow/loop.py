@@ -25,9 +25,16 @@ from onnx import GraphProto
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.errors import OnnxflowWarning
 from onnxflow.ops.control_flow.body import LoopBody
-from onnxflow.ops.control_flow.common import Stacker, as_bool, as_count
+from onnxflow.ops.control_flow.common import (
+    BODY_ERRORS,
+    Stacker,
+    as_bool,
+    as_count,
+    iteration_error,
+    terminated,
+)
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import check_terminate, current_run_options
+from onnxflow.runtime.context import current_run_options
 
 _TRUE = np.array(True)
 
@@ -70,18 +77,21 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         options = current_run_options()
         step = None
         i = 0
-        while keep_going and (trips is None or i < trips):
-            if options is not None and options.terminate:
-                check_terminate(options, f"{label} iteration {i}")
-            if step is None:
-                step = compiled.start(captured)
-            outs = step(i, [np.array(i, dtype=np.int64), _TRUE, *states])
-            if use_cond:
-                keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
-            states = outs[1 : 1 + n_states]
-            for stacker, value in zip(scans, outs[1 + n_states :]):
-                stacker.add(value)
-            i += 1
+        try:
+            while keep_going and (trips is None or i < trips):
+                if options is not None and options.terminate:
+                    raise terminated()
+                if step is None:
+                    step = compiled.start(captured)
+                outs = step(i, [np.array(i, dtype=np.int64), _TRUE, *states])
+                if use_cond:
+                    keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
+                states = outs[1 : 1 + n_states]
+                for stacker, value in zip(scans, outs[1 + n_states :]):
+                    stacker.add(value)
+                i += 1
+        except BODY_ERRORS as exc:
+            raise iteration_error(label, i, exc) from exc
         stacked = [s.result(d) for s, d in zip(scans, scan_decls)]
         return (*states, *stacked)
 

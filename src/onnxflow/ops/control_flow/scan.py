@@ -15,9 +15,15 @@ from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.body import LoopBody
-from onnxflow.ops.control_flow.common import Stacker, empty_element
+from onnxflow.ops.control_flow.common import (
+    BODY_ERRORS,
+    Stacker,
+    empty_element,
+    iteration_error,
+    terminated,
+)
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import check_terminate, current_run_options
+from onnxflow.runtime.context import current_run_options
 
 
 def _check_arity(node: NodeContext, body: GraphProto, n_inputs: int, m: int) -> tuple[int, int]:
@@ -59,14 +65,18 @@ def _iterate(
         return states
     n = len(states)
     options = current_run_options()
-    step = body.start(captured, sequences)
-    for t in range(length):
-        if options is not None and options.terminate:
-            check_terminate(options, f"{label} iteration {t}")
-        outs = step(t, [*states, *(s[t] for s in sequences)])
-        states = outs[:n]
-        for stacker, value in zip(scans, outs[n:]):
-            stacker.add(value)
+    t = 0
+    try:
+        step = body.start(captured, sequences)
+        for t in range(length):
+            if options is not None and options.terminate:
+                raise terminated()
+            outs = step(t, [*states, *(s[t] for s in sequences)])
+            states = outs[:n]
+            for stacker, value in zip(scans, outs[n:]):
+                stacker.add(value)
+    except BODY_ERRORS as exc:
+        raise iteration_error(label, t, exc) from exc
     return states
 
 

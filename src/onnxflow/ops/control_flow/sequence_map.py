@@ -13,8 +13,9 @@ from typing import Any
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error, terminated
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import check_terminate, current_run_options
+from onnxflow.runtime.context import current_run_options
 
 
 @op("SequenceMap", 17, build=True)
@@ -46,12 +47,16 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         results: list[list[Any]] = [[] for _ in range(node.n_outputs)]
         options = current_run_options()
         body_run = sub.runner()
-        for t in range(count):
-            if options is not None and options.terminate:
-                check_terminate(options, f"{label} iteration {t}")
-            elements = [x[t] if isinstance(x, list) else x for x in inputs]
-            for out, value in zip(results, body_run([*elements, *captured])):
-                out.append(value)
+        t = 0
+        try:
+            for t in range(count):
+                if options is not None and options.terminate:
+                    raise terminated()
+                elements = [x[t] if isinstance(x, list) else x for x in inputs]
+                for out, value in zip(results, body_run([*elements, *captured])):
+                    out.append(value)
+        except BODY_ERRORS as exc:
+            raise iteration_error(label, t, exc) from exc
         return tuple(results)
 
     return run
