@@ -641,15 +641,6 @@ def test_solve(transposed: int) -> None:
 
 # -- batches of one and of none ---------------------------------------------------------------
 
-#: Bug in src/onnxflow/ops/ml/common.py (as_2d): an empty [0, F] batch is reshaped with
-#: reshape(0, -1), which numpy rejects, so every ai.onnx.ml kernel using it fails on N = 0.
-EMPTY_BATCH_BUG = pytest.mark.xfail(
-    reason="ml.common.as_2d: reshape(0, -1) of an empty batch raises (LinearClassifier, "
-    "LinearRegressor, SVM*, TreeEnsemble*, ZipMap fail on N = 0)",
-    strict=True,
-)
-
-
 @pytest.mark.parametrize(
     "name",
     [
@@ -659,10 +650,10 @@ EMPTY_BATCH_BUG = pytest.mark.xfail(
         "kmeans",
         "gaussian_mixture",
         "mlp_regressor",
-        pytest.param("random_forest_regressor", marks=EMPTY_BATCH_BUG),
-        pytest.param("svr", marks=EMPTY_BATCH_BUG),
-        pytest.param("scaled_logistic", marks=EMPTY_BATCH_BUG),
-        pytest.param("knn_classifier", marks=EMPTY_BATCH_BUG),
+        "random_forest_regressor",
+        "svr",
+        "scaled_logistic",
+        "knn_classifier",
     ],
 )
 def test_empty_batch_gives_empty_outputs(name: str) -> None:

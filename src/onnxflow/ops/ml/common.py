@@ -5,6 +5,7 @@ No operator is registered here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ def as_2d(x: np.ndarray) -> np.ndarray:
         return x.reshape(1, 1)
     if x.ndim == 1:
         return x.reshape(1, -1)
-    return x.reshape(x.shape[0], -1)
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))  # not -1: an empty batch has N = 0
 
 
 def check_post_transform(name: str) -> str:
