@@ -16,10 +16,12 @@ from onnxflow.compile.plan import Plan
 from onnxflow.errors import InputError, OnnxflowError, ValidationError
 from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
+from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.context import reset_run_options, set_run_options
+from onnxflow.runtime.observe import Observer, observe, stop_observing
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
 
@@ -122,11 +124,20 @@ class InferenceSession:
         output_names: Sequence[str] | None,
         input_feed: Mapping[str, Any],
         run_options: RunOptions | None = None,
-    ) -> list[Any]:
+        *,
+        intermediate: bool = False,
+        observers: Sequence[Observer] = (),
+        verbose: bool = False,
+    ) -> Any:
         """Run the model on ``input_feed``; return the requested outputs (all when None).
 
         Feeds are passed to the kernels as read-only views, so a run never writes a caller's
         array; returned arrays never share memory with a feed, a stored constant or each other.
+
+        ``intermediate=True`` returns instead a dict of every value of the main graph by name
+        (inputs, initializers and each node's outputs). ``observers`` (see
+        :mod:`onnxflow.observers`) watch every node and loop iteration; ``verbose=True`` prints
+        each node as it runs to stderr.
         """
         if not isinstance(input_feed, Mapping):
             raise InputError(
@@ -139,14 +150,28 @@ class InferenceSession:
             )
         indices = self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
-        token = set_run_options(run_options)
-        try:
-            results = self.plan.run(args)
-        finally:
-            reset_run_options(token)
+        watchers = list(observers) + [Verbose()] * bool(verbose)
+        collector = _MainValues(self.plan) if intermediate else None
+        results = self._execute(args, run_options, watchers + [collector] * bool(collector))
         protected = _roots(input_feed.values()) | self._constant_roots
         returned: set[int] = set()
+        if collector is not None:
+            values = collector.values(args)
+            return {k: _detach(v, protected, returned) for k, v in values.items()}
         return [_detach(results[i], protected, returned) for i in indices]
+
+    def _execute(self, args: list[Any], options: Any, watchers: list[Observer]) -> list[Any]:
+        token = set_run_options(options)
+        watch = observe(watchers)
+        for w in watchers:
+            w.run_start()
+        try:
+            return self.plan.run(args)
+        finally:
+            for w in watchers:
+                w.run_end()
+            stop_observing(watch)
+            reset_run_options(token)
 
     def _select_outputs(self, output_names: Sequence[str] | None) -> list[int]:
         if isinstance(output_names, (str, bytes)):
@@ -196,6 +221,26 @@ class InferenceSession:
             if isinstance(source, (str, os.PathLike)):
                 source = os.path.abspath(source)
             return (_rebuild, (source, self._base_dir, self._check, self.options))
+
+
+class _MainValues(Observer):
+    """Collects every value of the main graph for ``run(..., intermediate=True)``."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.outputs: dict[str, Any] = {}
+
+    def node_end(self, scope, info, inputs, outputs, seconds) -> None:  # type: ignore[no-untyped-def]
+        if not scope:
+            self.outputs.update((n, v) for n, v in zip(info.outputs, outputs) if n)
+
+    def values(self, args: list[Any]) -> dict[str, Any]:
+        plan = self.plan
+        found = dict(zip(plan.input_names, args))
+        for slot in sorted(plan.constant_slots):
+            found.setdefault(plan.slot_names[slot], plan.template[slot])
+        found.update(self.outputs)
+        return found
 
 
 def _rebuild(

@@ -71,6 +71,11 @@ class NodeContext:
         self.captures: list[str] = []
 
     @property
+    def key(self) -> str:
+        """How observers and traces address this node: its name, else its first output's."""
+        return self.name or next((o for o in self.outputs if o), self.op_type)
+
+    @property
     def n_inputs(self) -> int:
         """Number of inputs the node lists (omitted ones as ``""`` included)."""
         return len(self.inputs)

@@ -31,7 +31,7 @@ Runner = Callable[..., list[Any]]
 _ids = itertools.count()
 
 
-def _many(result: Any, n: int) -> tuple[Any, ...]:
+def many(result: Any, n: int) -> tuple[Any, ...]:
     """Return exactly ``n`` outputs from a kernel result (a tuple, or one value)."""
     if result.__class__ is tuple:
         if len(result) == n:
@@ -53,7 +53,7 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
             f"{info.op_type} {info.name!r}"
         )
 
-    namespace: dict[str, Any] = {"_many": _many, "_cancel": _cancel}
+    namespace: dict[str, Any] = {"_many": many, "_cancel": _cancel}
     assigned = set(plan.arg_slots)
 
     def ref(slot: int) -> str:

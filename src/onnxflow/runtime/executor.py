@@ -8,13 +8,15 @@ a step needs was decided at compile time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from onnxflow.compile.plan import Plan
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
-from onnxflow.runtime.codegen import failing_step, generate
+from onnxflow.runtime.codegen import failing_step, generate, many
 from onnxflow.runtime.context import check_terminate, current_run_options
+from onnxflow.runtime.observe import Observation, current_observation
 
 #: Graphs with more steps than this are interpreted rather than turned into one function.
 MAX_GENERATED_STEPS = 20_000
@@ -34,6 +36,9 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     Kernel failures come out as RuntimeFailure naming the node; ``options.terminate`` is
     checked before every step when ``options`` is given.
     """
+    observation = current_observation()
+    if observation is not None:
+        return lambda args: interpret_observed(plan, args, options, observation)
     if len(plan.steps) > MAX_GENERATED_STEPS:
         return lambda args: interpret(plan, args, options)
     checked = options is not None
@@ -70,6 +75,37 @@ def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None
                 _store_many(frame, out, result)
             for slot in free:
                 frame[slot] = None
+    except OnnxflowError:
+        raise
+    except Exception as exc:
+        raise _failure(plan, index, exc) from exc
+    return [frame[i] for i in plan.output_slots]
+
+
+def interpret_observed(
+    plan: Plan, args: Sequence[Any], options: Any, observation: Observation
+) -> list[Any]:
+    """Run ``plan`` step by step, telling ``observation``'s observers about every node."""
+    frame = list(plan.template)
+    for slot, value in zip(plan.arg_slots, args):
+        frame[slot] = value
+    observers, index = observation.observers, 0
+    try:
+        for index, (fn, ins, out, _) in enumerate(plan.steps):
+            if options is not None:
+                check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
+            info, inputs = plan.infos[index], [frame[i] for i in ins]
+            for o in observers:
+                o.node_start(observation.scope, info, inputs)
+            start = time.perf_counter()
+            result = fn(*inputs)
+            seconds = time.perf_counter() - start
+            slots = (out,) if out.__class__ is int else out
+            outputs = [result] if out.__class__ is int else list(many(result, len(out)))
+            for slot, value in zip(slots, outputs):
+                frame[slot] = value
+            for o in observers:
+                o.node_end(observation.scope, info, inputs, outputs, seconds)
     except OnnxflowError:
         raise
     except Exception as exc:

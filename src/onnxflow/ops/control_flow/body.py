@@ -14,6 +14,7 @@ from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.hoist import split_body
+from onnxflow.runtime.observe import Observation, current_observation
 
 Step = Callable[[int, list[Any]], list[Any]]
 
@@ -23,6 +24,7 @@ class LoopBody:
 
     def __init__(self, node: NodeContext, graph: GraphProto, element_inputs: Sequence[str]) -> None:
         self.graph = graph
+        self.key = node.key
         split = None
         if node.optimize:
             split = split_body(
@@ -30,19 +32,30 @@ class LoopBody:
             )
         if split is None:
             self.pre = None
-            self.sub = node.subgraph(graph)
+            self.sub = self.plain = node.subgraph(graph)
             self.n_invariants = 0
         else:
             self.pre = node.subgraph(split.pre)
             self.sub = node.subgraph(split.body)
+            self.plain = node.subgraph(graph)  # observed runs show every node of every iteration
             self.n_invariants = len(split.invariants)
 
-    def start(self, captured: Sequence[Any], sequences: Sequence[Any] = ()) -> Step:
+    def start(
+        self,
+        captured: Sequence[Any],
+        sequences: Sequence[Any] = (),
+        total: int | None = None,
+        batch: int | None = None,
+    ) -> Step:
         """Prepare a run of the loop (the pre-plan runs here); return the per-iteration step.
 
         Call it only when at least one iteration will run. ``sequences`` are the whole scanned
-        sequences, time first, in iteration order.
+        sequences, time first, in iteration order; ``total`` is the number of iterations when
+        known, and ``batch`` Scan-8's batch index (iterations are then keyed ``(batch, t)``).
         """
+        observation = current_observation()
+        if observation is not None:
+            return self._observed(observation, captured, total, batch)
         run = self.sub.runner()
         caps = self.sub.bind(captured)
         if self.pre is None:
@@ -53,6 +66,23 @@ class LoopBody:
         if not rows:
             return lambda t, head: run(head + tail)
         return lambda t, head: run([*head, *(r[t] for r in rows), *tail])
+
+    def _observed(
+        self, observation: Observation, captured: Sequence[Any], total: int | None, batch: Any
+    ) -> Step:
+        run = self.plain.runner()
+        caps = self.plain.bind(captured)
+        names = self.plain.plan.input_names
+
+        def step(t: int, head: list[Any]) -> list[Any]:
+            observation.enter(self.key, t if batch is None else (batch, t), total)
+            observation.inputs(names, head)
+            try:
+                return run(head + caps)
+            finally:
+                observation.leave()
+
+        return step
 
 
 def _rank_lookup(node: NodeContext, graph: GraphProto) -> Callable[[str], int | None]:

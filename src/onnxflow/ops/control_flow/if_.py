@@ -14,6 +14,7 @@ from onnx import GraphProto
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.common import as_bool
 from onnxflow.ops.registry import op
+from onnxflow.runtime.observe import current_observation
 
 
 @op("If", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
@@ -31,8 +32,18 @@ def if_(
     then_sub, else_sub = node.subgraph(then_branch), node.subgraph(else_branch)
     label = node.describe()
 
+    key = node.key
+
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
-        sub = then_sub if as_bool(cond, f"{label}: condition") else else_sub
-        return tuple(sub.runner()(sub.bind(captured)))
+        taken = as_bool(cond, f"{label}: condition")
+        sub = then_sub if taken else else_sub
+        observation = current_observation()
+        if observation is None:
+            return tuple(sub.runner()(sub.bind(captured)))
+        observation.enter(key, "then_branch" if taken else "else_branch", 1)
+        try:
+            return tuple(sub.runner()(sub.bind(captured)))
+        finally:
+            observation.leave()
 
     return run

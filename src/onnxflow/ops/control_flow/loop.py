@@ -82,7 +82,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                 if options is not None and options.terminate:
                     raise terminated()
                 if step is None:
-                    step = compiled.start(captured)
+                    step = compiled.start(captured, total=trips)
                 outs = step(i, [np.array(i, dtype=np.int64), _TRUE, *states])
                 if use_cond:
                     keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")

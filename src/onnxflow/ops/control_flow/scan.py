@@ -59,6 +59,7 @@ def _iterate(
     captured: Sequence[Any],
     scans: list[Stacker],
     label: str,
+    batch: int | None = None,
 ) -> list[Any]:
     """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
     if length == 0:
@@ -67,7 +68,7 @@ def _iterate(
     options = current_run_options()
     t = 0
     try:
-        step = body.start(captured, sequences)
+        step = body.start(captured, sequences, length, batch)
         for t in range(length):
             if options is not None and options.terminate:
                 raise terminated()
@@ -164,7 +165,9 @@ def scan_8(
             length = lens[b]
             seqs = [x[b, :length][::-1] if d else x[b, :length] for x, d in zip(inputs, dirs)]
             scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
-            states = _iterate(compiled, [s[b] for s in inits], seqs, length, captured, scans, label)
+            states = _iterate(
+                compiled, [s[b] for s in inits], seqs, length, captured, scans, label, b
+            )
             for j, s in enumerate(states):
                 finals[j].append(s)
             batches.append(scans)

@@ -16,6 +16,7 @@ from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error, terminated
 from onnxflow.ops.registry import op
 from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.observe import current_observation
 
 
 @op("SequenceMap", 17, build=True)
@@ -30,6 +31,7 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         )
     sub = node.subgraph(body)
     label = node.describe()
+    key = node.key
 
     def run(*args: Any) -> tuple[list[Any], ...]:
         inputs, captured = args[:n_in], sub.bind(args[n_in:])
@@ -46,6 +48,7 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                 )
         results: list[list[Any]] = [[] for _ in range(node.n_outputs)]
         options = current_run_options()
+        observation = current_observation()
         body_run = sub.runner()
         t = 0
         try:
@@ -53,7 +56,14 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                 if options is not None and options.terminate:
                     raise terminated()
                 elements = [x[t] if isinstance(x, list) else x for x in inputs]
-                for out, value in zip(results, body_run([*elements, *captured])):
+                if observation is not None:
+                    observation.enter(key, t, count)
+                try:
+                    values = body_run([*elements, *captured])
+                finally:
+                    if observation is not None:
+                        observation.leave()
+                for out, value in zip(results, values):
                     out.append(value)
         except BODY_ERRORS as exc:
             raise iteration_error(label, t, exc) from exc

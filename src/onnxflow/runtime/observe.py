@@ -1,0 +1,114 @@
+"""Watching a run: every node as it runs, and every iteration of every loop body.
+
+An observed run passes events to :class:`Observer` objects:
+
+- ``node_start`` / ``node_end``: a node of some graph is about to run / has run (with its input
+  and output values and the seconds it took);
+- ``scope_start`` / ``scope_end``: a control-flow node enters / leaves one run of a body: an
+  iteration of a Loop, Scan or SequenceMap (the key is the iteration number, ``(batch, t)`` for
+  Scan 8) or a branch of an If (the key is ``"then_branch"`` or ``"else_branch"``).
+
+Every event carries the *scope*: the path from the main graph to the body the event happens in,
+a tuple of ``(node key, iteration key)`` pairs; ``()`` is the main graph. A node's key is its name,
+or its first output's name when it has none (unique, as names are assigned once).
+
+Runs that nobody observes take none of this path: the executor checks once per graph run.
+Observed loop bodies run node by node as written (no hoisting), so every value of every
+iteration is seen.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from onnxflow.compile.plan import NodeInfo
+
+Scope = tuple[tuple[str, Any], ...]
+
+
+class Observer:
+    """Base class of run observers: override the events you need; each does nothing here."""
+
+    def run_start(self) -> None:
+        """A run begins."""
+
+    def run_end(self) -> None:
+        """A run ended (also when it failed)."""
+
+    def node_start(self, scope: Scope, info: NodeInfo, inputs: Sequence[Any]) -> None:
+        """``info``'s node is about to run on ``inputs`` in ``scope``."""
+
+    def node_end(
+        self,
+        scope: Scope,
+        info: NodeInfo,
+        inputs: Sequence[Any],
+        outputs: Sequence[Any],
+        seconds: float,
+    ) -> None:
+        """``info``'s node ran in ``scope`` and produced ``outputs`` (one per node output)."""
+
+    def scope_start(self, scope: Scope, total: int | None) -> None:
+        """A body run begins; ``scope[-1]`` is (owner key, iteration); ``total`` if known."""
+
+    def scope_inputs(self, scope: Scope, names: Sequence[str], values: Sequence[Any]) -> None:
+        """The formal inputs of the body run just started (iteration number, states, ...)."""
+
+    def scope_end(self, scope: Scope, seconds: float) -> None:
+        """A body run ended."""
+
+
+class Observation:
+    """The observers of the current run and the scope the run is in."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.observers = tuple(observers)
+        self.scope: Scope = ()
+        self._starts: list[float] = []
+
+    def enter(self, owner: str, key: Any, total: int | None = None) -> None:
+        """Enter one run of ``owner``'s body (an iteration or a branch)."""
+        self.scope = (*self.scope, (owner, key))
+        self._starts.append(time.perf_counter())
+        for o in self.observers:
+            o.scope_start(self.scope, total)
+
+    def inputs(self, names: Sequence[str], values: Sequence[Any]) -> None:
+        """Tell observers the formal inputs of the body run just entered."""
+        for o in self.observers:
+            o.scope_inputs(self.scope, names, values)
+
+    def leave(self) -> None:
+        """Leave the innermost body run."""
+        seconds = time.perf_counter() - self._starts.pop()
+        for o in self.observers:
+            o.scope_end(self.scope, seconds)
+        self.scope = self.scope[:-1]
+
+
+_CURRENT: contextvars.ContextVar[Observation | None] = contextvars.ContextVar(
+    "onnxflow_observation", default=None
+)
+
+
+def current_observation() -> Observation | None:
+    """The observation of the run in progress, or None when nobody watches."""
+    return _CURRENT.get()
+
+
+def observe(observers: Sequence[Observer]) -> contextvars.Token[Observation | None]:
+    """Start observing the runs made in this context; undo with :func:`stop_observing`."""
+    return _CURRENT.set(Observation(observers) if observers else None)
+
+
+def stop_observing(token: contextvars.Token[Observation | None]) -> None:
+    """Restore what was observed before :func:`observe`."""
+    _CURRENT.reset(token)
+
+
+def node_key(info: NodeInfo) -> str:
+    """How a node is addressed in scopes and traces: its name, else its first output's name."""
+    return info.name or next((o for o in info.outputs if o), info.op_type)
