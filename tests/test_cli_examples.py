@@ -57,3 +57,39 @@ def test_cli_check_reports_ops_inside_subgraphs(capsys: pytest.CaptureFixture[st
 def test_cli_reports_bad_input_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(EXAMPLES / "loop_trip_count.onnx"), "--input", "nope=x.npy"]) == 1
     assert "no input 'nope'" in capsys.readouterr().err
+
+
+def test_cli_profile_writes_a_trace_with_one_event_per_iteration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    trace = tmp_path / "rnn.json"
+    model = str(EXAMPLES / "rnn_scan.onnx")
+    assert main(["profile", model, "--dim", "S=6", "--dim", "B=2", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "op type" in out and "Scan rnn" in out and "wrote Chrome trace" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert [e["name"] for e in events if e["cat"] == "iteration"] == [
+        f"rnn iteration {t}" for t in range(6)
+    ]
+
+
+def test_cli_run_saves_intermediate_values_and_prints_nodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "b.npy", np.array(6, np.int32))
+    inter = tmp_path / "inter"
+    args = ["run", str(EXAMPLES / "loop_trip_count.onnx"), "--input", f"b={tmp_path / 'b.npy'}"]
+    assert main([*args, "--intermediate", str(inter), "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "loop: 1 of 10" in out and "-> b_out: int32[] min=6 max=6" in out
+    assert np.load(inter / "a.npy") == 3
+    np.testing.assert_array_equal(np.load(inter / "user_defined_vals.npy"), [12, -6])
+
+
+def test_cli_progress_bar_counts_loop_iterations(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", str(EXAMPLES / "rnn_scan.onnx"), "--dim", "S=3000", "--progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "rnn [" in err and "/3000" in err and "it/s" in err

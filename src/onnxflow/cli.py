@@ -1,13 +1,15 @@
-"""The ``onnxflow`` command: ``run`` a model on given or generated inputs, ``check`` a model."""
+"""The ``onnxflow`` command: ``run`` a model on given or generated inputs, ``check`` a model,
+``profile`` one run."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import onnx
@@ -15,6 +17,8 @@ from onnx import AttributeProto, GraphProto, numpy_helper
 
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
+from onnxflow.observers import Profiler, Verbose
+from onnxflow.runtime.observe import Observer
 from onnxflow.session import InferenceSession
 from onnxflow.values import NodeArg, np_dtype
 
@@ -34,28 +38,45 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnxflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model and summarise its outputs")
-    run.add_argument("model", help="path to an .onnx file")
+    _add_feed_arguments(run)
+    run.add_argument("--output-dir", help="save every output there as NAME.npy")
+    run.add_argument("--intermediate", metavar="DIR", help="save every main-graph value there")
+    run.add_argument("--verbose", action="store_true", help="print each node as it runs")
     run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar over loop iterations (default: on a terminal, after 1 s)",
+    )
+    run.set_defaults(func=_run)
+    check = sub.add_parser("check", help="validate a model and print a report")
+    check.add_argument("model", help="path to an .onnx file")
+    check.set_defaults(func=_check)
+    profile = sub.add_parser("profile", help="time every node and loop iteration of one run")
+    _add_feed_arguments(profile)
+    profile.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto opens it)")
+    profile.add_argument("--top", type=int, default=10, help="how many nodes and op types to list")
+    profile.set_defaults(func=_profile)
+    return parser
+
+
+def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("model", help="path to an .onnx file")
+    command.add_argument(
         "--input",
         action="append",
         default=[],
         metavar="NAME=FILE",
         help="feed input NAME from a .npy or .pb (TensorProto) file; repeatable",
     )
-    run.add_argument(
+    command.add_argument(
         "--dim",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="value of a symbolic dimension for generated inputs (default 1); repeatable",
     )
-    run.add_argument("--output-dir", help="save every output there as NAME.npy")
-    run.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
-    run.set_defaults(func=_run)
-    check = sub.add_parser("check", help="validate a model and print a report")
-    check.add_argument("model", help="path to an .onnx file")
-    check.set_defaults(func=_check)
-    return parser
+    command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
 
 
 def _pairs(items: Iterable[str], what: str) -> dict[str, str]:
@@ -122,8 +143,8 @@ def summarize(value: Any) -> str:
     return f"{head} first={arr.reshape(-1)[:4].tolist()}"
 
 
-def _run(args: argparse.Namespace) -> int:
-    sess = InferenceSession(args.model)
+def _feeds(sess: InferenceSession, args: argparse.Namespace) -> dict[str, Any]:
+    """Feeds from ``--input`` files; the other inputs generated from their declared types."""
     given = _pairs(args.input, "--input")
     dims = {k: int(v) for k, v in _pairs(args.dim, "--dim").items()}
     known = {a.name for a in sess.get_inputs()} | {
@@ -133,29 +154,100 @@ def _run(args: argparse.Namespace) -> int:
         if name not in known:
             raise OnnxflowError(f"--input {name}: the model has no input {name!r}")
     rng = np.random.default_rng(args.seed)
-    feeds = {}
+    feeds = {name: _read_input(name, path) for name, path in given.items()}
     for arg in sess.get_inputs():
-        if arg.name in given:
-            feeds[arg.name] = _read_input(arg.name, given[arg.name])
-        else:
+        if arg.name not in feeds:
             feeds[arg.name] = generate_input(arg, dims, rng)
             print(
                 f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)} "
                 f"(random, seed {args.seed}; pass --input {arg.name}=FILE to use your own)"
             )
-    for name in given:
-        feeds.setdefault(name, _read_input(name, given[name]))
-    outputs = sess.run(None, feeds)
-    out_dir = Path(args.output_dir) if args.output_dir else None
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    return feeds
+
+
+def _run(args: argparse.Namespace) -> int:
+    sess = InferenceSession(args.model)
+    feeds = _feeds(sess, args)
+    observers: list[Observer] = [Verbose(sys.stdout)] if args.verbose else []
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    if show:
+        observers.append(Progress(sys.stderr, delay=1.0 if args.progress is None else 0.0))
+    if args.intermediate:
+        values = sess.run(None, feeds, intermediate=True, observers=observers)
+        outputs = [values[a.name] for a in sess.get_outputs()]
+        _save(values, Path(args.intermediate), "intermediate values")
+    else:
+        outputs = sess.run(None, feeds, observers=observers)
     for arg, value in zip(sess.get_outputs(), outputs):
         print(f"output {arg.name}: {summarize(value)}")
-        if out_dir and isinstance(value, np.ndarray):
-            np.save(out_dir / f"{_safe(arg.name)}.npy", value)
-    if out_dir:
-        print(f"saved outputs to {out_dir}")
+    if args.output_dir:
+        _save(
+            dict(zip([a.name for a in sess.get_outputs()], outputs)),
+            Path(args.output_dir),
+            "outputs",
+        )
     return 0
+
+
+def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    saved = 0
+    for name, value in values.items():
+        if isinstance(value, np.ndarray):
+            np.save(out_dir / f"{_safe(name)}.npy", value)
+            saved += 1
+    print(f"saved {saved} {what} to {out_dir}")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    sess = InferenceSession(args.model)
+    feeds = _feeds(sess, args)
+    profiler = Profiler()
+    start = time.perf_counter()
+    sess.run(None, feeds, observers=[profiler])
+    print(f"one observed run: {(time.perf_counter() - start) * 1e3:.2f} ms")
+    print(profiler.report(args.top))
+    if args.trace:
+        path = profiler.write_chrome_trace(args.trace)
+        print(f"wrote Chrome trace {path} ({len(profiler.events)} events; open in Perfetto)")
+    return 0
+
+
+class Progress(Observer):
+    """A progress bar over the iterations of the outermost loops, drawn on a stream."""
+
+    node_events = False
+
+    def __init__(self, stream: TextIO, delay: float = 1.0, width: int = 30) -> None:
+        self.stream, self.delay, self.width = stream, delay, width
+        self.started = self.drawn = 0.0
+        self.visible = False
+
+    def run_start(self) -> None:
+        """Start the clock."""
+        self.started = time.perf_counter()
+
+    def scope_start(self, scope: tuple[Any, ...], total: int | None) -> None:
+        """Redraw at most ten times a second, once the run has lasted ``delay`` seconds."""
+        now = time.perf_counter()
+        if len(scope) != 1 or now - self.started < self.delay or now - self.drawn < 0.1:
+            return
+        self.drawn, self.visible = now, True
+        owner, key = scope[0]
+        done = 0 if isinstance(key, str) else key[1] if isinstance(key, tuple) else key
+        rate = f"{done / (now - self.started):,.0f} it/s"
+        if total:
+            filled = int(self.width * min(done / total, 1))
+            bar = "#" * filled + "." * (self.width - filled)
+            line = f"{owner} [{bar}] {done}/{total} {rate}"
+        else:
+            line = f"{owner} {done} iterations {rate}"
+        print(f"\r{line}", end="", file=self.stream, flush=True)
+
+    def run_end(self) -> None:
+        """End the bar's line."""
+        if self.visible:
+            print(file=self.stream)
 
 
 def _safe(name: str) -> str:

@@ -37,7 +37,7 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     checked before every step when ``options`` is given.
     """
     observation = current_observation()
-    if observation is not None:
+    if observation is not None and observation.node_events:
         return lambda args: interpret_observed(plan, args, options, observation)
     if len(plan.steps) > MAX_GENERATED_STEPS:
         return lambda args: interpret(plan, args, options)

@@ -30,7 +30,13 @@ Scope = tuple[tuple[str, Any], ...]
 
 
 class Observer:
-    """Base class of run observers: override the events you need; each does nothing here."""
+    """Base class of run observers: override the events you need; each does nothing here.
+
+    An observer that sets ``node_events = False`` receives only run and scope events; the run
+    then keeps its fast path (generated code, hoisted loop bodies).
+    """
+
+    node_events: bool = True
 
     def run_start(self) -> None:
         """A run begins."""
@@ -66,6 +72,7 @@ class Observation:
 
     def __init__(self, observers: Sequence[Observer]) -> None:
         self.observers = tuple(observers)
+        self.node_events = any(o.node_events for o in self.observers)
         self.scope: Scope = ()
         self._starts: list[float] = []
 

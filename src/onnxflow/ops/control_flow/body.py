@@ -55,7 +55,10 @@ class LoopBody:
         """
         observation = current_observation()
         if observation is not None:
-            return self._observed(observation, captured, total, batch)
+            return self._observed(observation, captured, sequences, total, batch)
+        return self._fast(captured, sequences)
+
+    def _fast(self, captured: Sequence[Any], sequences: Sequence[Any]) -> Step:
         run = self.sub.runner()
         caps = self.sub.bind(captured)
         if self.pre is None:
@@ -68,17 +71,25 @@ class LoopBody:
         return lambda t, head: run([*head, *(r[t] for r in rows), *tail])
 
     def _observed(
-        self, observation: Observation, captured: Sequence[Any], total: int | None, batch: Any
+        self,
+        observation: Observation,
+        captured: Sequence[Any],
+        sequences: Sequence[Any],
+        total: int | None,
+        batch: Any,
     ) -> Step:
-        run = self.plain.runner()
-        caps = self.plain.bind(captured)
         names = self.plain.plan.input_names
+        if observation.node_events:  # every node of every iteration: the body as written
+            plain, caps = self.plain.runner(), self.plain.bind(captured)
+            run: Step = lambda t, head: plain(head + caps)  # noqa: E731
+        else:
+            run = self._fast(captured, sequences)
 
         def step(t: int, head: list[Any]) -> list[Any]:
             observation.enter(self.key, t if batch is None else (batch, t), total)
             observation.inputs(names, head)
             try:
-                return run(head + caps)
+                return run(t, head)
             finally:
                 observation.leave()
 
