@@ -26,6 +26,8 @@ def iteration_error(label: str, iteration: int, exc: Exception) -> Exception:
 
 def as_bool(value: Any, what: str) -> bool:
     """Return the truth of a one-element boolean tensor (a condition)."""
+    if value.__class__ is np.ndarray and value.ndim == 0:
+        return bool(value)
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
@@ -73,8 +75,15 @@ class Stacker:
 
     def add(self, value: Any) -> None:
         """Append one iteration's value."""
-        if not isinstance(value, np.ndarray):
+        if value.__class__ is not np.ndarray:
             value = np.asarray(value)
+        if self.n and value.shape == self.shape and value.dtype is self.dtype:
+            if self.buffer is not None:
+                self.buffer[self.n] = value
+            else:
+                self.items.append(value)
+            self.n += 1
+            return
         if self.shape is None:
             self.shape, self.dtype = value.shape, value.dtype
             if self.count is not None:
