@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxflow.spec_models import loop_trip_count, rnn_scan
+
 OPSET = 21
 SEED = 0
 LIGHT_MODELS = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -85,45 +87,6 @@ def dispatch(quick: bool) -> Workload:
     )
 
 
-def rnn_scan_model(hidden: int, input_size: int, seed: int = SEED) -> onnx.ModelProto:
-    """The spec's RNN as a Scan over axis 0 of X [S, B, input]; outputs Y [S, B, H] and Y_h.
-
-    The weights are scaled so that the recurrence contracts: a chaotic one would amplify the
-    engines' last-bit rounding differences over a long sequence and defeat the output check.
-    """
-    rng = np.random.default_rng(seed)
-    weights = {
-        "WiT": rng.standard_normal((input_size, hidden)).astype(np.float32) / input_size**0.5,
-        "RiT": rng.standard_normal((hidden, hidden)).astype(np.float32) * 0.5 / hidden**0.5,
-        "Wbi": rng.standard_normal(hidden).astype(np.float32) * 0.1,
-        "Rbi": rng.standard_normal(hidden).astype(np.float32) * 0.1,
-    }
-    f32 = TensorProto.FLOAT
-    body = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["X_t", "WiT"], ["t1"]),
-            helper.make_node("MatMul", ["H_tminus1", "RiT"], ["t2"]),
-            helper.make_node("Add", ["t1", "t2"], ["t3"]),
-            helper.make_node("Add", ["t3", "Wbi"], ["t4"]),
-            helper.make_node("Add", ["t4", "Rbi"], ["t5"]),
-            helper.make_node("Tanh", ["t5"], ["H_t"]),
-            helper.make_node("Identity", ["H_t"], ["Accumulate"]),
-        ],
-        "rnn-cell",
-        [_vi("H_tminus1", f32, ["B", hidden]), _vi("X_t", f32, ["B", input_size])],
-        [_vi("H_t", f32, ["B", hidden]), _vi("Accumulate", f32, ["B", hidden])],
-    )
-    scan = helper.make_node("Scan", ["H_0", "X"], ["Y_h", "Y"], body=body, num_scan_inputs=1)
-    graph = helper.make_graph(
-        [scan],
-        "rnn-encoding",
-        [_vi("H_0", f32, ["B", hidden]), _vi("X", f32, ["S", "B", input_size])],
-        [_vi("Y", f32, ["S", "B", hidden]), _vi("Y_h", f32, ["B", hidden])],
-        [numpy_helper.from_array(v, k) for k, v in weights.items()],
-    )
-    return _model(graph)
-
-
 def _rnn(name: str, seq: int, batch: int) -> Workload:
     hidden, input_size = 128, 64
     rng = np.random.default_rng(SEED)
@@ -134,7 +97,7 @@ def _rnn(name: str, seq: int, batch: int) -> Workload:
     return Workload(
         name,
         f"S={seq} B={batch} H={hidden} in={input_size}",
-        rnn_scan_model(hidden, input_size),
+        rnn_scan(hidden, input_size, SEED),
         feeds,
         units=seq,
         unit="step",
@@ -189,49 +152,10 @@ def loop_elementwise(quick: bool) -> Workload:
     )
 
 
-def spec_loop_model(trip_count: int) -> onnx.ModelProto:
-    """The spec's Loop sample: a = 3 from the outer scope, b fed, stop when a + b <= a - b."""
-    i32 = TensorProto.INT32
-    body = helper.make_graph(
-        [
-            helper.make_node("Add", ["a", "b_in"], ["my_local"]),
-            helper.make_node("Sub", ["a", "b_in"], ["b_out"]),
-            helper.make_node("Greater", ["my_local", "b_out"], ["keepgoing_out"]),
-            helper.make_node("Add", ["b_in", "b_in"], ["user_defined_val"]),
-        ],
-        "body-net",
-        [
-            _vi("i", TensorProto.INT64, []),
-            _vi("keepgoing_in", TensorProto.BOOL, []),
-            _vi("b_in", i32, []),
-        ],
-        [
-            _vi("keepgoing_out", TensorProto.BOOL, []),
-            _vi("b_out", i32, []),
-            _vi("user_defined_val", i32, []),
-        ],
-    )
-    loop = helper.make_node(
-        "Loop", ["max_trip_count", "keepgoing", "b"], ["b_final", "user_defined_vals"], body=body
-    )
-    graph = helper.make_graph(
-        [loop],
-        "predict-net",
-        [_vi("b", i32, [])],
-        [_vi("b_final", i32, []), _vi("user_defined_vals", i32, ["N"])],
-        [
-            numpy_helper.from_array(np.array(3, np.int32), "a"),
-            numpy_helper.from_array(np.array(trip_count, np.int64), "max_trip_count"),
-            numpy_helper.from_array(np.array(True), "keepgoing"),
-        ],
-    )
-    return _model(graph)
-
-
 def loop_spec(quick: bool) -> Workload:
     """The spec's walkthrough: M = 10, b = 6 stops after two iterations."""
     return Workload(
-        "loop_spec", "M=10 b=6 (2 iterations)", spec_loop_model(10), {"b": np.array(6, np.int32)}
+        "loop_spec", "M=10 b=6 (2 iterations)", loop_trip_count(10), {"b": np.array(6, np.int32)}
     )
 
 
@@ -240,7 +164,7 @@ def _loop_count(name: str, trips: int) -> Workload:
     return Workload(
         name,
         f"M={trips} b=1",
-        spec_loop_model(trips),
+        loop_trip_count(trips),
         {"b": np.array(1, np.int32)},
         units=trips,
         unit="iter",
