@@ -247,14 +247,41 @@ def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, 
     n = x.shape[ax]
     if not 0 <= k <= n:
         raise ValueError(f"k = {k} is outside [0, {n}] for axis {ax} of shape {x.shape}")
-    if largest:
-        # descending with ties by lower index: stable ascending sort of the flipped axis, reversed
-        order = np.flip(np.argsort(np.flip(x, ax), axis=ax, kind="stable"), ax)
-        order = n - 1 - order
+    xm = np.moveaxis(x, ax, -1)
+    if (
+        0 < k
+        and 4 * k < n
+        and x.dtype.kind in "iuf"
+        and not (x.dtype.kind == "f" and np.isnan(x).any())
+    ):
+        idx = _top_k_partitioned(xm, k, largest)
     else:
-        order = np.argsort(x, axis=ax, kind="stable")
-    idx = np.take(order, np.arange(k), axis=ax).astype(np.int64)
+        idx = _sorted_order(xm, largest)[..., :k]
+    idx = np.moveaxis(idx.astype(np.int64), -1, ax)
     return np.take_along_axis(x, idx, axis=ax), idx
+
+
+def _sorted_order(x: np.ndarray, largest: int) -> np.ndarray:
+    """Order along the last axis, descending if ``largest``; equal values keep the lower index."""
+    if not largest:
+        return np.argsort(x, axis=-1, kind="stable")
+    # descending with ties by lower index: stable ascending sort of the reversed axis, reversed
+    return x.shape[-1] - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1]
+
+
+def _top_k_partitioned(x: np.ndarray, k: int, largest: int) -> np.ndarray:
+    """The top-k order along the last axis without sorting it all: O(n) selection, then a sort
+    of the k chosen. Of the values equal to the k-th, the lowest indices are chosen."""
+    n = x.shape[-1]
+    pos = n - k if largest else k - 1
+    kth = np.partition(x, pos, axis=-1)[..., pos : pos + 1]
+    strict = x > kth if largest else x < kth
+    equal = x == kth
+    need = k - strict.sum(axis=-1, keepdims=True)
+    chosen = strict | (equal & (np.cumsum(equal, axis=-1) <= need))
+    candidates = np.nonzero(chosen)[-1].reshape(*x.shape[:-1], k)  # ascending index per row
+    order = _sorted_order(np.take_along_axis(x, candidates, axis=-1), largest)
+    return np.take_along_axis(candidates, order, axis=-1)
 
 
 @op("TopK", 1)
