@@ -248,12 +248,8 @@ def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, 
     if not 0 <= k <= n:
         raise ValueError(f"k = {k} is outside [0, {n}] for axis {ax} of shape {x.shape}")
     xm = np.moveaxis(x, ax, -1)
-    if (
-        0 < k
-        and 4 * k < n
-        and x.dtype.kind in "iuf"
-        and not (x.dtype.kind == "f" and np.isnan(x).any())
-    ):
+    has_nan = x.dtype.kind == "f" and bool(np.isnan(x).any())
+    if 0 < 4 * k < n and x.dtype.kind in "iuf" and not has_nan:
         idx = _top_k_partitioned(xm, k, largest)
     else:
         idx = _sorted_order(xm, largest)[..., :k]
