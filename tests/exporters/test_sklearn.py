@@ -641,6 +641,7 @@ def test_solve(transposed: int) -> None:
 
 # -- batches of one and of none ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "name",
     [
