@@ -11,16 +11,17 @@ LOOP_CONDITION_MODES = ("spec", "always")
 class SessionOptions:
     """How a session compiles its model.
 
-    - ``optimize_loops`` (default True): move loop-invariant work out of Loop and Scan bodies
-      and batch per-element Scan work over whole sequences. Results are the same; turn it off
-      to run bodies node by node exactly as written.
+    - ``optimize`` (default True): compute nodes whose inputs are all constants once, when the
+      session is created (never random draws); move loop-invariant work out of Loop and Scan
+      bodies; batch per-element Scan work over whole sequences. Results are the same; turn it
+      off to run every node, every time, exactly as written.
     - ``loop_condition`` (default ``"spec"``): with ``"spec"``, a Loop whose ``cond`` input is
       omitted ignores the condition its body computes, as the operator's table says. With
       ``"always"``, the body's condition stops the loop in every mode, as onnxruntime does and
       as onnxscript's translation of ``for ... break`` expects.
     """
 
-    optimize_loops: bool = True
+    optimize: bool = True
     loop_condition: str = "spec"
 
     def __post_init__(self) -> None:

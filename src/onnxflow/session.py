@@ -80,7 +80,7 @@ class InferenceSession:
         compiler = Compiler(
             functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
             value_types=_inferred_types(self.model),
-            optimize=self.options.optimize_loops,
+            optimize=self.options.optimize,
             loop_condition=self.options.loop_condition,
         )
         self.plan: Plan = compiler.compile_main(graph, opset_map(self.model.opset_import))

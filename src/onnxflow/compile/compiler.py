@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.defs
-from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
+from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
+from onnxflow.runtime.codegen import many
 from onnxflow.values import tensor_to_array
 
 
@@ -165,6 +166,7 @@ class _GraphBuilder:
         self.template: list[Any] = [None, None]
         self.constant_slots: set[int] = set()
         self.captures: list[str] = []
+        self.input_slots: set[int] = set()
         self.steps: list[tuple[Callable[..., Any], tuple[int, ...], Any]] = []
         self.infos: list[NodeInfo] = []
 
@@ -197,8 +199,7 @@ class _GraphBuilder:
     # -- build -------------------------------------------------------------------------------
     def build(self, opsets: dict[str, int]) -> Plan:
         inputs = [vi.name for vi in self.graph.input]
-        for name in inputs:
-            self._new_slot(name)
+        self.input_slots = {self._new_slot(name) for name in inputs}
         for init in self.graph.initializer:
             value = tensor_to_array(init, self.compiler.base_dir)
             value.flags.writeable = False  # shared by every run: never handed out writable
@@ -258,11 +259,46 @@ class _GraphBuilder:
                 f" cannot be compiled: {type(exc).__name__}: {exc}"
             ) from exc
         outs = self._define_outputs(node)
-        out: Any = outs if _multi_output(node, domain, opset) else outs[0]
+        multi = _multi_output(node, domain, opset)
+        if self._can_fold(kernel, node, ins) and self._fold(fn, ins, outs, multi):
+            return
+        out: Any = outs if multi else outs[0]
         self.steps.append((fn, tuple(ins), out))
         self.infos.append(
             NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
         )
+
+    def _can_fold(self, kernel: Kernel, node: NodeProto, ins: list[int]) -> bool:
+        """Whether the node reads only this graph's constants and may be computed now."""
+        return (
+            self.compiler.optimize
+            and kernel.pure
+            and not any(
+                a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute
+            )
+            and all(
+                s == NONE_SLOT or (s in self.constant_slots and s not in self.input_slots)
+                for s in ins
+            )
+        )
+
+    def _fold(
+        self, fn: Callable[..., Any], ins: list[int], outs: tuple[int, ...], multi: bool
+    ) -> bool:
+        """Compute a constant node at compile time; False leaves it (and its error) to run time."""
+        try:
+            with np.errstate(all="ignore"):
+                result = fn(*[self.template[s] for s in ins])
+        except Exception:
+            return False
+        values = many(result, len(outs)) if multi else (result,)
+        if any(isinstance(v, np.ndarray) and v.nbytes > FOLD_LIMIT_BYTES for v in values):
+            return False
+        for slot, value in zip(outs, values):
+            if slot != TRASH_SLOT:
+                self.template[slot] = _frozen(value)
+                self.constant_slots.add(slot)
+        return True
 
     def _expand_or_record(
         self, node: NodeProto, domain: str, opset: int, opsets: dict[str, int]
@@ -314,6 +350,20 @@ class _GraphBuilder:
             return local
         types = [self.compiler.value_types.get(name) if name else None for name in node.input]
         return schema_function(node, opset, types)
+
+
+#: A constant node whose output is larger than this is computed at run time instead.
+FOLD_LIMIT_BYTES = 256 * 2**20
+
+
+def _frozen(value: Any) -> Any:
+    """Mark arrays (also inside sequences) read-only: constants are shared by every run."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, list):
+        for v in value:
+            _frozen(v)
+    return value
 
 
 def _bind_plain(

@@ -287,7 +287,7 @@ def _identity_dropout(n_outputs: int, bool_mask: bool) -> Callable[..., Any]:
     return lambda data, *_: (data, np.ones(data.shape, data.dtype))
 
 
-@op("Dropout", 1, 6, build=True)
+@op("Dropout", 1, 6, build=True, pure=False)
 def dropout_1(
     node: NodeContext,
     *,
@@ -299,19 +299,19 @@ def dropout_1(
     return _identity_dropout(node.n_outputs, False)
 
 
-@op("Dropout", 7, build=True)
+@op("Dropout", 7, build=True, pure=False)
 def dropout_7(node: NodeContext, *, ratio: float = 0.5) -> Callable[..., Any]:
     """Inference: output = data, mask (of data's type) all ones."""
     return _identity_dropout(node.n_outputs, False)
 
 
-@op("Dropout", 10, build=True)
+@op("Dropout", 10, build=True, pure=False)
 def dropout_10(node: NodeContext, *, ratio: float = 0.5) -> Callable[..., Any]:
     """Inference: output = data, boolean mask all true."""
     return _identity_dropout(node.n_outputs, True)
 
 
-@op("Dropout", 12, 13, 22, build=True)
+@op("Dropout", 12, 13, 22, build=True, pure=False)
 def dropout(node: NodeContext, *, seed: int | None = None) -> Callable[..., Any]:
     """Identity unless ``training_mode`` is true; then zero a ``ratio`` of the elements and scale
     the rest by 1 / (1 - ratio). With ``seed`` the mask is that of NumPy's legacy generator

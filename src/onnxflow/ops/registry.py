@@ -43,6 +43,7 @@ class Kernel:
     fn: Callable[..., Any]
     build: bool = False
     passthrough: bool = False
+    pure: bool = True
 
 
 class RegistryError(OnnxflowError):
@@ -109,18 +110,22 @@ def op(
     domain: str = ONNX_DOMAIN,
     build: bool = False,
     passthrough: bool = False,
+    pure: bool = True,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the kernel of ``op_type`` for each given version.
 
     ``passthrough`` declares that the kernel returns its only input unchanged, so the compiled
-    plan may pass the value on without a call.
+    plan may pass the value on without a call. ``pure=False`` declares that the same inputs may
+    give different outputs (random draws): such a node is never computed ahead of time.
     """
     if not versions:
         raise RegistryError(f"@op({op_type!r}) names no since_version")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         for since in versions:
-            REGISTRY.add(Kernel(normalize_domain(domain), op_type, since, fn, build, passthrough))
+            REGISTRY.add(
+                Kernel(normalize_domain(domain), op_type, since, fn, build, passthrough, pure)
+            )
         return fn
 
     return register

@@ -21,19 +21,14 @@ from dataclasses import dataclass
 
 from onnx import AttributeProto, GraphProto, NodeProto, ValueInfoProto, helper
 
+from onnxflow.ops.registry import REGISTRY
+
 #: Ops that map each element of a sequence independently, with the ranks rule below.
 _ELEMENTWISE = frozenset(
     (
         *("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "Tanh", "Sigmoid", "Exp"),
         *("Log", "Neg", "Abs", "Sqrt", "Sin", "Cos", "Erf", "Reciprocal", "Softplus", "Floor"),
         *("Ceil", "Identity", "Cast", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater"),
-    )
-)
-#: Ops whose result may differ between runs: never moved.
-_NONDETERMINISTIC = frozenset(
-    (
-        *("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"),
-        *("Bernoulli", "Multinomial", "Dropout"),
     )
 )
 
@@ -89,7 +84,10 @@ def _classify(
     opset: int,
 ) -> int | None:
     """-1 for an invariant node, the output rank for a batchable node, None to keep it."""
-    if node.op_type in _NONDETERMINISTIC or node.domain not in ("", "ai.onnx"):
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    kernel = REGISTRY.lookup("", node.op_type, opset)
+    if kernel is None or not kernel.pure:  # random draws differ per iteration: never moved
         return None
     if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
         return None
