@@ -173,3 +173,35 @@ def test_profile_of_the_spec_rnn_is_a_valid_trace_with_one_event_per_iteration(
         assert scan["ts"] <= e["ts"] and e["ts"] + e["dur"] <= scan["ts"] + scan["dur"] + 1
     ops = {op: calls for op, _, calls in profiler.top_ops()}
     assert ops["MatMul"] == 14 and ops["Tanh"] == 7 and ops["Scan"] == 1
+
+
+def test_iteration_bound_applies_to_if_branches_inside_a_loop() -> None:
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["i"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", I64, [])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["i"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", I64, [])],
+    )
+    body = helper.make_graph(
+        [helper.make_node("If", ["c"], ["v"], then_branch=then, else_branch=other, name="branch")],
+        "body",
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("i", I64), ("c", B))],
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("c", B), ("v", I64))],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", ""], ["vs"], body=body, name="loop")],
+        "g",
+        [helper.make_tensor_value_info("M", I64, [])],
+        [helper.make_tensor_value_info("vs", I64, [None])],
+    )
+    trace = Trace(iterations=[2])
+    sess = onnxflow.InferenceSession(helper.make_model(graph))
+    sess.run(None, {"M": np.array(5, np.int64)}, observers=[trace])
+    assert sorted(trace.records) == [(("loop", 2),), (("loop", 2), ("branch", "then_branch"))]
+    assert trace.at("loop", 2, "branch", "then_branch")["t"] == -2

@@ -191,12 +191,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    saved = 0
+    skipped = []
     for name, value in values.items():
         if isinstance(value, np.ndarray):
             np.save(out_dir / f"{_safe(name)}.npy", value)
-            saved += 1
-    print(f"saved {saved} {what} to {out_dir}")
+        else:
+            skipped.append(name)
+    print(f"saved {len(values) - len(skipped)} {what} to {out_dir}")
+    if skipped:
+        print(f"not saved (sequences, maps, empty optionals are not tensors): {skipped}")
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -222,20 +225,26 @@ class Progress(Observer):
         self.stream, self.delay, self.width = stream, delay, width
         self.started = self.drawn = 0.0
         self.visible = False
+        self.position: tuple[str, int, int | None] | None = None
 
     def run_start(self) -> None:
         """Start the clock."""
         self.started = time.perf_counter()
 
     def scope_start(self, scope: tuple[Any, ...], total: int | None) -> None:
-        """Redraw at most ten times a second, once the run has lasted ``delay`` seconds."""
-        now = time.perf_counter()
-        if len(scope) != 1 or now - self.started < self.delay or now - self.drawn < 0.1:
+        """Remember the outermost loop's position; redraw at most ten times a second."""
+        if len(scope) != 1 or isinstance(scope[0][1], str):
             return
-        self.drawn, self.visible = now, True
         owner, key = scope[0]
-        done = 0 if isinstance(key, str) else key[1] if isinstance(key, tuple) else key
-        rate = f"{done / (now - self.started):,.0f} it/s"
+        self.position = (owner, key[1] if isinstance(key, tuple) else key, total)
+        now = time.perf_counter()
+        if now - self.started >= self.delay and now - self.drawn >= 0.1:
+            self._draw(now, *self.position)
+
+    def _draw(self, now: float, owner: str, done: int, total: int | None) -> None:
+        """Draw the bar: ``done`` iterations finished out of ``total`` (when known)."""
+        self.drawn, self.visible = now, True
+        rate = f"{done / max(now - self.started, 1e-9):,.0f} it/s"
         if total:
             filled = int(self.width * min(done / total, 1))
             bar = "#" * filled + "." * (self.width - filled)
@@ -245,7 +254,10 @@ class Progress(Observer):
         print(f"\r{line}", end="", file=self.stream, flush=True)
 
     def run_end(self) -> None:
-        """End the bar's line."""
+        """Draw the final count (every iteration started has finished) and end the line."""
+        if self.visible and self.position is not None:
+            owner, last, total = self.position
+            self._draw(time.perf_counter(), owner, last + 1, total)
         if self.visible:
             print(file=self.stream)
 

@@ -62,10 +62,11 @@ class Trace(Observer):
     def _wanted(self, scope: Scope) -> bool:
         if not scope:
             return self.main
-        owner, key = scope[-1]
-        if self.nodes is not None and owner not in self.nodes:
+        if self.nodes is not None and scope[-1][0] not in self.nodes:
             return False
-        return self.iterations is None or isinstance(key, str) or _index(key) in self.iterations
+        # the innermost loop iteration (If branches are keyed by name, not iteration)
+        keys = [key for _, key in scope if not isinstance(key, str)]
+        return self.iterations is None or not keys or _index(keys[-1]) in self.iterations
 
     def scope_inputs(self, scope: Scope, names: Sequence[str], values: Sequence[Any]) -> None:
         """Keep a body's formal inputs (iteration number, states, scan elements)."""
@@ -157,8 +158,9 @@ class Verbose(Observer):
                 print(f"{pad}  -> {name}: {summarize(value)}", file=self.stream)
                 if not self.flagged and _non_finite(value):
                     self.flagged = True
+                    how = "passed on by" if any(_non_finite(v) for v in inputs) else "from"
                     print(
-                        f"{pad}  !! first NaN/Inf: {name!r} from {info.op_type} "
+                        f"{pad}  !! first NaN/Inf: {name!r} {how} {info.op_type} "
                         f"{node_key(info)!r} at {_where(scope) or 'main graph'}",
                         file=self.stream,
                     )
@@ -174,10 +176,6 @@ class Profiler(Observer):
         self._t0 = time.perf_counter()
         self._open: list[float] = []
         self._children: list[float] = [0.0]
-
-    def run_start(self) -> None:
-        """Start the clock of a run."""
-        self._t0 = time.perf_counter()
 
     def node_start(self, scope, info, inputs) -> None:  # type: ignore[no-untyped-def]
         """Open a node's span."""

@@ -30,6 +30,7 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
             f"body has {len(body.output)} outputs, expected {node.n_outputs} (the node's)"
         )
     sub = node.subgraph(body)
+    names = [vi.name for vi in body.input]
     label = node.describe()
     key = node.key
 
@@ -58,6 +59,7 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                 elements = [x[t] if isinstance(x, list) else x for x in inputs]
                 if observation is not None:
                     observation.enter(key, t, count)
+                    observation.inputs(names, elements)
                 try:
                     values = body_run([*elements, *captured])
                 finally:
