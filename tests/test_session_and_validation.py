@@ -183,3 +183,26 @@ def test_model_local_function_with_attribute_reference_and_nested_call() -> None
     """)
     (y,) = onnxflow.InferenceSession(model).run(None, {"X": np.array([1, -1, 0], np.float32)})
     np.testing.assert_array_equal(y, [-2, 1, 0])
+
+
+def test_interpreted_plans_give_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphs over MAX_GENERATED_STEPS run on the interpreter: same outputs, same errors."""
+    from onnxflow.runtime import executor
+
+    model = parser.parse_model(ADD_MODEL)
+    feeds = {"X": np.array([[1, -2, 3]], np.float32), "Y": np.array([[1, 1, -5]], np.float32)}
+    generated = onnxflow.InferenceSession(model).run(None, feeds)
+    monkeypatch.setattr(executor, "MAX_GENERATED_STEPS", 0)
+    sess = onnxflow.InferenceSession(model)
+    for got, want in zip(sess.run(None, feeds), generated):
+        np.testing.assert_array_equal(got, want)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["A", "B"], ["C"], name="adder")],
+        "g",
+        [helper.make_tensor_value_info(n, F, None) for n in "AB"],
+        [helper.make_tensor_value_info("C", F, None)],
+    )
+    with pytest.raises(onnxflow.RuntimeFailure, match="Add 'adder'"):
+        onnxflow.InferenceSession(helper.make_model(graph)).run(
+            None, {"A": np.ones(2, np.float32), "B": np.ones(3, np.float32)}
+        )

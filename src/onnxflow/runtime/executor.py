@@ -72,7 +72,8 @@ def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None
             if out.__class__ is int:
                 frame[out] = result
             else:
-                _store_many(frame, out, result)
+                for slot, value in zip(out, many(result, len(out))):
+                    frame[slot] = value
             for slot in free:
                 frame[slot] = None
     except OnnxflowError:
@@ -121,12 +122,3 @@ def _failure(plan: Plan, index: int | None, exc: Exception) -> RuntimeFailure:
         f"{where(info.name, info.op_type, info.domain, info.opset)} in graph "
         f"{plan.graph_name!r} failed: {type(exc).__name__}: {exc}"
     )
-
-
-def _store_many(frame: list[Any], out: tuple[int, ...], result: Any) -> None:
-    if result.__class__ is not tuple:
-        result = (result,)
-    if len(result) < len(out):
-        result = result + (None,) * (len(out) - len(result))
-    for slot, value in zip(out, result):
-        frame[slot] = value
