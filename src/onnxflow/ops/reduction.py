@@ -131,10 +131,14 @@ def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
 
 
 def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    if len(axes) == x.ndim and x.dtype in _DOT_DTYPES and x.size:
-        flat = x.reshape(-1)  # a full reduction is a dot product: one BLAS call, no temporary
-        total = np.asarray(np.dot(flat, flat))
-        return total.reshape((1,) * x.ndim) if keep else total
+    if x.dtype in _DOT_DTYPES and x.size:
+        if len(axes) == x.ndim:
+            flat = x.reshape(-1)  # a full reduction is a dot product: one BLAS call, no temporary
+            total = np.asarray(np.dot(flat, flat))
+            return total.reshape((1,) * x.ndim) if keep else total
+        if axes == (x.ndim - 1,):  # rows of squared distances: no temporary either
+            rows = np.einsum("...i,...i->...", x, x)
+            return rows[..., None] if keep else rows
     w = _work(x)
     return np.add.reduce(w * w, axis=axes, dtype=w.dtype, keepdims=keep)
 
