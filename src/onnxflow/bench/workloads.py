@@ -232,6 +232,24 @@ def gpr(quick: bool) -> Workload:
     )
 
 
+def forest(quick: bool) -> Workload:
+    """skl2onnx RandomForestRegressor, 100 trees of depth 10 (TreeEnsembleRegressor)."""
+    skl2onnx = _sklearn()
+    from sklearn.ensemble import RandomForestRegressor
+
+    n_trees, n_rows, d = (10, 1_000, 8) if quick else (100, 10_000, 8)
+    rng = np.random.default_rng(SEED)
+    x = rng.random((2_000, d)).astype(np.float32)
+    est = RandomForestRegressor(n_trees, max_depth=10, random_state=SEED).fit(
+        x, np.sin(x @ np.ones(d))
+    )
+    onx = skl2onnx.to_onnx(est, x[:1], target_opset={"": 18, "ai.onnx.ml": 3})
+    rows = rng.random((n_rows, d)).astype(np.float32)
+    return Workload(
+        "forest", f"{n_trees} trees depth 10, {n_rows} rows", onx, {onx.graph.input[0].name: rows}
+    )
+
+
 def light_model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A ``light`` model of the onnx package and a normal random input of its declared shape."""
     model = onnx.load(LIGHT_MODELS / f"light_{name}.onnx")
@@ -276,6 +294,7 @@ TIMED: dict[str, Callable[[bool], Workload]] = {
         loop_count_large,
         knn,
         gpr,
+        forest,
         resnet50,
         squeezenet,
     )
