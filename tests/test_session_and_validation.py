@@ -206,3 +206,19 @@ def test_interpreted_plans_give_the_same_results(monkeypatch: pytest.MonkeyPatch
         onnxflow.InferenceSession(helper.make_model(graph)).run(
             None, {"A": np.ones(2, np.float32), "B": np.ones(3, np.float32)}
         )
+
+
+def test_runs_that_keep_overridable_initializers_use_them_as_constants() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["B"], ["nb"]), helper.make_node("Add", ["X", "nb"], ["Y"])],
+        "g",
+        [helper.make_tensor_value_info("X", F, [2]), helper.make_tensor_value_info("B", F, [2])],
+        [helper.make_tensor_value_info("Y", F, [2])],
+        [numpy_helper.from_array(np.array([10, 20], np.float32), "B")],
+    )
+    sess = onnxflow.InferenceSession(helper.make_model(graph))
+    assert [i.op_type for i in sess._default_plan.infos] == ["Add"]  # Neg(B) folded
+    assert [i.op_type for i in sess.plan.infos] == ["Neg", "Add"]
+    x = np.array([1, 2], np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"X": x})[0], [-9, -18])
+    np.testing.assert_array_equal(sess.run(None, {"X": x, "B": x})[0], [0, 0])

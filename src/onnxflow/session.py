@@ -77,22 +77,36 @@ class InferenceSession:
         self._inputs = [NodeArg.from_value_info(vi) for vi in graph.input]
         self._feedable = [a for a in self._inputs if a.name not in initialized]
         self._outputs = [NodeArg.from_value_info(vi) for vi in graph.output]
-        compiler = Compiler(
-            functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
-            value_types=_inferred_types(self.model),
-            optimize=self.options.optimize,
-            loop_condition=self.options.loop_condition,
-        )
-        self.plan: Plan = compiler.compile_main(graph, opset_map(self.model.opset_import))
-        for value in self.plan.template:
+        types = _inferred_types(self.model)
+        self.plan: Plan = self._compiler(types).compile_main(graph, self._opsets())
+        # Old models list their initializers as graph inputs, so a feed may override them. Runs
+        # that do not use a plan in which they, and what they feed, are constants.
+        self._default_plan: Plan | None = None
+        if self.options.optimize and initialized & {a.name for a in self._inputs}:
+            self._default_plan = self._compiler(types).compile_main(
+                graph, self._opsets(), fixed_initializers=True
+            )
+        templates = [*self.plan.template, *(self._default_plan or self.plan).template]
+        for value in templates:
             _freeze(value)
-        self._constant_roots = _roots(self.plan.template)
+        self._constant_roots = _roots(templates)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
         self._defaults = {
             name: self.plan.template[slot]
             for name, slot in zip(self.plan.input_names, self.plan.arg_slots)
             if name in initialized
         }
+
+    def _compiler(self, types: dict[str, TypeProto]) -> Compiler:
+        return Compiler(
+            functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
+            value_types=types,
+            optimize=self.options.optimize,
+            loop_condition=self.options.loop_condition,
+        )
+
+    def _opsets(self) -> dict[str, int]:
+        return opset_map(self.model.opset_import)
 
     # -- onnxruntime-compatible metadata -------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -151,8 +165,11 @@ class InferenceSession:
         indices = self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
         watchers = list(observers) + [Verbose()] * bool(verbose)
-        collector = _MainValues(self.plan) if intermediate else None
-        results = self._execute(args, run_options, watchers + [collector] * bool(collector))
+        plan = self.plan
+        if self._default_plan is not None and not any(n in input_feed for n in self._defaults):
+            plan = self._default_plan
+        collector = _MainValues(plan) if intermediate else None
+        results = self._execute(plan, args, run_options, watchers + [collector] * bool(collector))
         protected = _roots(input_feed.values()) | self._constant_roots
         returned: set[int] = set()
         if collector is not None:
@@ -160,13 +177,15 @@ class InferenceSession:
             return {k: _detach(v, protected, returned) for k, v in values.items()}
         return [_detach(results[i], protected, returned) for i in indices]
 
-    def _execute(self, args: list[Any], options: Any, watchers: list[Observer]) -> list[Any]:
+    def _execute(
+        self, plan: Plan, args: list[Any], options: Any, watchers: list[Observer]
+    ) -> list[Any]:
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:
             w.run_start()
         try:
-            return self.plan.run(args)
+            return plan.run(args)
         finally:
             for w in watchers:
                 w.run_end()

@@ -141,9 +141,17 @@ class Compiler:
     loop_condition: str = "spec"
     missing: list[tuple[str, str, int]] = field(default_factory=list)
 
-    def compile_main(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:
-        """Compile the main graph; raise UnsupportedOperatorError listing every missing op."""
-        plan = _GraphBuilder(self, graph, None).build(opsets)
+    def compile_main(
+        self, graph: GraphProto, opsets: dict[str, int], fixed_initializers: bool = False
+    ) -> Plan:
+        """Compile the main graph; raise UnsupportedOperatorError listing every missing op.
+
+        With ``fixed_initializers``, graph inputs that have an initializer count as constants
+        (for runs that do not override them), so what depends on them only can be folded.
+        """
+        builder = _GraphBuilder(self, graph, None)
+        builder.fixed_initializers = fixed_initializers
+        plan = builder.build(opsets)
         if self.missing:
             unique = sorted(set(self.missing))
             listed = ", ".join(f"{where('', op, dom, ver)}" for dom, op, ver in unique)
@@ -167,6 +175,7 @@ class _GraphBuilder:
         self.constant_slots: set[int] = set()
         self.captures: list[str] = []
         self.input_slots: set[int] = set()
+        self.fixed_initializers = False
         self.steps: list[tuple[Callable[..., Any], tuple[int, ...], Any]] = []
         self.infos: list[NodeInfo] = []
 
@@ -208,6 +217,8 @@ class _GraphBuilder:
                 slot = self._new_slot(init.name, value)
             self.template[slot] = value
             self.constant_slots.add(slot)
+        if self.fixed_initializers:
+            self.input_slots -= self.constant_slots
         for init in self.graph.sparse_initializer:
             value = _sparse_to_dense(init)
             value.flags.writeable = False
