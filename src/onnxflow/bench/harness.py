@@ -4,7 +4,9 @@ Per workload: each engine builds its session (not timed) and runs once (a warm-u
 are checked: onnxflow's against onnxruntime's, else against onnx.reference's). Each engine then
 gets a number of calls per sample so that one sample lasts about ``target`` seconds, and the
 repeats interleave the engines: every repeat takes one sample of each, in rotating order. The
-reported time is the median per-call time of an engine's samples. onnx.reference is slow, so it
+reported time is the median per-call time of an engine's samples. After each onnxruntime
+sample the harness pauses (``COOL_DOWN``) so that its spinning thread pool does not slow the
+next engine's sample. onnx.reference is slow, so it
 takes at most ``REF_CAP`` samples, and on the big workloads a single run with no warm-up.
 """
 
@@ -145,7 +147,15 @@ def _interleave(
         for engine in names[shift:] + names[:shift]:
             if len(samples[engine]) < caps[engine]:
                 samples[engine].append(_sample(runners[engine], feeds, calls[engine]))
+                if engine == "onnxruntime":
+                    time.sleep(COOL_DOWN)
     return samples
+
+
+#: Seconds to wait after an onnxruntime sample. Its thread pool keeps spinning for a while after
+#: a run (its default), and those spinning threads halve the BLAS throughput of whatever runs
+#: next on a 2-core machine; the pause keeps one engine's idle threads out of another's time.
+COOL_DOWN = 0.2
 
 
 def _first_runs(

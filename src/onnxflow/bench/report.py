@@ -89,8 +89,9 @@ def render(report: Report) -> str:
         f"Times are medians of per-call times over {report.repeats} interleaved repeats (each "
         "repeat samples every engine once, in rotating order; a sample averages enough calls "
         f"to last about {'10 ms' if report.quick else '0.1 s'}); onnx.reference takes at most "
-        f"{REF_CAP} samples. flow/ort and ref/flow are ratios of medians. match: onnxflow's "
-        "outputs allclose to onnxruntime's.",
+        f"{REF_CAP} samples. After each onnxruntime sample the harness pauses 0.2 s, so its "
+        "thread pool's default spinning does not slow the next engine. flow/ort and ref/flow "
+        "are ratios of medians. match: onnxflow's outputs allclose to onnxruntime's.",
     ]
     lin = linearity(report.rows)
     if lin:
