@@ -86,9 +86,8 @@ class InferenceSession:
             self._default_plan = self._compiler(types).compile_main(
                 graph, self._opsets(), fixed_initializers=True
             )
+        # the compiler made every stored constant read-only; outputs sharing them are copied
         templates = [*self.plan.template, *(self._default_plan or self.plan).template]
-        for value in templates:
-            _freeze(value)
         self._constant_roots = _roots(templates)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
         self._defaults = {
@@ -392,15 +391,6 @@ def _roots(values: Any) -> set[int]:
         elif isinstance(v, dict):
             ids |= _roots(v.values())
     return ids
-
-
-def _freeze(value: Any) -> None:
-    """Make a stored constant read-only, so no kernel or caller can change it between runs."""
-    if isinstance(value, np.ndarray):
-        value.flags.writeable = False
-    elif isinstance(value, list):
-        for v in value:
-            _freeze(v)
 
 
 def _read_only(value: Any) -> Any:
