@@ -33,7 +33,6 @@ class Subgraph:
 
     plan: Plan
     positions: tuple[int, ...]
-    graph: GraphProto
 
     def bind(self, captured: tuple[Any, ...] | list[Any]) -> list[Any]:
         """Pick this subgraph's captured values out of the owning node's captured values."""
@@ -126,7 +125,7 @@ class NodeContext:
             if name not in self.captures:
                 self.captures.append(name)
             positions.append(self.captures.index(name))
-        return Subgraph(plan, tuple(positions), graph)
+        return Subgraph(plan, tuple(positions))
 
 
 @dataclass

@@ -38,7 +38,7 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     """
     observation = current_observation()
     if observation is not None and observation.node_events:
-        return lambda args: interpret_observed(plan, args, options, observation)
+        return lambda args: interpret(plan, args, options, observation)
     if len(plan.steps) > MAX_GENERATED_STEPS:
         return lambda args: interpret(plan, args, options)
     checked = options is not None
@@ -58,8 +58,13 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     return call
 
 
-def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None) -> list[Any]:
-    """Run ``plan`` step by step on a frame list."""
+def interpret(
+    plan: Plan,
+    args: Sequence[Any],
+    options: Any = None,
+    observation: Observation | None = None,
+) -> list[Any]:
+    """Run ``plan`` step by step on a frame list, telling ``observation`` about every node."""
     frame = list(plan.template)
     for slot, value in zip(plan.arg_slots, args):
         frame[slot] = value
@@ -68,45 +73,22 @@ def interpret(plan: Plan, args: list[Any] | tuple[Any, ...], options: Any = None
         for index, (fn, ins, out, free) in enumerate(plan.steps):
             if options is not None:
                 check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
-            result = fn(*[frame[i] for i in ins])
-            if out.__class__ is int:
-                frame[out] = result
-            else:
-                for slot, value in zip(out, many(result, len(out))):
-                    frame[slot] = value
-            for slot in free:
-                frame[slot] = None
-    except OnnxflowError:
-        raise
-    except Exception as exc:
-        raise _failure(plan, index, exc) from exc
-    return [frame[i] for i in plan.output_slots]
-
-
-def interpret_observed(
-    plan: Plan, args: Sequence[Any], options: Any, observation: Observation
-) -> list[Any]:
-    """Run ``plan`` step by step, telling ``observation``'s observers about every node."""
-    frame = list(plan.template)
-    for slot, value in zip(plan.arg_slots, args):
-        frame[slot] = value
-    observers, index = observation.observers, 0
-    try:
-        for index, (fn, ins, out, _) in enumerate(plan.steps):
-            if options is not None:
-                check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
-            info, inputs = plan.infos[index], [frame[i] for i in ins]
-            for o in observers:
-                o.node_start(observation.scope, info, inputs)
+            inputs = [frame[i] for i in ins]
+            if observation is not None:
+                for o in observation.observers:
+                    o.node_start(observation.scope, plan.infos[index], inputs)
             start = time.perf_counter()
             result = fn(*inputs)
             seconds = time.perf_counter() - start
             slots = (out,) if out.__class__ is int else out
-            outputs = [result] if out.__class__ is int else list(many(result, len(out)))
+            outputs = (result,) if out.__class__ is int else many(result, len(out))
             for slot, value in zip(slots, outputs):
                 frame[slot] = value
-            for o in observers:
-                o.node_end(observation.scope, info, inputs, outputs, seconds)
+            if observation is not None:
+                for o in observation.observers:
+                    o.node_end(observation.scope, plan.infos[index], inputs, outputs, seconds)
+            for slot in free:
+                frame[slot] = None
     except OnnxflowError:
         raise
     except Exception as exc:

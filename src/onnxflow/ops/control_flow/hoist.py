@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from onnx import AttributeProto, GraphProto, NodeProto, ValueInfoProto, helper
+from onnx import AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProto, helper
 
 from onnxflow.ops.registry import REGISTRY
 
@@ -138,12 +138,12 @@ def _rewrite(
     pre = helper.make_graph(
         moved,
         f"{body.name}.pre",
-        [_untyped(vi) for vi in elements],
-        [helper.make_value_info(n, _empty_type()) for n in (*inv_out, *bat_out)],
+        [_untyped(vi.name) for vi in elements],
+        [_untyped(n) for n in (*inv_out, *bat_out)],
         [inits[n] for n in sorted(pre_reads) if n in inits],
     )
     new_inputs = [*body.input]
-    new_inputs += [helper.make_value_info(n, _empty_type()) for n in (*bat_out, *inv_out)]
+    new_inputs += [_untyped(n) for n in (*bat_out, *inv_out)]
     rest = helper.make_graph(
         kept,
         body.name,
@@ -166,11 +166,6 @@ def _subgraph_reads(nodes: list[NodeProto]) -> set[str]:
     return reads
 
 
-def _untyped(vi: ValueInfoProto) -> ValueInfoProto:
-    return helper.make_value_info(vi.name, _empty_type())
-
-
-def _empty_type():  # type: ignore[no-untyped-def]
-    from onnx import TypeProto
-
-    return TypeProto()
+def _untyped(name: str) -> ValueInfoProto:
+    """A value info with no type: the split graphs are compiled, never type-checked."""
+    return helper.make_value_info(name, TypeProto())

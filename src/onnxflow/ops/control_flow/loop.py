@@ -37,6 +37,7 @@ from onnxflow.ops.registry import op
 from onnxflow.runtime.context import current_run_options
 
 _TRUE = np.array(True)
+_TRUE.flags.writeable = False  # one shared value passed to every iteration
 
 
 @op("Loop", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
