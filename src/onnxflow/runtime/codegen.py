@@ -45,54 +45,78 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
 
     The function takes ``(args)``, or ``(args, options)`` when ``checked``.
     """
-
-    def _cancel(step: int) -> None:
-        info = plan.infos[step]
-        raise CancelledError(
-            f"run terminated by RunOptions.terminate in graph {plan.graph_name!r} before "
-            f"{info.op_type} {info.name!r}"
-        )
-
-    namespace: dict[str, Any] = {"_many": many, "_cancel": _cancel}
-    assigned = set(plan.arg_slots)
-
-    def ref(slot: int) -> str:
-        if slot == NONE_SLOT:
-            return "None"
-        if slot in plan.constant_slots and slot not in assigned:
-            namespace[f"c{slot}"] = plan.template[slot]
-            return f"c{slot}"
-        return f"v{slot}"
-
-    def target(slot: int) -> str:
-        return "_" if slot == TRASH_SLOT else f"v{slot}"
-
+    emitter = Emitter(plan, checked)
     params = "args, options" if checked else "args"
     lines = [f"def run({params}):"]
     if plan.arg_slots:
         lines.append(f"    ({', '.join(f'v{s}' for s in plan.arg_slots)},) = args")
-    line_to_step: dict[int, int] = {}
-    for i, (fn, ins, out, free) in enumerate(plan.steps):
-        namespace[f"f{i}"] = fn
-        call = f"f{i}({', '.join(ref(s) for s in ins)})"
-        if fn is passthrough:
-            call = ref(ins[0])
-        if checked:
-            lines.append(f"    if options.terminate: _cancel({i})")
-        if out.__class__ is int:
-            lines.append(f"    {target(out)} = {call}")
-        else:
-            targets = ", ".join(target(s) for s in out)
-            lines.append(f"    ({targets},) = _many({call}, {len(out)})")
-        line_to_step[len(lines)] = i
-        assigned.update((out,) if out.__class__ is int else out)
-        dead = [f"v{s}" for s in free if s in assigned and s != TRASH_SLOT]
-        if dead:
-            lines.append(f"    del {', '.join(dead)}")
-    lines.append(f"    return [{', '.join(ref(s) for s in plan.output_slots)}]")
-    filename = f"<onnxflow plan {plan.graph_name!r} #{next(_ids)}>"
-    exec(compile("\n".join(lines), filename, "exec"), namespace)
-    return namespace["run"], line_to_step
+    emitter.steps(lines, "    ")
+    lines.append(f"    return [{', '.join(emitter.ref(s) for s in plan.output_slots)}]")
+    return emitter.build(lines, "run"), emitter.line_to_step
+
+
+class Emitter:
+    """Writes a plan's steps as Python source lines, each slot a local ``v<slot>``.
+
+    Constants become globals ``c<slot>`` of the generated code and kernels ``f<step>``; the
+    namespace also holds ``_many`` and ``_cancel(step)``. ``line_to_step`` maps a source line
+    (1-based, as in tracebacks) to the step it calls.
+    """
+
+    def __init__(self, plan: Plan, checked: bool) -> None:
+        self.plan = plan
+        self.checked = checked
+        self.namespace: dict[str, Any] = {"_many": many, "_cancel": self._cancel}
+        self.assigned = set(plan.arg_slots)
+        self.line_to_step: dict[int, int] = {}
+
+    def _cancel(self, step: int) -> None:
+        info = self.plan.infos[step]
+        raise CancelledError(
+            f"run terminated by RunOptions.terminate in graph {self.plan.graph_name!r} before "
+            f"{info.op_type} {info.name!r}"
+        )
+
+    def ref(self, slot: int) -> str:
+        """The expression reading ``slot``: None, a constant's global, or a local."""
+        if slot == NONE_SLOT:
+            return "None"
+        if slot in self.plan.constant_slots and slot not in self.assigned:
+            self.namespace[f"c{slot}"] = self.plan.template[slot]
+            return f"c{slot}"
+        return f"v{slot}"
+
+    def steps(self, lines: list[str], indent: str, keep: frozenset[int] = frozenset()) -> None:
+        """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``."""
+        for i, (fn, ins, out, free) in enumerate(self.plan.steps):
+            self.namespace[f"f{i}"] = fn
+            call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
+            if fn is passthrough:
+                call = self.ref(ins[0])
+            if self.checked:
+                lines.append(f"{indent}if options.terminate: _cancel({i})")
+            if out.__class__ is int:
+                lines.append(f"{indent}{_target(out)} = {call}")
+            else:
+                targets = ", ".join(_target(s) for s in out)
+                lines.append(f"{indent}({targets},) = _many({call}, {len(out)})")
+            self.line_to_step[len(lines)] = i
+            self.assigned.update((out,) if out.__class__ is int else out)
+            dead = [
+                f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
+            ]
+            if dead:
+                lines.append(f"{indent}del {', '.join(dead)}")
+
+    def build(self, lines: list[str], name: str) -> Callable[..., Any]:
+        """Compile ``lines`` and return the function ``name`` they define."""
+        filename = f"<onnxflow plan {self.plan.graph_name!r} #{next(_ids)}>"
+        exec(compile("\n".join(lines), filename, "exec"), self.namespace)
+        return self.namespace[name]
+
+
+def _target(slot: int) -> str:
+    return "_" if slot == TRASH_SLOT else f"v{slot}"
 
 
 def failing_step(exc: BaseException, runner: Runner, line_to_step: dict[int, int]) -> int | None:

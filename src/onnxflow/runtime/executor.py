@@ -53,7 +53,7 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
         except OnnxflowError:
             raise
         except Exception as exc:
-            raise _failure(plan, failing_step(exc, fn, lines), exc) from exc
+            raise step_failure(plan, failing_step(exc, fn, lines), exc) from exc
 
     return call
 
@@ -92,11 +92,12 @@ def interpret(
     except OnnxflowError:
         raise
     except Exception as exc:
-        raise _failure(plan, index, exc) from exc
+        raise step_failure(plan, index, exc) from exc
     return [frame[i] for i in plan.output_slots]
 
 
-def _failure(plan: Plan, index: int | None, exc: Exception) -> RuntimeFailure:
+def step_failure(plan: Plan, index: int | None, exc: Exception) -> RuntimeFailure:
+    """The error saying that step ``index`` of ``plan`` (None: some step) raised ``exc``."""
     if index is None:
         return RuntimeFailure(f"graph {plan.graph_name!r} failed: {type(exc).__name__}: {exc}")
     info = plan.infos[index]

@@ -13,7 +13,13 @@ from typing import Any
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.errors import OnnxflowError
+from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error
+from onnxflow.ops.control_flow.driver import Driver, Layout, generate_driver, iteration_of
 from onnxflow.ops.control_flow.hoist import split_body
+from onnxflow.runtime.codegen import failing_step
+from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.executor import MAX_GENERATED_STEPS, step_failure
 from onnxflow.runtime.observe import Observation, current_observation
 
 Step = Callable[[int, list[Any]], list[Any]]
@@ -22,9 +28,20 @@ Step = Callable[[int, list[Any]], list[Any]]
 class LoopBody:
     """Runs one iteration given its index and leading inputs (states, elements...)."""
 
-    def __init__(self, node: NodeContext, graph: GraphProto, element_inputs: Sequence[str]) -> None:
+    def __init__(
+        self,
+        node: NodeContext,
+        graph: GraphProto,
+        element_inputs: Sequence[str],
+        *,
+        counter: bool = False,
+    ) -> None:
+        """``counter``: the body starts with Loop's (iteration number, condition) inputs."""
         self.graph = graph
         self.key = node.key
+        self.label = node.describe()
+        self._drivers: dict[tuple[bool, bool], tuple[Driver, dict[int, int]]] = {}
+        head = 2 if counter else len(element_inputs)
         split = None
         if node.optimize:
             split = split_body(
@@ -39,6 +56,61 @@ class LoopBody:
             self.sub = node.subgraph(split.body)
             self.plain = node.subgraph(graph)  # observed runs show every node of every iteration
             self.n_invariants = len(split.invariants)
+        n_rows = 0 if split is None else len(split.batched)
+        self.layout = Layout(counter, len(graph.input) - head, len(element_inputs) + n_rows)
+
+    def fused(self) -> bool:
+        """Whether :meth:`drive` can run this loop now (not observed, body not too large)."""
+        return current_observation() is None and len(self.sub.plan.steps) <= MAX_GENERATED_STEPS
+
+    def drive(
+        self,
+        captured: Sequence[Any],
+        sequences: Sequence[Any],
+        states: list[Any],
+        stop: int,
+        sinks: Sequence[Callable[[Any], None]],
+        *,
+        use_cond: bool = False,
+    ) -> tuple[int, list[Any]]:
+        """Run iterations ``0..stop-1`` as one generated loop; return (iterations run, states).
+
+        Call it only when :meth:`fused` and at least one iteration will run. ``sinks`` receive
+        each scan output value; with ``use_cond`` the loop also stops when the body's condition
+        is false. Errors name this loop and the iteration.
+        """
+        options = current_run_options()
+        key = (options is not None, use_cond)
+        made = self._drivers.get(key)
+        if made is None:
+            made = self._drivers[key] = generate_driver(
+                self.sub.plan, self.layout, checked=key[0], use_cond=use_cond, label=self.label
+            )
+        fn, lines = made
+        try:
+            seqs, tail = self._bind(captured, sequences)
+        except BODY_ERRORS as exc:
+            raise iteration_error(self.label, 0, exc) from exc
+        try:
+            return fn(0, stop, states, seqs, tail, sinks, options)
+        except Exception as exc:
+            at = iteration_of(exc, fn)
+            if isinstance(exc, BODY_ERRORS):
+                raise iteration_error(self.label, at or 0, exc) from exc
+            step = failing_step(exc, fn, lines)
+            if at is None or step is None or isinstance(exc, OnnxflowError):
+                raise  # the loop's own errors (a scan output changing shape...) say what failed
+            failure = step_failure(self.sub.plan, step, exc)
+            raise iteration_error(self.label, at, failure) from exc
+
+    def _bind(self, captured: Sequence[Any], sequences: Sequence[Any]) -> tuple[list, list]:
+        """The driver's per-iteration sequences and fixed values; runs the pre-plan."""
+        caps = self.sub.bind(captured)
+        if self.pre is None:
+            return list(sequences), caps
+        pre_out = self.pre.runner()([*sequences, *self.pre.bind(captured)])
+        rows = pre_out[self.n_invariants :]
+        return [*sequences, *rows], [*pre_out[: self.n_invariants], *caps]
 
     def start(
         self,
@@ -60,12 +132,8 @@ class LoopBody:
 
     def _fast(self, captured: Sequence[Any], sequences: Sequence[Any]) -> Step:
         run = self.sub.runner()
-        caps = self.sub.bind(captured)
-        if self.pre is None:
-            return lambda t, head: run(head + caps)
-        pre_out = self.pre.runner()([*sequences, *self.pre.bind(captured)])
-        tail = [*pre_out[: self.n_invariants], *caps]
-        rows = pre_out[self.n_invariants :]
+        seqs, tail = self._bind(captured, sequences)
+        rows = seqs[len(sequences) :]
         if not rows:
             return lambda t, head: run(head + tail)
         return lambda t, head: run([*head, *(r[t] for r in rows), *tail])

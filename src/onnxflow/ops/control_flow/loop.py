@@ -15,6 +15,7 @@ given and each scan output is empty, with the rank and dtype the body declares.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,13 @@ from onnxflow.ops.control_flow.common import (
 )
 from onnxflow.ops.registry import op
 from onnxflow.runtime.context import current_run_options
+
+#: The stop of a loop with no trip count: it ends by its condition (or runs forever).
+_FOREVER = sys.maxsize
+
+#: Scan outputs of a Loop with at most this many iterations are written into one buffer
+#: allocated after the first iteration (a larger M may be cancelled long before its end).
+_PREALLOCATE = 1 << 20
 
 _TRUE = np.array(True)
 _TRUE.flags.writeable = False  # one shared value passed to every iteration
@@ -62,7 +70,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
             f"node has {node.n_outputs} outputs, expected at most {n_states} loop-carried + "
             f"{n_scans} scan outputs = {n_states + n_scans}"
         )
-    compiled = LoopBody(node, body, [])
+    compiled = LoopBody(node, body, [], counter=True)
     scan_decls = list(body.output)[1 + n_states :]
     label = node.describe()
     honour_body_cond = node.loop_condition == "always"
@@ -75,6 +83,13 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         keep_going = True if cond is None else as_bool(cond, f"{label}: condition")
         use_cond = cond is not None or honour_body_cond
         scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
+        if keep_going and (trips is None or trips > 0) and compiled.fused():
+            if trips is not None and trips <= _PREALLOCATE and not use_cond:  # stack in place
+                scans = [Stacker(s.what, trips) for s in scans]
+            stop = _FOREVER if trips is None else trips
+            sinks = [s.add for s in scans]
+            _, states = compiled.drive(captured, (), states, stop, sinks, use_cond=use_cond)
+            return (*states, *(s.result(d) for s, d in zip(scans, scan_decls)))
         options = current_run_options()
         step = None
         i = 0

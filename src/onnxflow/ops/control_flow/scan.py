@@ -64,6 +64,9 @@ def _iterate(
     """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
     if length == 0:
         return states
+    if body.fused():
+        sinks = [s.add for s in scans]
+        return body.drive(captured, sequences, states, length, sinks)[1]
     n = len(states)
     options = current_run_options()
     t = 0
