@@ -134,7 +134,9 @@ def test_observed_runs_show_work_that_optimised_runs_hoist() -> None:
     trace = Trace(nodes=["rnn"])
     observed = sess.run(None, feeds, observers=[trace])
     plain = sess.run(None, feeds)
-    np.testing.assert_allclose(observed[0], plain[0], rtol=1e-6)
+    # Batched, the projection is one BLAS product over all steps' rows, row by row when observed:
+    # BLAS blocks the two differently, so float32 results may differ in the last bits.
+    np.testing.assert_allclose(observed[0], plain[0], rtol=1e-5, atol=1e-7)
     w = {t.name: numpy_helper.to_array(t) for t in sess.model.graph.initializer}
     for t in range(4):  # the input projection X_t . Wi^T, batched in optimised runs
         np.testing.assert_allclose(trace.at("rnn", t)["t1"], x[t] @ w["WiT"], rtol=1e-6)

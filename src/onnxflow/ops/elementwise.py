@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,11 +27,30 @@ Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 # -- registration helpers ---------------------------------------------------------------------
+def _array_out_supported() -> bool:
+    """Whether ufuncs take ``out=...`` (NumPy >= 2.3): an array result even for 0-d inputs."""
+    try:
+        return np.add(np.zeros(()), np.zeros(()), out=...).__class__ is np.ndarray
+    except TypeError:
+        return False
+
+
+#: With it, a ufunc kernel returns arrays without a second call to np.asarray: 0-d arithmetic, as
+#: in a Loop's counters, costs 0.30 instead of 0.47 us a node.
+ARRAY_OUT = _array_out_supported()
+
+
 def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int) -> None:
     """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs."""
+    if ARRAY_OUT and isinstance(fn, np.ufunc):
 
-    def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
-        return np.asarray(fn(x))
+        def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+            return fn(x, out=...)  # type: ignore[call-overload]
+
+    else:
+
+        def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+            return np.asarray(fn(x))
 
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {getattr(fn, '__name__', op_type)}(x) elementwise, in x's dtype."
@@ -42,6 +62,16 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b))
+
+    if ARRAY_OUT and isinstance(fn, np.ufunc):
+
+        def build(node: Any) -> Binary:
+            return _widening(fn)  # type: ignore[arg-type]
+
+        build.__name__ = build.__qualname__ = op_type
+        build.__doc__ = f"Return {fn.__name__}(a, b) with NumPy-style broadcasting."
+        op(op_type, *versions, build=True)(build)
+        versions = ()
 
     def legacy_kernel(
         a: np.ndarray,
@@ -60,7 +90,57 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
     legacy_kernel.__doc__ = f"Return {name}(a, b), B broadcast onto A by the legacy rules."
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
-    op(op_type, *versions)(kernel)
+    if versions:
+        op(op_type, *versions)(kernel)
+
+
+#: Broadcast operands of outputs up to this many elements may be kept widened (see _widening).
+WIDEN_LIMIT = 4096
+
+
+def _widening(ufunc: np.ufunc) -> Binary:
+    """A binary kernel for one node that remembers its broadcast operand, widened.
+
+    NumPy's broadcasting costs about 0.5 us a call on top of the arithmetic: a bias of shape
+    (128,) added to a (1, 128) state takes 0.82 us, against 0.32 us for equal shapes. When the
+    same array object comes back as the narrower operand for the same other shape (a constant,
+    or a value fixed across a loop's iterations) the kernel keeps it broadcast to the full shape
+    and, from then on, combines equal shapes. Values are never written in place, so the same
+    object holds the same data; small outputs only, so the kept copy stays small.
+    """
+    memo: list[Any] = [None]  # (narrow side, its array, the other's shape, widened or None)
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.shape == b.shape:
+            return ufunc(a, b, out=...)  # type: ignore[call-overload]
+        kept = memo[0]
+        if kept is not None and kept[3] is not None:
+            side, narrow, other, wide = kept
+            if side and b is narrow and a.shape == other:
+                return ufunc(a, wide, out=...)  # type: ignore[call-overload]
+            if not side and a is narrow and b.shape == other:
+                return ufunc(wide, b, out=...)  # type: ignore[call-overload]
+        y = ufunc(a, b, out=...)  # type: ignore[call-overload]
+        if y.size <= WIDEN_LIMIT:
+            memo[0] = _remember(kept, a, b, y.shape)
+        return y
+
+    return kernel
+
+
+def _remember(kept: Any, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Any:
+    """The next memo: widen on the second sighting of the same narrow operand, else note it."""
+    if a.shape == shape:
+        side, narrow, other = 1, b, a.shape
+    elif b.shape == shape:
+        side, narrow, other = 0, a, b.shape
+    else:
+        return None  # both operands broadcast: nothing to keep
+    if kept is not None and kept[0] == side and kept[1] is narrow and kept[2] == other:
+        wide = np.ascontiguousarray(np.broadcast_to(narrow, shape))
+        wide.flags.writeable = False
+        return (side, narrow, other, wide)
+    return (side, narrow, other, None)
 
 
 def _legacy_rhs(a: np.ndarray, b: np.ndarray, broadcast: int, axis: int | None) -> np.ndarray:

@@ -105,7 +105,8 @@ def generate_driver(
     if index_slot is not None and index_slot in reads:
         lines.append(f"{body}v{index_slot} = _index(i)")
     for k, slot in enumerate(indexed):
-        lines.append(f"{body}v{slot} = q{k}[i]")
+        if slot in reads:  # a Scan element only read by hoisted work is not fetched
+            lines.append(f"{body}v{slot} = q{k}[i]")
     keep = frozenset(fixed) | ({cond_slot} if cond_slot is not None else set())
     em.steps(lines, body, keep)
     for k, slot in enumerate(scan_outs):
