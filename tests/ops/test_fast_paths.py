@@ -1,0 +1,124 @@
+"""Kernel fast paths give exactly what the plain NumPy call gives.
+
+- binary ufunc nodes keep a repeated broadcast operand widened (``_widening``): same values,
+  dtypes and shapes on every call, whichever side is narrow, and never for the wrong object;
+- MatMul sends stacked activations by one matrix to a single BLAS product;
+- ``out=...`` keeps 0-d results arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from op_testing import runner
+
+from onnxflow.ops import elementwise
+from onnxflow.ops.elementwise import _widening
+
+RNG = np.random.default_rng(3)
+needs_array_out = pytest.mark.skipif(
+    not elementwise.ARRAY_OUT, reason="_widening is only used with NumPy >= 2.3 (ufunc out=...)"
+)
+run = runner(opset=21)
+
+
+@needs_array_out
+@pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.multiply, np.less, np.maximum])
+@pytest.mark.parametrize(
+    ("wide_shape", "narrow_shape"),
+    [((8, 128), (128,)), ((1, 5), (5,)), ((3, 4), (1, 4)), ((6,), ())],
+)
+def test_widened_operand_gives_the_broadcast_result(ufunc, wide_shape, narrow_shape) -> None:
+    kernel = _widening(ufunc)
+    narrow = RNG.standard_normal(narrow_shape).astype(np.float32)
+    for call in range(4):  # the second sighting widens; later calls use the widened copy
+        wide = RNG.standard_normal(wide_shape).astype(np.float32)
+        for a, b in ((wide, narrow), (narrow, wide)):
+            got, want = kernel(a, b), ufunc(a, b)
+            assert got.__class__ is np.ndarray and got.shape == want.shape, call
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+@needs_array_out
+def test_widening_is_kept_per_object_and_shape() -> None:
+    kernel = _widening(np.add)
+    bias = np.arange(4, dtype=np.float32)
+    x = np.ones((2, 4), np.float32)
+    kernel(x, bias)
+    kernel(x, bias)
+    side, narrow, other, wide = _memo(kernel)
+    assert (
+        side == 1
+        and narrow is bias
+        and other == (2, 4)
+        and wide.shape == (2, 4)
+        and not wide.flags.writeable
+    )
+    other_bias = bias + 10  # same shape, another object: never combined with the kept copy
+    np.testing.assert_array_equal(kernel(x, other_bias), x + other_bias)
+    taller = np.ones((3, 4), np.float32)  # same object, another shape
+    np.testing.assert_array_equal(kernel(taller, bias), taller + bias)
+    both = kernel(np.ones((3, 1), np.float32), bias)  # both operands broadcast
+    np.testing.assert_array_equal(both, np.ones((3, 1), np.float32) + bias)
+
+
+@needs_array_out
+def test_large_outputs_keep_nothing() -> None:
+    kernel = _widening(np.add)
+    bias = np.ones(elementwise.WIDEN_LIMIT + 1, np.float32)
+    x = np.ones((2, bias.size), np.float32)
+    for _ in range(3):
+        kernel(x, bias)
+    assert _memo(kernel) is None
+
+
+def _memo(kernel):
+    cells = {
+        name: cell.cell_contents
+        for name, cell in zip(kernel.__code__.co_freevars, kernel.__closure__)
+    }
+    return cells["memo"][0]
+
+
+def test_bias_node_across_runs_matches_numpy() -> None:
+    x = RNG.standard_normal((1, 16)).astype(np.float32)
+    b = RNG.standard_normal(16).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(run("Add", [x, b]), x + b)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [
+        ((5, 3, 4), (4, 6)),
+        ((2, 0, 4), (4, 3)),
+        ((2, 3, 0), (0, 5)),
+        ((1, 4), (4, 2)),
+        ((2, 2, 3, 4), (4, 1)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_stacked_matmul_matches_numpy(a_shape, b_shape, dtype) -> None:
+    a = RNG.standard_normal(a_shape).astype(dtype)
+    b = RNG.standard_normal(b_shape).astype(dtype)
+    got = run("MatMul", [a, b])
+    assert got.dtype == np.dtype(dtype) and got.shape == np.matmul(a, b).shape
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_stacked_matmul_of_a_transposed_view() -> None:
+    a = RNG.standard_normal((4, 3, 5)).astype(np.float32).transpose(1, 0, 2)  # not contiguous
+    b = RNG.standard_normal((5, 2)).astype(np.float32)
+    np.testing.assert_allclose(run("MatMul", [a, b]), np.matmul(a, b), rtol=1e-5)
+
+
+def test_matmul_shape_mismatch_is_an_error() -> None:
+    with pytest.raises(Exception, match="MatMul"):
+        run("MatMul", [np.ones((2, 3, 4), np.float32), np.ones((5, 2), np.float32)])
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Greater"])
+def test_zero_d_results_are_arrays(op: str) -> None:
+    got = run(op, [np.array(3, np.int32), np.array(5, np.int32)])
+    assert got.__class__ is np.ndarray and got.shape == ()
