@@ -20,8 +20,9 @@ from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import SessionOptions
-from onnxflow.runtime.context import reset_run_options, set_run_options
-from onnxflow.runtime.observe import Observer, observe, stop_observing
+from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
+from onnxflow.runtime.executor import runner
+from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
 
@@ -90,6 +91,8 @@ class InferenceSession:
         templates = [*self.plan.template, *(self._default_plan or self.plan).template]
         self._constant_roots = _roots(templates)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
+        self._input_names = frozenset(a.name for a in self._inputs)
+        self._fast_checks = [_fast_check(a) for a in self._inputs]
         self._defaults = {
             name: self.plan.template[slot]
             for name, slot in zip(self.plan.input_names, self.plan.arg_slots)
@@ -152,7 +155,7 @@ class InferenceSession:
         :mod:`onnxflow.observers`) watch every node and loop iteration; ``verbose=True`` prints
         each node as it runs to stderr.
         """
-        if not isinstance(input_feed, Mapping):
+        if input_feed.__class__ is not dict and not isinstance(input_feed, Mapping):
             raise InputError(
                 f"input_feed must be a mapping of input names to values, found "
                 f"{type(input_feed).__name__}"
@@ -163,7 +166,7 @@ class InferenceSession:
             )
         indices = self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
-        watchers = list(observers) + [Verbose()] * bool(verbose)
+        watchers = [*observers, Verbose()] if verbose else list(observers)
         plan = self.plan
         if self._default_plan is not None and not any(n in input_feed for n in self._defaults):
             plan = self._default_plan
@@ -179,6 +182,9 @@ class InferenceSession:
     def _execute(
         self, plan: Plan, args: list[Any], options: Any, watchers: list[Observer]
     ) -> list[Any]:
+        quiet = current_run_options() is None and current_observation() is None
+        if quiet and not watchers and options is None:  # nothing to set up: the common case
+            return runner(plan)(args)
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:
@@ -207,7 +213,7 @@ class InferenceSession:
         return [self._output_index[n] for n in output_names]
 
     def _bind_feeds(self, feeds: Mapping[str, Any]) -> list[Any]:
-        known = {a.name for a in self._inputs}
+        known = self._input_names
         unknown = [n for n in feeds if n not in known]
         if unknown:
             raise InputError(
@@ -216,9 +222,14 @@ class InferenceSession:
             )
         dims: dict[str, tuple[str, int]] = {}
         args = []
-        for arg in self._inputs:
-            if arg.name in feeds:
-                args.append(_read_only(_check_feed(arg, feeds[arg.name], dims)))
+        for arg, fast in zip(self._inputs, self._fast_checks):
+            value = feeds.get(arg.name, _MISSING)
+            if fast is not None and value.__class__ is np.ndarray and fast(value):
+                view = value.view()
+                view.flags.writeable = False
+                args.append(view)
+            elif value is not _MISSING:
+                args.append(_read_only(_check_feed(arg, value, dims)))
             elif arg.name in self._defaults:
                 args.append(self._defaults[arg.name])
             elif arg.type.startswith("optional("):
@@ -272,6 +283,33 @@ def run(
 ) -> list[Any]:
     """Load, compile and run a model once; return its outputs in graph order."""
     return InferenceSession(model).run(output_names, feeds)
+
+
+_MISSING = object()
+
+
+def _fast_check(arg: NodeArg) -> Any:
+    """A test that passes an array fed for ``arg`` without the general checks, or None.
+
+    Only for tensors of a known dtype whose declared shape has no symbolic dimension (symbols
+    must agree across inputs, which the general check tracks): the array passes when its dtype
+    and rank are right and every fixed dimension matches; otherwise the general check says what
+    is wrong.
+    """
+    tp = arg.type_proto
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.elem_type:
+        return None
+    dtype = np_dtype(tp.tensor_type.elem_type)
+    if arg.shape is None:
+        return lambda v: v.dtype == dtype
+    if any(isinstance(d, str) and d for d in arg.shape):
+        return None
+    fixed = [(axis, d) for axis, d in enumerate(arg.shape) if isinstance(d, int) and d > 0]
+    rank = len(arg.shape)
+    if len(fixed) == rank:
+        shape = tuple(d for _, d in fixed)
+        return lambda v: v.dtype == dtype and v.shape == shape
+    return lambda v: v.dtype == dtype and v.ndim == rank and all(v.shape[a] == d for a, d in fixed)
 
 
 def _check_feed(arg: NodeArg, value: Any, dims: dict[str, tuple[str, int]]) -> Any:

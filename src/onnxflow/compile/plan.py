@@ -55,8 +55,8 @@ class Plan:
     slot_names: tuple[str, ...]
     constant_slots: frozenset[int] = field(default_factory=frozenset)
     #: Generated functions, made on first use (see onnxflow.runtime.codegen), keyed by whether
-    #: they check RunOptions.terminate.
-    runners: dict[bool, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: they check RunOptions.terminate; under "call", the unchecked one wrapped to name failures.
+    runners: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_inputs(self) -> int:

