@@ -66,7 +66,9 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def build(node: Any) -> Binary:
-            return _widening(fn)  # type: ignore[arg-type]
+            if _broadcasts(node):
+                return _widening(fn)  # type: ignore[arg-type]
+            return lambda a, b: fn(a, b, out=...)  # type: ignore[call-overload]
 
         build.__name__ = build.__qualname__ = op_type
         build.__doc__ = f"Return {fn.__name__}(a, b) with NumPy-style broadcasting."
@@ -111,7 +113,7 @@ def _widening(ufunc: np.ufunc) -> Binary:
     memo: list[Any] = [None]  # (narrow side, its array, the other's shape, widened or None)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if a.shape == b.shape:
+        if not b.ndim or not a.ndim or a.shape == b.shape:  # NumPy is quick with 0-d operands
             return ufunc(a, b, out=...)  # type: ignore[call-overload]
         kept = memo[0]
         if kept is not None and kept[3] is not None:
@@ -126,6 +128,33 @@ def _widening(ufunc: np.ufunc) -> Binary:
         return y
 
     return kernel
+
+
+def _broadcasts(node: Any) -> bool:
+    """Whether a node's operands may broadcast other than from 0-d, as far as types tell.
+
+    Equal static shapes and 0-d operands take the plain kernel: the checks of _widening would
+    cost them 0.1 us a call for nothing.
+    """
+    shapes = [_static_shape(node.input_type(i)) for i in range(node.n_inputs)]
+    if any(sh is not None and len(sh) == 0 for sh in shapes):
+        return False
+    if None in shapes or len(shapes) != 2:
+        return True
+    a, b = shapes
+    return len(a) != len(b) or any(x is None or x != y for x, y in zip(a, b))
+
+
+def _static_shape(tp: Any) -> tuple[Any, ...] | None:
+    """The declared dims of a tensor type (int, symbol or None each), or None if unknown."""
+    if tp is None or tp.WhichOneof("value") != "tensor_type":
+        return None
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tt.shape.dim
+    )
 
 
 def _remember(kept: Any, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Any:

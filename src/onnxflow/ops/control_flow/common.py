@@ -36,6 +36,8 @@ def as_bool(value: Any, what: str) -> bool:
 
 def as_count(value: Any, what: str) -> int:
     """Return the integer in a one-element tensor (a trip count)."""
+    if value.__class__ is np.ndarray and value.ndim == 0:
+        return int(value)
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
