@@ -122,3 +122,38 @@ def test_matmul_shape_mismatch_is_an_error() -> None:
 def test_zero_d_results_are_arrays(op: str) -> None:
     got = run(op, [np.array(3, np.int32), np.array(5, np.int32)])
     assert got.__class__ is np.ndarray and got.shape == ()
+
+
+@needs_array_out
+@pytest.mark.parametrize(
+    ("x_shape", "c_shape", "widens"),
+    [
+        ([2, 3], [3], True),
+        ([2, 3], [], False),
+        ([2, 3], [2, 3], False),
+        (["N", 3], ["N", 3], False),
+    ],
+)
+def test_only_nodes_that_may_broadcast_get_the_widening_kernel(x_shape, c_shape, widens) -> None:
+    from onnx import TensorProto, helper
+
+    import onnxflow
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "c"], ["y"])],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, c_shape),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    sess = onnxflow.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    )
+    ((fn, *_),) = sess.plan.steps
+    assert ("_widening" in fn.__qualname__) is widens
+    x = np.ones([2, 3], np.float32)
+    c = np.full([d if isinstance(d, int) else 2 for d in c_shape], 2, np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(sess.run(None, {"x": x, "c": c})[0], x + c)
