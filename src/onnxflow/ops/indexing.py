@@ -270,12 +270,17 @@ def _top_k_partitioned(x: np.ndarray, k: int, largest: int) -> np.ndarray:
     of the k chosen. Of the values equal to the k-th, the lowest indices are chosen."""
     n = x.shape[-1]
     pos = n - k if largest else k - 1
-    kth = np.partition(x, pos, axis=-1)[..., pos : pos + 1]
-    strict = x > kth if largest else x < kth
-    equal = x == kth
-    need = k - strict.sum(axis=-1, keepdims=True)
-    chosen = strict | (equal & (np.cumsum(equal, axis=-1) <= need))
-    candidates = np.nonzero(chosen)[-1].reshape(*x.shape[:-1], k)  # ascending index per row
+    part = np.argpartition(x, pos, axis=-1)
+    kth = np.take_along_axis(x, part[..., pos : pos + 1], axis=-1)
+    if (np.count_nonzero(x == kth, axis=-1) == 1).all():
+        # the k-th value is alone in every row: the k selected are the only possible choice
+        candidates = np.sort(part[..., pos:] if largest else part[..., :k], axis=-1)
+    else:
+        strict = x > kth if largest else x < kth
+        equal = x == kth
+        need = k - strict.sum(axis=-1, keepdims=True)
+        chosen = strict | (equal & (np.cumsum(equal, axis=-1) <= need))
+        candidates = np.nonzero(chosen)[-1].reshape(*x.shape[:-1], k)  # ascending index per row
     order = _sorted_order(np.take_along_axis(x, candidates, axis=-1), largest)
     return np.take_along_axis(candidates, order, axis=-1)
 

@@ -65,11 +65,25 @@ def _reduce(
 ) -> np.ndarray:
     """Apply ``fn`` over the given axes; no or empty axes mean all axes, or none with ``noop``."""
     if axes is None or len(axes) == 0:
-        picked = () if noop else tuple(range(x.ndim))
+        picked = () if noop else _ALL_AXES[x.ndim]
     else:
-        given = axes.ravel().tolist() if isinstance(axes, np.ndarray) else axes
-        picked = _normalized(tuple(given), x.ndim)
-    return np.asarray(fn(x, picked, bool(keepdims))).astype(x.dtype, copy=False)
+        given = axes.tolist() if axes.__class__ is np.ndarray else axes
+        picked = _normalized(tuple(given) if isinstance(given, (list, tuple)) else (given,), x.ndim)
+    y = fn(x, picked, bool(keepdims))
+    if y.__class__ is np.ndarray and y.dtype == x.dtype:
+        return y
+    return np.asarray(y).astype(x.dtype, copy=False)
+
+
+class _AllAxes(dict):
+    """rank -> (0, 1, ..., rank - 1), made once per rank."""
+
+    def __missing__(self, rank: int) -> tuple[int, ...]:
+        axes = self[rank] = tuple(range(rank))
+        return axes
+
+
+_ALL_AXES = _AllAxes()
 
 
 def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
@@ -133,8 +147,8 @@ def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
 def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     if x.dtype in _DOT_DTYPES and x.size:
         if len(axes) == x.ndim:
-            flat = x.reshape(-1)  # a full reduction is a dot product: one BLAS call, no temporary
-            total = np.asarray(np.dot(flat, flat))
+            flat = x if x.ndim == 1 else x.reshape(-1)  # a full reduction is a dot product:
+            total = np.asarray(np.dot(flat, flat))  # one BLAS call, no temporary
             return total.reshape((1,) * x.ndim) if keep else total
         if axes == (x.ndim - 1,):  # rows of squared distances: no temporary either
             rows = np.einsum("...i,...i->...", x, x)
