@@ -157,3 +157,20 @@ def test_only_nodes_that_may_broadcast_get_the_widening_kernel(x_shape, c_shape,
     c = np.full([d if isinstance(d, int) else 2 for d in c_shape], 2, np.float32)
     for _ in range(3):
         np.testing.assert_array_equal(sess.run(None, {"x": x, "c": c})[0], x + c)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("ties", [False, True])
+def test_top_k_selection_matches_a_stable_sort(largest: int, ties: bool) -> None:
+    rng = np.random.default_rng(11 + largest + 2 * ties)
+    for _ in range(50):
+        rows, n = int(rng.integers(1, 5)), int(rng.integers(8, 80))
+        if ties:  # few distinct values: the k-th value repeats inside and across the boundary
+            x = rng.integers(0, 4, (rows, n)).astype(np.float32)
+        else:
+            x = rng.random((rows, n)).astype(np.float32)
+        k = int(rng.integers(1, n // 4))
+        values, indices = run("TopK", [x, np.array([k], np.int64)], n_out=2, largest=largest)
+        want = np.argsort(-x if largest else x, axis=-1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(indices, want)
+        np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=-1))
