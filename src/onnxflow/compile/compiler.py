@@ -91,6 +91,27 @@ class NodeContext:
             return None
         return self._builder.compiler.value_types.get(self.inputs[i])
 
+    def input_shape(self, i: int) -> tuple[int | str | None, ...] | None:
+        """Return input ``i``'s static shape (dims int, symbol or None), if known.
+
+        From the value when the input is a constant of this graph, else from shape inference.
+        """
+        name = self.inputs[i] if i < len(self.inputs) else ""
+        slot = self._builder.slots.get(name) if name else None
+        b = self._builder
+        if slot is not None and slot in b.constant_slots and slot not in b.input_slots:
+            value = b.template[slot]
+            return value.shape if isinstance(value, np.ndarray) else None
+        tp = self.input_type(i)
+        if tp is None or tp.WhichOneof("value") != "tensor_type":
+            return None
+        tt = tp.tensor_type
+        if not tt.HasField("shape"):
+            return None
+        return tuple(
+            d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tt.shape.dim
+        )
+
     def value_type(self, name: str) -> TypeProto | None:
         """Return the statically known type of a value of the model, if inference found one."""
         return self._builder.compiler.value_types.get(name)

@@ -47,6 +47,8 @@ def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int)
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return fn(x, out=...)  # type: ignore[call-overload]
 
+        kernel.inline_ufunc = fn  # type: ignore[attr-defined]
+
     else:
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -68,7 +70,7 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
         def build(node: Any) -> Binary:
             if _broadcasts(node):
                 return _widening(fn)  # type: ignore[arg-type]
-            return lambda a, b: fn(a, b, out=...)  # type: ignore[call-overload]
+            return _inline(fn)  # type: ignore[arg-type]
 
         build.__name__ = build.__qualname__ = op_type
         build.__doc__ = f"Return {fn.__name__}(a, b) with NumPy-style broadcasting."
@@ -130,31 +132,29 @@ def _widening(ufunc: np.ufunc) -> Binary:
     return kernel
 
 
+def _inline(ufunc: np.ufunc) -> Binary:
+    """``ufunc(a, b, out=...)``, marked so generated code calls the ufunc itself."""
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return ufunc(a, b, out=...)  # type: ignore[call-overload]
+
+    kernel.inline_ufunc = ufunc  # type: ignore[attr-defined]
+    return kernel
+
+
 def _broadcasts(node: Any) -> bool:
     """Whether a node's operands may broadcast other than from 0-d, as far as types tell.
 
     Equal static shapes and 0-d operands take the plain kernel: the checks of _widening would
     cost them 0.1 us a call for nothing.
     """
-    shapes = [_static_shape(node.input_type(i)) for i in range(node.n_inputs)]
+    shapes = [node.input_shape(i) for i in range(node.n_inputs)]
     if any(sh is not None and len(sh) == 0 for sh in shapes):
         return False
     if None in shapes or len(shapes) != 2:
         return True
     a, b = shapes
     return len(a) != len(b) or any(x is None or x != y for x, y in zip(a, b))
-
-
-def _static_shape(tp: Any) -> tuple[Any, ...] | None:
-    """The declared dims of a tensor type (int, symbol or None each), or None if unknown."""
-    if tp is None or tp.WhichOneof("value") != "tensor_type":
-        return None
-    tt = tp.tensor_type
-    if not tt.HasField("shape"):
-        return None
-    return tuple(
-        d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tt.shape.dim
-    )
 
 
 def _remember(kept: Any, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> Any:

@@ -12,7 +12,9 @@ a local variable, each step one call, and each value is deleted after its last u
         ...
         return [v6]
 
-Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``. A
+Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``; a
+kernel that is exactly ``ufunc(inputs..., out=...)`` says so (``inline_ufunc``) and the ufunc
+itself is called. A
 checked twin takes the run options and tests ``terminate`` before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
 """
@@ -89,8 +91,14 @@ class Emitter:
     def steps(self, lines: list[str], indent: str, keep: frozenset[int] = frozenset()) -> None:
         """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``."""
         for i, (fn, ins, out, free) in enumerate(self.plan.steps):
-            self.namespace[f"f{i}"] = fn
-            call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
+            args = ", ".join(self.ref(s) for s in ins)
+            ufunc = getattr(fn, "inline_ufunc", None)
+            if ufunc is not None:  # the kernel is this call: make it here, one Python call less
+                self.namespace[f"f{i}"] = ufunc
+                call = f"f{i}({args}, out=...)"
+            else:
+                self.namespace[f"f{i}"] = fn
+                call = f"f{i}({args})"
             if fn is passthrough:
                 call = self.ref(ins[0])
             if self.checked:
