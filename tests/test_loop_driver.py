@@ -1,0 +1,177 @@
+"""The generated loop driver (ops/control_flow/driver.py) against the per-iteration path.
+
+Observed runs take the per-iteration path, plain runs the generated driver: both must give the
+same values for bodies that swap loop-carried values, pass an outer value or a constant straight
+out as a state, read the iteration number only sometimes, and scan values that alias a state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+from onnxflow.observers import Trace
+
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def _vi(name: str, elem: int, shape: list | None) -> helper.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _swap_loop(trips: int) -> helper.ModelProto:
+    """(a, b) -> (b, a + i), plus an outer value and a constant carried straight out."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=F),
+            helper.make_node("Add", ["a", "fi"], ["a_plus"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "swap",
+        [
+            _vi("i", I64, []),
+            _vi("cond_in", B, []),
+            _vi("a", F, [2]),
+            _vi("b", F, [2]),
+            _vi("c", F, [2]),
+            _vi("k", F, []),
+        ],
+        [
+            _vi("cond_out", B, []),
+            _vi("b", F, [2]),
+            _vi("a_plus", F, [2]),
+            _vi("outer", F, [2]),
+            _vi("seven", F, []),
+            _vi("a", F, [2]),
+            _vi("b", F, [2]),
+        ],
+        [numpy_helper.from_array(np.array(7, np.float32), "seven")],
+    )
+    loop = helper.make_node(
+        "Loop", ["M", "", "a0", "b0", "c0", "k0"], ["a", "b", "c", "k", "as", "bs"], body=body
+    )
+    graph = helper.make_graph(
+        [loop],
+        "g",
+        [
+            _vi("a0", F, [2]),
+            _vi("b0", F, [2]),
+            _vi("c0", F, [2]),
+            _vi("k0", F, []),
+            _vi("outer", F, [2]),
+        ],
+        [_vi(n, F, None) for n in ("a", "b", "c", "k", "as", "bs")],
+        [numpy_helper.from_array(np.array(trips, np.int64), "M")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _swap_oracle(trips: int, a, b, c, k, outer):
+    a_s, b_s = [], []
+    for i in range(trips):
+        a_s.append(a)  # the scan outputs are the body's inputs a and b, as they came in
+        b_s.append(b)
+        a, b, c, k = b, a + np.float32(i), outer, np.float32(7)
+    stack = lambda xs: np.stack(xs) if xs else np.zeros((0, 2), np.float32)  # noqa: E731
+    return [a, b, c, np.asarray(k), stack(a_s), stack(b_s)]
+
+
+@pytest.mark.parametrize("trips", [0, 1, 2, 5])
+@pytest.mark.parametrize("observed", [False, True])
+def test_swapped_and_passed_through_states(trips: int, observed: bool) -> None:
+    feeds = {
+        "a0": np.array([1, 2], np.float32),
+        "b0": np.array([10, 20], np.float32),
+        "c0": np.array([-1, -1], np.float32),
+        "k0": np.array(0, np.float32),
+        "outer": np.array([5, 6], np.float32),
+    }
+    sess = onnxflow.InferenceSession(_swap_loop(trips))
+    got = sess.run(None, feeds, observers=[Trace()] if observed else [])
+    want = _swap_oracle(trips, *feeds.values())
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert not np.shares_memory(got[4], got[5])
+
+
+def test_outputs_never_alias_feeds_or_each_other() -> None:
+    feeds = {n: np.ones(2, np.float32) for n in ("a0", "b0", "c0", "outer")}
+    feeds["k0"] = np.array(0, np.float32)
+    got = onnxflow.InferenceSession(_swap_loop(1)).run(None, feeds)
+    for i, g in enumerate(got):
+        assert g.flags.writeable
+        assert not any(np.shares_memory(g, f) for f in feeds.values())
+        assert not any(np.shares_memory(g, h) for h in got[i + 1 :])
+
+
+def _scan_model(reverse: int) -> helper.ModelProto:
+    """A Scan whose element is read only by a hoistable node, and whose state is scanned."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x_t", "two"], ["x2"]),
+            helper.make_node("Add", ["s", "x2"], ["s_out"]),
+            helper.make_node("Identity", ["s_out"], ["seen"]),
+        ],
+        "acc",
+        [_vi("s", F, [3]), _vi("x_t", F, [3])],
+        [_vi("s_out", F, [3]), _vi("seen", F, [3])],
+        [numpy_helper.from_array(np.array(2, np.float32), "two")],
+    )
+    scan = helper.make_node(
+        "Scan",
+        ["s0", "xs"],
+        ["s", "ys"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_directions=[reverse],
+    )
+    graph = helper.make_graph(
+        [scan],
+        "g",
+        [_vi("s0", F, [3]), _vi("xs", F, ["T", 3])],
+        [_vi("s", F, None), _vi("ys", F, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("length", [0, 1, 4])
+def test_scan_driver_matches_a_python_loop(reverse: int, length: int) -> None:
+    xs = np.arange(length * 3, dtype=np.float32).reshape(length, 3)
+    s = np.zeros(3, np.float32)
+    seen = []
+    for x in xs[::-1] if reverse else xs:
+        s = s + x * np.float32(2)
+        seen.append(s)
+    sess = onnxflow.InferenceSession(_scan_model(reverse))
+    for observers in ([], [Trace()]):
+        final, ys = sess.run(None, {"s0": np.zeros(3, np.float32), "xs": xs}, observers=observers)
+        np.testing.assert_array_equal(final, s)
+        np.testing.assert_array_equal(ys, np.stack(seen) if seen else np.zeros((0, 3)))
+
+
+def test_failure_in_the_generated_loop_names_node_and_iteration() -> None:
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Gather", ["table", "i"], ["row"], name="pick"),
+        ],
+        "b",
+        [_vi("i", I64, []), _vi("cond_in", B, [])],
+        [_vi("cond_out", B, []), _vi("row", F, [])],
+    )
+    loop = helper.make_node("Loop", ["M", ""], ["rows"], body=body, name="L")
+    graph = helper.make_graph(
+        [loop],
+        "g",
+        [_vi("table", F, [3])],
+        [_vi("rows", F, None)],
+        [numpy_helper.from_array(np.array(5, np.int64), "M")],
+    )
+    sess = onnxflow.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    )
+    with pytest.raises(onnxflow.RuntimeFailure, match=r"Loop 'L' .*at iteration 3: Gather 'pick'"):
+        sess.run(None, {"table": np.zeros(3, np.float32)})
