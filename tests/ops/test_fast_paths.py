@@ -174,3 +174,16 @@ def test_top_k_selection_matches_a_stable_sort(largest: int, ties: bool) -> None
         want = np.argsort(-x if largest else x, axis=-1, kind="stable")[:, :k]
         np.testing.assert_array_equal(indices, want)
         np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=-1))
+
+
+@pytest.mark.parametrize("shape", [(500, 20), (3, 4, 5), (2, 1), (7, 1, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_row_sums_of_squares(shape, dtype, keepdims) -> None:
+    x = RNG.standard_normal(shape).astype(dtype)
+    for data in (x, np.asfortranarray(x)):
+        got = run("ReduceSumSquare", [data, np.array([-1], np.int64)], keepdims=keepdims)
+        want = np.einsum("...i,...i->...", x.astype(np.float64), x.astype(np.float64))
+        want = want[..., None] if keepdims else want
+        assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)

@@ -150,14 +150,37 @@ def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
             flat = x if x.ndim == 1 else x.reshape(-1)  # a full reduction is a dot product:
             total = np.asarray(np.dot(flat, flat))  # one BLAS call, no temporary
             return total.reshape((1,) * x.ndim) if keep else total
-        if axes == (x.ndim - 1,):  # rows of squared distances: no temporary either
-            rows = np.einsum("...i,...i->...", x, x)
+        if axes == (x.ndim - 1,):  # rows of squared distances
+            rows = _row_sum_squares(x)
             return rows[..., None] if keep else rows
     w = _work(x)
     return np.add.reduce(w * w, axis=axes, dtype=w.dtype, keepdims=keep)
 
 
 _DOT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: Up to this many elements, row sums of squares go through a temporary and one BLAS product.
+_GEMV_LIMIT = 1 << 22
+
+
+def _row_sum_squares(x: np.ndarray) -> np.ndarray:
+    """Sum of squares along the last axis: squares times a ones vector (BLAS gemv), or einsum.
+
+    For knn's (500, 20) distance rows, 2.2 us against einsum's 3.9 us; einsum, which needs no
+    temporary, takes over for large inputs.
+    """
+    n = x.shape[-1]
+    if x.size > _GEMV_LIMIT:
+        return np.einsum("...i,...i->...", x, x)
+    squares = np.square(x).reshape(-1, n)
+    return np.dot(squares, _ones(n, x.dtype)).reshape(x.shape[:-1])
+
+
+@functools.lru_cache(maxsize=256)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False
+    return ones
 
 
 def _register(
