@@ -28,6 +28,14 @@ def test_intermediate_returns_every_main_graph_value() -> None:
     np.testing.assert_array_equal(values["user_defined_vals"], [12, -6])
 
 
+def test_intermediate_with_names_returns_just_those_values() -> None:
+    sess = _spec_loop()
+    values = sess.run(["a", "b_final"], {"b": np.array(6, np.int32)}, intermediate=True)
+    assert set(values) == {"a", "b_final"} and values["b_final"] == 6
+    with pytest.raises(onnxflow.InputError, match=r"unknown value name\(s\) \['my_local'\]"):
+        sess.run(["my_local"], {"b": np.array(6, np.int32)}, intermediate=True)  # a body value
+
+
 def test_per_iteration_values_of_the_spec_loop_match_a_hand_computation() -> None:
     trace = Trace()
     _spec_loop().run(None, {"b": np.array(6, np.int32)}, observers=[trace])

@@ -151,7 +151,8 @@ class InferenceSession:
         array; returned arrays never share memory with a feed, a stored constant or each other.
 
         ``intermediate=True`` returns instead a dict of every value of the main graph by name
-        (inputs, initializers and each node's outputs). ``observers`` (see
+        (inputs, initializers and each node's outputs), or of the values named in
+        ``output_names`` (any main-graph value, not only graph outputs). ``observers`` (see
         :mod:`onnxflow.observers`) watch every node and loop iteration; ``verbose=True`` prints
         each node as it runs to stderr.
         """
@@ -164,7 +165,7 @@ class InferenceSession:
             raise InputError(
                 f"run_options must be a RunOptions, found {type(run_options).__name__}"
             )
-        indices = self._select_outputs(output_names)
+        indices = [] if intermediate else self._select_outputs(output_names)
         args = self._bind_feeds(input_feed)
         watchers = [*observers, Verbose()] if verbose else list(observers)
         plan = self.plan
@@ -175,7 +176,7 @@ class InferenceSession:
         protected = _roots(input_feed.values()) | self._constant_roots
         returned: set[int] = set()
         if collector is not None:
-            values = collector.values(args)
+            values = _pick(collector.values(args), output_names)
             return {k: _detach(v, protected, returned) for k, v in values.items()}
         return [_detach(results[i], protected, returned) for i in indices]
 
@@ -270,6 +271,21 @@ class _MainValues(Observer):
             found.setdefault(plan.slot_names[slot], plan.template[slot])
         found.update(self.outputs)
         return found
+
+
+def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]:
+    """The values named in ``names`` (all when None or empty); unknown names are an error."""
+    if isinstance(names, (str, bytes)):
+        raise InputError(f"output_names must be a list of names or None, found {names!r}")
+    if not names:
+        return values
+    unknown = [n for n in names if n not in values]
+    if unknown:
+        raise InputError(
+            f"unknown value name(s) {unknown}: with intermediate=True, output_names may name any "
+            f"value of the main graph, such as {sorted(values)[:10]}"
+        )
+    return {n: values[n] for n in names}
 
 
 def _rebuild(
