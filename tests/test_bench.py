@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import json
 import subprocess
 import sys
@@ -91,3 +92,15 @@ def test_json_rows_read_back(quick_run: tuple[str, dict]) -> None:
     report = report_from_json(data)
     assert len(report.rows) == len(NAMES) and report.quick
     assert "| dispatch |" in render(report)
+
+
+def test_a_known_wrong_reference_is_named_in_the_match_column() -> None:
+    from onnxflow.bench.harness import _match
+
+    ours = [np.array([12, -6], np.int32)]
+    ref = [np.array([[12], [-6]], np.int32)]
+    assert _match({"onnxflow": ours, "onnx.reference": ref}, (1e-3, 1e-4)) == "✗ (vs ref)"
+    why = "stacked with an extra axis"
+    got = _match({"onnxflow": ours, "onnx.reference": ref}, (1e-3, 1e-4), why)
+    assert got == f"✗ (vs ref, expected: {why})"
+    assert _match({"onnxflow": ours, "onnx.reference": ours}, (1e-3, 1e-4), why) == "✓ (vs ref)"

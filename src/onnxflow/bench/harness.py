@@ -109,13 +109,21 @@ def _close(got: list, want: list, tolerance: tuple[float, float]) -> bool:
     return True
 
 
-def _match(outputs: dict[str, list], tolerance: tuple[float, float]) -> str:
-    """✓ or ✗ for onnxflow's outputs against onnxruntime's (else onnx.reference's), or —."""
+def _match(outputs: dict[str, list], tolerance: tuple[float, float], ref_wrong: str = "") -> str:
+    """✓ or ✗ for onnxflow's outputs against onnxruntime's (else onnx.reference's), or —.
+
+    Against onnx.reference where its outputs are known to be wrong (``ref_wrong``), a mismatch
+    says so.
+    """
     if "onnxflow" not in outputs:
         return "—"
     for peer, suffix in (("onnxruntime", ""), ("onnx.reference", " (vs ref)")):
         if peer in outputs:
-            return ("✓" if _close(outputs["onnxflow"], outputs[peer], tolerance) else "✗") + suffix
+            if _close(outputs["onnxflow"], outputs[peer], tolerance):
+                return "✓" + suffix
+            if peer == "onnx.reference" and ref_wrong:
+                return f"✗ (vs ref, expected: {ref_wrong})"
+            return "✗" + suffix
     return "—"
 
 
@@ -179,7 +187,7 @@ def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, targe
     """Run ``w`` on every engine: check outputs, then interleave the timed repeats."""
     row = Row(w.name, w.size, units=w.units, unit=w.unit, note=w.note)
     runners, outputs, first = _first_runs(w, builders, row)
-    row.match = _match(outputs, w.tolerance)
+    row.match = _match(outputs, w.tolerance, w.ref_wrong)
     del outputs
     once = {e: [first[e]] for e in runners if e == "onnx.reference" and w.ref_runs == 1}
     timed = {e: r for e, r in runners.items() if e not in once}
