@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from onnxflow.bench.cli import NAMES, select
