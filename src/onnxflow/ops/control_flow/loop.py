@@ -77,15 +77,17 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
     if not honour_body_cond and node.inputs[0] and not node.inputs[1]:
         _warn_if_condition_ignored(node, body)
 
+    what_m, what_cond = f"{label}: trip count M", f"{label}: condition"
+    what_scans = [f"{label}: scan output {k}" for k in range(n_scans)]
+
     def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
         states, captured = list(rest[:n_states]), rest[n_states:]
-        trips = None if m is None else as_count(m, f"{label}: trip count M")
-        keep_going = True if cond is None else as_bool(cond, f"{label}: condition")
+        trips = None if m is None else as_count(m, what_m)
+        keep_going = True if cond is None else as_bool(cond, what_cond)
         use_cond = cond is not None or honour_body_cond
-        scans = [Stacker(f"{label}: scan output {k}") for k in range(n_scans)]
+        in_place = trips is not None and trips <= _PREALLOCATE and not use_cond
+        scans = [Stacker(what, trips if in_place else None) for what in what_scans]
         if keep_going and (trips is None or trips > 0) and compiled.fused():
-            if trips is not None and trips <= _PREALLOCATE and not use_cond:  # stack in place
-                scans = [Stacker(s.what, trips) for s in scans]
             stop = _FOREVER if trips is None else trips
             sinks = [s.add for s in scans]
             _, states = compiled.drive(captured, (), states, stop, sinks, use_cond=use_cond)
