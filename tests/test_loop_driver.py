@@ -175,3 +175,22 @@ def test_failure_in_the_generated_loop_names_node_and_iteration() -> None:
     )
     with pytest.raises(onnxflow.RuntimeFailure, match=r"Loop 'L' .*at iteration 3: Gather 'pick'"):
         sess.run(None, {"table": np.zeros(3, np.float32)})
+
+
+def test_stacker_with_an_upper_bound() -> None:
+    from onnxflow.ops.control_flow import common
+    from onnxflow.ops.control_flow.common import Stacker
+
+    early = Stacker("s", 100, at_most=True)  # a Loop with M = 100 whose condition stops it at 3
+    for v in range(3):
+        early.add(np.array(v, np.int64))
+    out = early.result(helper.make_tensor_value_info("s", I64, []))
+    np.testing.assert_array_equal(out, [0, 1, 2])
+    assert out.base is None  # a copy: the 100-slot buffer is not kept alive by the result
+
+    big = Stacker("s", 2, at_most=True)
+    row = np.zeros(common.BOUND_BYTES // 8 + 1, np.int64)  # 2 of these exceed the bound
+    big.add(row)
+    assert big.buffer is None and big.count is None  # kept as a list instead
+    big.add(row)
+    assert big.result(helper.make_tensor_value_info("s", I64, [None])).shape == (2, row.size)

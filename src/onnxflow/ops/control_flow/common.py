@@ -58,6 +58,10 @@ def empty_element(vi: ValueInfoProto) -> tuple[tuple[int, ...], np.dtype]:
     return dims, dtype
 
 
+#: Largest buffer a Stacker allocates for a number of iterations that is only an upper bound.
+BOUND_BYTES = 1 << 26
+
+
 class Stacker:
     """Collects one tensor per iteration into a stacked array (new axis 0).
 
@@ -66,9 +70,12 @@ class Stacker:
     the first one's shape and dtype.
     """
 
-    def __init__(self, what: str, count: int | None = None) -> None:
+    def __init__(self, what: str, count: int | None = None, *, at_most: bool = False) -> None:
+        """``count``: the number of iterations; with ``at_most``, only an upper bound (a Loop
+        with a condition), and the buffer is made only if it stays under BOUND_BYTES."""
         self.what = what
         self.count = count
+        self.at_most = at_most
         self.n = 0
         self.shape: tuple[int, ...] | None = None
         self.dtype: np.dtype | None = None
@@ -88,6 +95,8 @@ class Stacker:
             return
         if self.shape is None:
             self.shape, self.dtype = value.shape, value.dtype
+            if self.at_most and self.count is not None and self.count * value.nbytes > BOUND_BYTES:
+                self.count = None
             if self.count is not None:
                 self.buffer = np.empty((self.count, *value.shape), dtype=value.dtype)
         elif value.shape != self.shape or value.dtype != self.dtype:
@@ -108,7 +117,10 @@ class Stacker:
             shape, dtype = empty_element(declared)
             return np.empty((0, *shape), dtype=dtype)
         if self.buffer is not None:
-            return self.buffer if self.n == self.count else self.buffer[: self.n]
+            if self.n == self.count:
+                return self.buffer
+            part = self.buffer[: self.n]
+            return part.copy() if 2 * self.n < self.count else part  # do not hold a big buffer
         if self.dtype.kind == "O":  # type: ignore[union-attr]
             return np.stack(self.items)
         return np.array(self.items, dtype=self.dtype)  # in C: 5-12x faster than np.stack

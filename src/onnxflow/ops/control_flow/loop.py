@@ -85,8 +85,9 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         trips = None if m is None else as_count(m, what_m)
         keep_going = True if cond is None else as_bool(cond, what_cond)
         use_cond = cond is not None or honour_body_cond
-        in_place = trips is not None and trips <= _PREALLOCATE and not use_cond
-        scans = [Stacker(what, trips if in_place else None) for what in what_scans]
+        in_place = trips is not None and trips <= _PREALLOCATE  # with cond: an upper bound
+        count = trips if in_place else None
+        scans = [Stacker(what, count, at_most=use_cond) for what in what_scans]
         if keep_going and (trips is None or trips > 0) and compiled.fused():
             stop = _FOREVER if trips is None else trips
             sinks = [s.add for s in scans]
