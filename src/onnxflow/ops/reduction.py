@@ -75,15 +75,8 @@ def _reduce(
     return np.asarray(y).astype(x.dtype, copy=False)
 
 
-class _AllAxes(dict):
-    """rank -> (0, 1, ..., rank - 1), made once per rank."""
-
-    def __missing__(self, rank: int) -> tuple[int, ...]:
-        axes = self[rank] = tuple(range(rank))
-        return axes
-
-
-_ALL_AXES = _AllAxes()
+#: rank -> (0, 1, ..., rank - 1), for every rank NumPy allows.
+_ALL_AXES = tuple(tuple(range(rank)) for rank in range(65))
 
 
 def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:

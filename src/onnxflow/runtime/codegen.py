@@ -93,14 +93,14 @@ class Emitter:
         for i, (fn, ins, out, free) in enumerate(self.plan.steps):
             args = ", ".join(self.ref(s) for s in ins)
             ufunc = getattr(fn, "inline_ufunc", None)
-            if ufunc is not None:  # the kernel is this call: make it here, one Python call less
+            if fn is passthrough:
+                call = self.ref(ins[0])
+            elif ufunc is not None:  # the kernel is this call: make it here, one Python call less
                 self.namespace[f"f{i}"] = ufunc
                 call = f"f{i}({args}, out=...)"
             else:
                 self.namespace[f"f{i}"] = fn
                 call = f"f{i}({args})"
-            if fn is passthrough:
-                call = self.ref(ins[0])
             if self.checked:
                 lines.append(f"{indent}if options.terminate: _cancel({i})")
             if out.__class__ is int:

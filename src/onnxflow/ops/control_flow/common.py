@@ -58,6 +58,10 @@ def empty_element(vi: ValueInfoProto) -> tuple[tuple[int, ...], np.dtype]:
     return dims, dtype
 
 
+#: The condition input every Loop iteration receives: one shared read-only value.
+TRUE = np.array(True)
+TRUE.flags.writeable = False
+
 #: Largest buffer a Stacker allocates for a number of iterations that is only an upper bound.
 BOUND_BYTES = 1 << 26
 
@@ -71,8 +75,9 @@ class Stacker:
     """
 
     def __init__(self, what: str, count: int | None = None, *, at_most: bool = False) -> None:
-        """``count``: the number of iterations; with ``at_most``, only an upper bound (a Loop
-        with a condition), and the buffer is made only if it stays under BOUND_BYTES."""
+        """``count``: the number of iterations; with ``at_most``, only a limit (a Loop's M, which
+        a condition or a cancellation may cut short), and the buffer is made only if it stays
+        under BOUND_BYTES."""
         self.what = what
         self.count = count
         self.at_most = at_most

@@ -32,13 +32,10 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.plan import Plan
-from onnxflow.ops.control_flow.common import as_bool, terminated
+from onnxflow.ops.control_flow.common import TRUE, as_bool, terminated
 from onnxflow.runtime.codegen import Emitter
 
 Driver = Callable[..., tuple[int, list[Any]]]
-
-_TRUE = np.array(True)
-_TRUE.flags.writeable = False  # the condition input every Loop iteration receives
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ def generate_driver(
     def stopped() -> None:
         raise terminated()
 
-    em.namespace.update(_TRUE=_TRUE, _index=_index, _truth=truth, _stopped=stopped)
+    em.namespace.update(_TRUE=TRUE, _index=_index, _truth=truth, _stopped=stopped)
     lines = ["def drive(i, stop, states, seqs, tail, sinks, options):"]
     for names, source in ((states, "states"), (fixed, "tail")):
         if names:

@@ -28,6 +28,7 @@ from onnxflow.errors import OnnxflowWarning
 from onnxflow.ops.control_flow.body import LoopBody
 from onnxflow.ops.control_flow.common import (
     BODY_ERRORS,
+    TRUE,
     Stacker,
     as_bool,
     as_count,
@@ -39,13 +40,6 @@ from onnxflow.runtime.context import current_run_options
 
 #: The stop of a loop with no trip count: it ends by its condition (or runs forever).
 _FOREVER = sys.maxsize
-
-#: Scan outputs of a Loop with at most this many iterations are written into one buffer
-#: allocated after the first iteration (a larger M may be cancelled long before its end).
-_PREALLOCATE = 1 << 20
-
-_TRUE = np.array(True)
-_TRUE.flags.writeable = False  # one shared value passed to every iteration
 
 
 @op("Loop", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
@@ -85,9 +79,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         trips = None if m is None else as_count(m, what_m)
         keep_going = True if cond is None else as_bool(cond, what_cond)
         use_cond = cond is not None or honour_body_cond
-        in_place = trips is not None and trips <= _PREALLOCATE  # with cond: an upper bound
-        count = trips if in_place else None
-        scans = [Stacker(what, count, at_most=use_cond) for what in what_scans]
+        scans = [Stacker(what, trips, at_most=True) for what in what_scans]
         if keep_going and (trips is None or trips > 0) and compiled.fused():
             stop = _FOREVER if trips is None else trips
             sinks = [s.add for s in scans]
@@ -102,7 +94,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                     raise terminated()
                 if step is None:
                     step = compiled.start(captured, total=trips)
-                outs = step(i, [np.array(i, dtype=np.int64), _TRUE, *states])
+                outs = step(i, [np.array(i, dtype=np.int64), TRUE, *states])
                 if use_cond:
                     keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
                 states = outs[1 : 1 + n_states]
