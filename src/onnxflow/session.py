@@ -156,6 +156,10 @@ class InferenceSession:
         :mod:`onnxflow.observers`) watch every node and loop iteration; ``verbose=True`` prints
         each node as it runs to stderr.
         """
+        if isinstance(output_names, (str, bytes)):
+            raise InputError(
+                f"output_names must be a list of names or None, found the string {output_names!r}"
+            )
         if input_feed.__class__ is not dict and not isinstance(input_feed, Mapping):
             raise InputError(
                 f"input_feed must be a mapping of input names to values, found "
@@ -199,10 +203,6 @@ class InferenceSession:
             reset_run_options(token)
 
     def _select_outputs(self, output_names: Sequence[str] | None) -> list[int]:
-        if isinstance(output_names, (str, bytes)):
-            raise InputError(
-                f"output_names must be a list of names or None, found the string {output_names!r}"
-            )
         if not output_names:
             return list(range(len(self.plan.output_names)))
         unknown = [n for n in output_names if n not in self._output_index]
@@ -226,9 +226,7 @@ class InferenceSession:
         for arg, fast in zip(self._inputs, self._fast_checks):
             value = feeds.get(arg.name, _MISSING)
             if fast is not None and value.__class__ is np.ndarray and fast(value):
-                view = value.view()
-                view.flags.writeable = False
-                args.append(view)
+                args.append(_read_only(value))
             elif value is not _MISSING:
                 args.append(_read_only(_check_feed(arg, value, dims)))
             elif arg.name in self._defaults:
@@ -275,8 +273,6 @@ class _MainValues(Observer):
 
 def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]:
     """The values named in ``names`` (all when None or empty); unknown names are an error."""
-    if isinstance(names, (str, bytes)):
-        raise InputError(f"output_names must be a list of names or None, found {names!r}")
     if not names:
         return values
     unknown = [n for n in names if n not in values]

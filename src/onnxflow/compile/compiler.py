@@ -24,7 +24,7 @@ from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthr
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.runtime.codegen import many
-from onnxflow.values import tensor_to_array
+from onnxflow.values import tensor_to_array, type_shape
 
 
 @dataclass(frozen=True)
@@ -103,14 +103,8 @@ class NodeContext:
             value = b.template[slot]
             return value.shape if isinstance(value, np.ndarray) else None
         tp = self.input_type(i)
-        if tp is None or tp.WhichOneof("value") != "tensor_type":
-            return None
-        tt = tp.tensor_type
-        if not tt.HasField("shape"):
-            return None
-        return tuple(
-            d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tt.shape.dim
-        )
+        dims = None if tp is None else type_shape(tp)
+        return None if dims is None else tuple(dims)
 
     def value_type(self, name: str) -> TypeProto | None:
         """Return the statically known type of a value of the model, if inference found one."""
