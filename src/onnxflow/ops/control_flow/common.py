@@ -26,22 +26,22 @@ def iteration_error(label: str, iteration: int, exc: Exception) -> Exception:
 
 def as_bool(value: Any, what: str) -> bool:
     """Return the truth of a one-element boolean tensor (a condition)."""
-    if value.__class__ is np.ndarray and value.ndim == 0:
-        return bool(value)
-    arr = np.asarray(value)
-    if arr.size != 1:
-        raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
-    return bool(arr.reshape(-1)[0])
+    return bool(_only_element(value, what))
 
 
 def as_count(value: Any, what: str) -> int:
     """Return the integer in a one-element tensor (a trip count)."""
+    return int(_only_element(value, what))
+
+
+def _only_element(value: Any, what: str) -> Any:
+    """The single element of a tensor; ``what`` names it when it has another size."""
     if value.__class__ is np.ndarray and value.ndim == 0:
-        return int(value)
+        return value
     arr = np.asarray(value)
     if arr.size != 1:
         raise ValueError(f"{what} must hold exactly one element, found shape {list(arr.shape)}")
-    return int(arr.reshape(-1)[0])
+    return arr.reshape(-1)[0]
 
 
 def empty_element(vi: ValueInfoProto) -> tuple[tuple[int, ...], np.dtype]:
