@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.ops.registry import op
+from onnxflow.runtime.codegen import WIDEN_LIMIT  # one limit for kernels and generated loops
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -98,10 +99,6 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
         op(op_type, *versions)(kernel)
 
 
-#: Broadcast operands of outputs up to this many elements may be kept widened (see _widening).
-WIDEN_LIMIT = 4096
-
-
 def _widening(ufunc: np.ufunc) -> Binary:
     """A binary kernel for one node that remembers its broadcast operand, widened.
 
@@ -129,6 +126,7 @@ def _widening(ufunc: np.ufunc) -> Binary:
             memo[0] = _remember(kept, a, b, y.shape)
         return y
 
+    kernel.broadcast_ufunc = ufunc  # type: ignore[attr-defined]  # see Emitter.steps(fixed=...)
     return kernel
 
 

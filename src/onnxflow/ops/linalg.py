@@ -8,9 +8,11 @@ otherwise lose precision or refuse the type.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
 
@@ -18,7 +20,28 @@ from onnxflow.ops.registry import op
 _BLAS = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
 
 
-@op("MatMul", 1, 9, 13)
+@op("MatMul", 1, 9, 13, build=True)
+def build_matmul(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """MatMul's kernel, :func:`matmul`; marked for generated code to call np.dot directly (0.2 us
+    less a call) when both inputs are matrices, if static types say they will be."""
+    shapes = [node.input_shape(i) for i in range(2)]
+    if all(s is not None and len(s) == 2 for s in shapes):
+        return _matrices
+    return matmul
+
+
+def _matrices(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`matmul`, for inputs that are expected to be matrices."""
+    return matmul(a, b)
+
+
+# Static types are a guess (a hoisted body sees a whole sequence where its type says one
+# element): np.dot is MatMul only when B is a matrix and A is not a scalar, so generated code
+# tests both ranks and falls back to the kernel.
+_matrices.inline_call = np.dot  # type: ignore[attr-defined]
+_matrices.inline_guard = "{1}.ndim == 2 == {0}.ndim"  # type: ignore[attr-defined]
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Return np.matmul(a, b) in a's dtype.
 

@@ -25,6 +25,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, passthrough
 from onnxflow.errors import CancelledError
 
@@ -71,6 +73,8 @@ class Emitter:
         self.namespace: dict[str, Any] = {"_many": many, "_cancel": self._cancel}
         self.assigned = set(plan.arg_slots)
         self.line_to_step: dict[int, int] = {}
+        #: Lines to run once before the steps (set up by fixed-operand broadcasts).
+        self.prologue: list[str] = []
 
     def _cancel(self, step: int) -> None:
         info = self.plan.infos[step]
@@ -88,27 +92,48 @@ class Emitter:
             return f"c{slot}"
         return f"v{slot}"
 
-    def steps(self, lines: list[str], indent: str, keep: frozenset[int] = frozenset()) -> None:
-        """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``."""
+    def steps(
+        self,
+        lines: list[str],
+        indent: str,
+        keep: frozenset[int] = frozenset(),
+        fixed: frozenset[int] | None = None,
+    ) -> None:
+        """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``.
+
+        ``fixed``: slots that hold the same value every time these lines run (a loop's
+        invariants); a broadcasting binary step with one fixed operand then keeps that operand
+        widened in a local set up by :attr:`prologue`.
+        """
         for i, (fn, ins, out, free) in enumerate(self.plan.steps):
             args = ", ".join(self.ref(s) for s in ins)
             ufunc = getattr(fn, "inline_ufunc", None)
-            if fn is passthrough:
-                call = self.ref(ins[0])
+            call_fn = getattr(fn, "inline_call", None)
+            widen = self._fixed_side(fn, ins, out, fixed)
+            if self.checked:
+                lines.append(f"{indent}if options.terminate: _cancel({i})")
+            first = len(lines) + 1
+            if widen is not None:
+                self._widened(lines, indent, i, fn.broadcast_ufunc, ins, out, widen)
+            elif fn is passthrough:
+                lines.append(f"{indent}{_target(out)} = {self.ref(ins[0])}")
             elif ufunc is not None:  # the kernel is this call: make it here, one Python call less
                 self.namespace[f"f{i}"] = ufunc
-                call = f"f{i}({args}, out=...)"
+                lines.append(f"{indent}{_target(out)} = f{i}({args}, out=...)")
+            elif call_fn is not None:  # likewise, a kernel that is this call when guard holds
+                self.namespace[f"f{i}"] = call_fn
+                self.namespace[f"g{i}"] = fn
+                guard = fn.inline_guard.format(*(self.ref(s) for s in ins))
+                lines.append(f"{indent}{_target(out)} = f{i}({args}) if {guard} else g{i}({args})")
             else:
                 self.namespace[f"f{i}"] = fn
                 call = f"f{i}({args})"
-            if self.checked:
-                lines.append(f"{indent}if options.terminate: _cancel({i})")
-            if out.__class__ is int:
-                lines.append(f"{indent}{_target(out)} = {call}")
-            else:
-                targets = ", ".join(_target(s) for s in out)
-                lines.append(f"{indent}({targets},) = _many({call}, {len(out)})")
-            self.line_to_step[len(lines)] = i
+                if out.__class__ is int:
+                    lines.append(f"{indent}{_target(out)} = {call}")
+                else:
+                    targets = ", ".join(_target(s) for s in out)
+                    lines.append(f"{indent}({targets},) = _many({call}, {len(out)})")
+            self.line_to_step.update(dict.fromkeys(range(first, len(lines) + 1), i))
             self.assigned.update((out,) if out.__class__ is int else out)
             dead = [
                 f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
@@ -116,11 +141,78 @@ class Emitter:
             if dead:
                 lines.append(f"{indent}del {', '.join(dead)}")
 
+    def _fixed_side(
+        self, fn: Any, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
+    ) -> int | None:
+        """The position of a broadcasting binary step's only fixed operand, if it has one."""
+        if fixed is None or getattr(fn, "broadcast_ufunc", None) is None or len(ins) != 2:
+            return None
+        if out.__class__ is not int:
+            return None
+        held = [
+            s in fixed or (s in self.plan.constant_slots and s not in self.assigned) for s in ins
+        ]
+        if held[0] == held[1]:
+            return None
+        return 0 if held[0] else 1
+
+    def _widened(
+        self,
+        lines: list[str],
+        indent: str,
+        i: int,
+        ufunc: Any,
+        ins: tuple[int, ...],
+        out: int,
+        side: int,
+    ) -> None:
+        """Lines for ``ufunc(a, b)`` whose operand ``side`` is fixed: once the other operand's
+        shape is the result's, the fixed one is used widened to it (equal shapes skip NumPy's
+        broadcasting, 0.5 us a call); otherwise ``_widen`` computes the step and decides."""
+        self.namespace[f"f{i}"] = ufunc
+        self.namespace["_widen"] = widen
+        moving = self.ref(ins[1 - side])
+        wide, shape = f"w{i}", f"o{i}"
+        self.prologue.append(f"{wide} = {shape} = None")
+        operands = f"{moving}, {wide}" if side else f"{wide}, {moving}"
+        target = _target(out)
+        lines.append(f"{indent}if {moving}.shape == {shape}: {target} = f{i}({operands}, out=...)")
+        lines.append(
+            f"{indent}else: {target}, {wide}, {shape} = _widen(f{i}, {self.ref(ins[0])}, "
+            f"{self.ref(ins[1])}, {side}, {shape})"
+        )
+
     def build(self, lines: list[str], name: str) -> Callable[..., Any]:
         """Compile ``lines`` and return the function ``name`` they define."""
         filename = f"<onnxflow plan {self.plan.graph_name!r} #{next(_ids)}>"
         exec(compile("\n".join(lines), filename, "exec"), self.namespace)
         return self.namespace[name]
+
+
+#: Broadcast operands are kept widened (by _widening kernels and generated loops) for results
+#: of at most this many elements.
+WIDEN_LIMIT = 4096
+
+
+def widen(ufunc: Any, a: Any, b: Any, side: int, seen: Any) -> tuple[Any, Any, Any]:
+    """Return ``ufunc(a, b)``, the fixed operand (``side``) widened to the result's shape, and
+    the shape the other operand must have for the widened one to be used.
+
+    The fixed operand is widened on the second call in a row with the same shapes (a state whose
+    shape changes every iteration is not copied every iteration); until then the returned shape
+    is ``(shape,)``, which no array's shape equals, and ``seen`` passes it back.
+    """
+    y = ufunc(a, b, out=...)
+    moving, still = (a, b) if side else (b, a)
+    if moving.shape != y.shape or y.size > WIDEN_LIMIT:
+        return y, None, None  # the moving operand broadcasts too, or the copy would be big
+    if still.shape == y.shape:
+        return y, still, y.shape
+    if seen != (y.shape,):
+        return y, None, (y.shape,)
+    wide = np.ascontiguousarray(np.broadcast_to(still, y.shape))
+    wide.flags.writeable = False
+    return y, wide, y.shape
 
 
 def _target(slot: int) -> str:

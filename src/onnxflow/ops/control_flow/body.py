@@ -14,7 +14,7 @@ from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.errors import OnnxflowError
-from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error
+from onnxflow.ops.control_flow.common import BODY_ERRORS, Stacker, iteration_error
 from onnxflow.ops.control_flow.driver import Driver, Layout, generate_driver, iteration_of
 from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.runtime.codegen import failing_step
@@ -69,15 +69,15 @@ class LoopBody:
         sequences: Sequence[Any],
         states: list[Any],
         stop: int,
-        sinks: Sequence[Callable[[Any], None]],
+        sinks: Sequence[Stacker],
         *,
         use_cond: bool = False,
     ) -> tuple[int, list[Any]]:
         """Run iterations ``0..stop-1`` as one generated loop; return (iterations run, states).
 
-        Call it only when :meth:`fused` and at least one iteration will run. ``sinks`` receive
-        each scan output value; with ``use_cond`` the loop also stops when the body's condition
-        is false. Errors name this loop and the iteration.
+        Call it only when :meth:`fused` and at least one iteration will run. ``sinks`` collect
+        each scan output value, one per iteration; with ``use_cond`` the loop also stops when
+        the body's condition is false. Errors name this loop and the iteration.
         """
         options = current_run_options()
         key = (options is not None, use_cond)

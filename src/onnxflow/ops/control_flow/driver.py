@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.plan import Plan
-from onnxflow.ops.control_flow.common import TRUE, as_bool, terminated
+from onnxflow.ops.control_flow.common import TRUE, Stacker, as_bool, terminated
 from onnxflow.runtime.codegen import Emitter
 
 Driver = Callable[..., tuple[int, list[Any]]]
@@ -84,7 +84,9 @@ def generate_driver(
     def stopped() -> None:
         raise terminated()
 
-    em.namespace.update(_TRUE=TRUE, _index=_index, _truth=truth, _stopped=stopped)
+    em.namespace.update(
+        _TRUE=TRUE, _index=_index, _truth=truth, _stopped=stopped, _sink=_sink, _ndarray=np.ndarray
+    )
     lines = ["def drive(i, stop, states, seqs, tail, sinks, options):"]
     for names, source in ((states, "states"), (fixed, "tail")):
         if names:
@@ -93,8 +95,11 @@ def generate_driver(
         lines.append(f"    ({', '.join(f'q{k}' for k in range(len(indexed)))},) = seqs")
     if scan_outs:
         lines.append(f"    ({', '.join(f's{k}' for k in range(len(scan_outs)))},) = sinks")
+        for k in range(len(scan_outs)):
+            lines.append(f"    b{k} = z{k} = d{k} = None")
     if cond_slot is not None:
         lines.append(f"    v{cond_slot} = _TRUE")
+    head_end = len(lines)
     lines.append("    while i < stop:")
     body = "        "
     if checked:
@@ -105,9 +110,14 @@ def generate_driver(
         if slot in reads:  # a Scan element only read by hoisted work is not fetched
             lines.append(f"{body}v{slot} = q{k}[i]")
     keep = frozenset(fixed) | ({cond_slot} if cond_slot is not None else set())
-    em.steps(lines, body, keep)
-    for k, slot in enumerate(scan_outs):
-        lines.append(f"{body}s{k}({em.ref(slot)})")
+    em.steps(lines, body, keep, fixed=keep)
+    for k, slot in enumerate(scan_outs):  # into the stacker's buffer once it has one
+        v = em.ref(slot)
+        lines.append(
+            f"{body}if {v}.__class__ is _ndarray and {v}.shape == z{k} and {v}.dtype is d{k}: "
+            f"b{k}[i] = {v}"
+        )
+        lines.append(f"{body}else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)")
     if use_cond and cond_out is not None:
         lines.append(f"{body}go = _truth({em.ref(cond_out)}, i)")
     if states:
@@ -118,7 +128,13 @@ def generate_driver(
     lines.append(f"{body}i += 1")
     if use_cond and cond_out is not None:
         lines.append(f"{body}if not go: break")
+    for k in range(len(scan_outs)):
+        lines.append(f"    s{k}.n = i")
     lines.append(f"    return i, [{', '.join(f'v{s}' for s in states)}]")
+    if em.prologue:  # before the loop: line numbers after it shift
+        lines[head_end:head_end] = [f"    {line}" for line in em.prologue]
+        shift = len(em.prologue)
+        em.line_to_step = {n + shift: step for n, step in em.line_to_step.items()}
     return em.build(lines, "drive"), em.line_to_step
 
 
@@ -132,6 +148,16 @@ def iteration_of(exc: BaseException, driver: Driver) -> int | None:
             found = tb.tb_frame.f_locals.get("i")
         tb = tb.tb_next
     return found
+
+
+def _sink(stacker: Stacker, value: Any, i: int) -> tuple[Any, Any, Any]:
+    """Add iteration ``i``'s value to ``stacker``; return its buffer, the element shape and the
+    dtype that may be written into it directly (all None while it has no buffer)."""
+    stacker.n = i  # the driver writes rows itself and only tells the count here and at the end
+    stacker.add(value)
+    if stacker.buffer is None:
+        return None, None, None
+    return stacker.buffer, stacker.shape, stacker.dtype
 
 
 def _index(i: int) -> np.ndarray:

@@ -82,8 +82,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         scans = [Stacker(what, trips, at_most=True) for what in what_scans]
         if keep_going and (trips is None or trips > 0) and compiled.fused():
             stop = _FOREVER if trips is None else trips
-            sinks = [s.add for s in scans]
-            _, states = compiled.drive(captured, (), states, stop, sinks, use_cond=use_cond)
+            _, states = compiled.drive(captured, (), states, stop, scans, use_cond=use_cond)
             return (*states, *(s.result(d) for s, d in zip(scans, scan_decls)))
         options = current_run_options()
         step = None

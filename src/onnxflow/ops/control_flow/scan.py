@@ -65,8 +65,7 @@ def _iterate(
     if length == 0:
         return states
     if body.fused():
-        sinks = [s.add for s in scans]
-        return body.drive(captured, sequences, states, length, sinks)[1]
+        return body.drive(captured, sequences, states, length, scans)[1]
     n = len(states)
     options = current_run_options()
     t = 0
