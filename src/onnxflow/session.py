@@ -177,12 +177,18 @@ class InferenceSession:
             plan = self._default_plan
         collector = _MainValues(plan) if intermediate else None
         results = self._execute(plan, args, run_options, watchers + [collector] * bool(collector))
-        protected = _roots(input_feed.values()) | self._constant_roots
-        returned: set[int] = set()
         if collector is not None:
             values = _pick(collector.values(args), output_names)
-            return {k: _detach(v, protected, returned) for k, v in values.items()}
-        return [_detach(results[i], protected, returned) for i in indices]
+            picked = list(values.values())
+        else:
+            picked = [results[i] for i in indices]
+        if all(_fresh(v) for v in picked) and len({id(v) for v in picked}) == len(picked):
+            detached = picked  # made by this run's kernels, each once: nothing to copy
+        else:
+            protected = _roots(input_feed.values()) | self._constant_roots
+            returned: set[int] = set()
+            detached = [_detach(v, protected, returned) for v in picked]
+        return dict(zip(values, detached)) if collector is not None else detached
 
     def _execute(
         self, plan: Plan, args: list[Any], options: Any, watchers: list[Observer]
@@ -454,6 +460,15 @@ def _read_only(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _read_only(v) for k, v in value.items()}
     return value
+
+
+def _fresh(value: Any) -> bool:
+    """Whether ``value`` is an array that owns writable memory: made by a kernel of this run.
+
+    Feeds reach kernels as read-only views and constants are read-only, so such an array is
+    neither; it may be handed out unless it is returned twice.
+    """
+    return value.__class__ is np.ndarray and value.base is None and value.flags.writeable
 
 
 def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
