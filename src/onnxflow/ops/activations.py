@@ -51,6 +51,14 @@ def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarr
     return np.asarray(np.maximum(x, 0))
 
 
+def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    return np.maximum(x, 0, out=x)
+
+
+relu.fresh = True  # type: ignore[attr-defined]  # see runtime.codegen: Emitter._reusable
+relu.in_place = _relu_over_x  # type: ignore[attr-defined]
+
+
 @op("LeakyRelu", 1, 6, 16)
 def leaky_relu(
     x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: list[int] | None = None

@@ -220,6 +220,9 @@ def conv(
     return _add_bias(y, b).astype(x.dtype, copy=False)
 
 
+conv.fresh = True  # type: ignore[attr-defined]  # a new array: see codegen.Emitter._reusable
+
+
 def _check_kernel_shape(kernel_shape: list[int] | None, w: np.ndarray) -> None:
     if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
         raise ValueError(f"kernel_shape {kernel_shape} does not match W's shape {w.shape}")

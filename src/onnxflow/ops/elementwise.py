@@ -362,8 +362,26 @@ def _variadic(op_type: str, ufunc: np.ufunc, versions: tuple[int, ...]) -> None:
     def kernel(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarray:
         if not xs:
             raise ValueError(f"{op_type} needs at least one input, found none")
+        if len(xs) == 1:
+            return np.array(xs[0])  # a copy: the result is always a new array (``fresh``)
         return np.asarray(functools.reduce(ufunc, xs))
 
+    def over_first(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarray:
+        """The same fold, written over xs[0] when the result has its shape and dtype."""
+        first = xs[0] if xs else None
+        if (
+            len(xs) < 2
+            or first.ndim == 0  # type: ignore[union-attr]
+            or np.result_type(*xs) != first.dtype  # type: ignore[union-attr]
+            or np.broadcast_shapes(*(x.shape for x in xs)) != first.shape  # type: ignore[union-attr]
+        ):
+            return kernel(*xs)
+        for x in xs[1:]:
+            ufunc(first, x, out=first)
+        return first  # type: ignore[return-value]
+
+    kernel.fresh = True  # type: ignore[attr-defined]  # see codegen.Emitter._reusable
+    kernel.in_place = over_first  # type: ignore[attr-defined]
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
     op(op_type, *versions)(kernel)

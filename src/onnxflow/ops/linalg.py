@@ -40,6 +40,7 @@ def _matrices(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # tests both ranks and falls back to the kernel.
 _matrices.inline_call = np.dot  # type: ignore[attr-defined]
 _matrices.inline_guard = "{1}.ndim == 2 == {0}.ndim"  # type: ignore[attr-defined]
+_matrices.fresh = True  # type: ignore[attr-defined]  # a new array: see codegen.Emitter._reusable
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -59,6 +60,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if y.ndim == 0 or y.dtype != a.dtype:
         return np.asarray(y, dtype=a.dtype)
     return y
+
+
+matmul.fresh = True  # type: ignore[attr-defined]
 
 
 def _gemm(

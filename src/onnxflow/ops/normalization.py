@@ -68,8 +68,12 @@ def _batch_norm(
     momentum: float,
     training: bool,
     spatial: int = 1,
+    in_place: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    """Return (Y,) in inference, else (Y, running mean, running var, batch mean, batch var)."""
+    """Return (Y,) in inference, else (Y, running mean, running var, batch mean, batch var).
+
+    ``in_place``: Y may be written over X (inference only, when X is in its statistics dtype).
+    """
     w = _work(x)
     rank = x.ndim
     s, b = (_per_channel(_work(p), rank) for p in (scale, bias))
@@ -77,7 +81,7 @@ def _batch_norm(
         m, v = (_per_channel(_work(p), rank) for p in (mean, var))
         # per channel, y = x * a + c: two passes over x instead of four
         a = s / np.sqrt(v + w.dtype.type(epsilon))
-        y = np.multiply(w, a)
+        y = np.multiply(w, a, out=w if in_place and w is x else None)
         np.add(y, b - m * a, out=y)
         return (y.astype(x.dtype, copy=False),)
     axes = (0, *range(2, rank)) if spatial else (0,)
@@ -99,6 +103,12 @@ def _batch_norm_kernel(
     def run(*args: np.ndarray) -> tuple[np.ndarray, ...]:
         return _batch_norm(*args, epsilon, momentum, training, spatial)
 
+    def over_x(*args: np.ndarray) -> np.ndarray:
+        return _batch_norm(*args, epsilon, momentum, training, spatial, in_place=True)[0]
+
+    if not training:  # one output, a new array; generated code may let it overwrite X
+        run.fresh = True  # type: ignore[attr-defined]
+        run.in_place = over_x  # type: ignore[attr-defined]
     return run
 
 
@@ -147,6 +157,26 @@ def batch_normalization(
     """Y, plus (running_mean, running_var) in training mode."""
     out = _batch_norm(x, scale, bias, input_mean, input_var, epsilon, momentum, bool(training_mode))
     return out[:3] if training_mode else out[0]
+
+
+def _batch_norm_over_x(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    input_mean: np.ndarray,
+    input_var: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
+    momentum: float = 0.9,
+    training_mode: int = 0,
+) -> np.ndarray:
+    """Y alone, written over X in inference (see runtime.codegen: Emitter._reusable)."""
+    args = (x, scale, bias, input_mean, input_var, epsilon, momentum, bool(training_mode))
+    return _batch_norm(*args, in_place=not training_mode)[0]
+
+
+batch_normalization.fresh = True  # type: ignore[attr-defined]
+batch_normalization.in_place = _batch_norm_over_x  # type: ignore[attr-defined]
 
 
 # -- Instance, layer, group and RMS normalization ----------------------------------------------

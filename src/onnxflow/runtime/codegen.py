@@ -21,7 +21,9 @@ fails, the traceback's line number in the generated code names the step.
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +77,9 @@ class Emitter:
         self.line_to_step: dict[int, int] = {}
         #: Lines to run once before the steps (set up by fixed-operand broadcasts).
         self.prologue: list[str] = []
+        #: Slots holding an array a step of this plan made, that nothing else refers to.
+        self.fresh: set[int] = set()
+        self.uses = Counter(s for _, ins, _, _ in plan.steps for s in ins)
 
     def _cancel(self, step: int) -> None:
         info = self.plan.infos[step]
@@ -113,8 +118,14 @@ class Emitter:
             if self.checked:
                 lines.append(f"{indent}if options.terminate: _cancel({i})")
             first = len(lines) + 1
+            reuse = self._reusable(fn, ins, out, free, keep)
             if widen is not None:
                 self._widened(lines, indent, i, fn.broadcast_ufunc, ins, out, widen)
+            elif reuse is not None:  # the only input dies here: write the result over it
+                self.namespace[f"f{i}"] = reuse
+                x = self.ref(ins[0])
+                call = f"f{i}({x}, out={x})" if reuse is ufunc else f"f{i}({args})"
+                lines.append(f"{indent}{_target(_single(out))} = {call}")
             elif fn is passthrough:
                 lines.append(f"{indent}{_target(out)} = {self.ref(ins[0])}")
             elif ufunc is not None:  # the kernel is this call: make it here, one Python call less
@@ -134,12 +145,45 @@ class Emitter:
                     targets = ", ".join(_target(s) for s in out)
                     lines.append(f"{indent}({targets},) = _many({call}, {len(out)})")
             self.line_to_step.update(dict.fromkeys(range(first, len(lines) + 1), i))
+            one = _single(out)
+            if one is not None and (reuse is not None or self._makes_fresh(fn, ins)):
+                self.fresh.add(one)
             self.assigned.update((out,) if out.__class__ is int else out)
             dead = [
                 f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
             ]
             if dead:
                 lines.append(f"{indent}del {', '.join(dead)}")
+
+    def _reusable(
+        self, fn: Any, ins: tuple[int, ...], out: Any, free: tuple[int, ...], keep: frozenset[int]
+    ) -> Any:
+        """The kernel to call so that it writes over input 0, or None.
+
+        Only when input 0 is an array a step of this plan made, read by this step alone (so no
+        view of it lives on: views come from the steps that read it) and freed here (so not a
+        plan output); the kernel is a ufunc that keeps its dtype, or says how to run in place
+        (``in_place``).
+        """
+        if _single(out) is None or not ins:
+            return None
+        x = ins[0]
+        if x not in self.fresh or self.uses[x] != 1 or x not in free or x in keep:
+            return None
+        ufunc = getattr(fn, "inline_ufunc", None)
+        if ufunc is not None:
+            return ufunc if len(ins) == 1 and keeps_dtype(ufunc) else None
+        return kernel_trait(fn, "in_place")
+
+    def _makes_fresh(self, fn: Any, ins: tuple[int, ...]) -> bool:
+        """Whether the step's result is a new array that nothing else refers to."""
+        if fn is passthrough:  # an alias: fresh only if what it passes on was, and dies here
+            return ins[0] in self.fresh and self.uses[ins[0]] == 1
+        return bool(
+            getattr(fn, "inline_ufunc", None) is not None
+            or getattr(fn, "broadcast_ufunc", None) is not None
+            or kernel_trait(fn, "fresh")
+        )
 
     def _fixed_side(
         self, fn: Any, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
@@ -213,6 +257,32 @@ def widen(ufunc: Any, a: Any, b: Any, side: int, seen: Any) -> tuple[Any, Any, A
     wide = np.ascontiguousarray(np.broadcast_to(still, y.shape))
     wide.flags.writeable = False
     return y, wide, y.shape
+
+
+def keeps_dtype(ufunc: np.ufunc) -> bool:
+    """Whether every loop of a one-input ufunc returns its input's dtype (so ``out=x`` is
+    exactly the plain result: not Abs of complex, not IsNaN)."""
+    if ufunc.nin != 1 or ufunc.nout != 1:
+        return False
+    return all(sig.split("->")[0] == sig.split("->")[1] for sig in ufunc.types)
+
+
+def kernel_trait(fn: Any, name: str) -> Any:
+    """A kernel's declared trait (``fresh``, ``in_place``), seen through attribute binding: a
+    callable trait gets the same bound attributes as the kernel."""
+    if isinstance(fn, functools.partial):
+        trait = getattr(fn.func, name, None)
+        if callable(trait):
+            return functools.partial(trait, *fn.args, **fn.keywords)
+        return trait
+    return getattr(fn, name, None)
+
+
+def _single(out: Any) -> int | None:
+    """The slot of a step's only output (kernels of multi-output ops give a 1-tuple)."""
+    if out.__class__ is int:
+        return out
+    return out[0] if len(out) == 1 else None
 
 
 def _target(slot: int) -> str:
