@@ -131,8 +131,11 @@ def _conv(
         )
     out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
     wm = w.reshape(group, m // group, -1)
-    y = np.empty((n, m, *out), dtype=x.dtype)
-    if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides or ()):
+    pointwise = math.prod(kernel) == 1 and not any(begin + end)
+    if pointwise and all(s == 1 for s in strides or ()):
+        if n == 1:  # the product is the output: no copy into a preallocated one
+            return _grouped_gemm(wm, x[0].reshape(c, -1)).reshape(1, m, *out)
+        y = np.empty((n, m, *out), dtype=x.dtype)
         for b in range(n):
             y[b] = _grouped_gemm(wm, x[b].reshape(c, -1)).reshape(m, *out)
         return y
@@ -141,6 +144,10 @@ def _conv(
     extent = (kernel[0] - 1) * (dilations or [1])[0] + 1
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
+    if n == 1 and step >= out[0]:  # one image in one chunk: likewise
+        cols = _im2col(xp[0], kernel, out, strides, dilations)
+        return _grouped_gemm(wm, cols).reshape(1, m, *out)
+    y = np.empty((n, m, *out), dtype=x.dtype)
     for b in range(n):
         for r0 in range(0, out[0], step):
             r1 = min(out[0], r0 + step)
