@@ -132,9 +132,13 @@ class NodeContext:
         """Return a validation error about this node."""
         return ValidationError(f"{self.describe()}: {message}")
 
-    def subgraph(self, graph: GraphProto) -> Subgraph:
-        """Compile a subgraph attribute once; its outer-scope reads become this node's captures."""
-        plan = self._builder.compile_subgraph(graph, self.opsets)
+    def subgraph(self, graph: GraphProto, extra_opsets: dict[str, int] | None = None) -> Subgraph:
+        """Compile a subgraph attribute once; its outer-scope reads become this node's captures.
+
+        ``extra_opsets``: domains the subgraph may use beyond the node's (a rewrite's own).
+        """
+        opsets = {**self.opsets, **extra_opsets} if extra_opsets else self.opsets
+        plan = self._builder.compile_subgraph(graph, opsets)
         positions = []
         for name in plan.capture_names:
             if name not in self.captures:

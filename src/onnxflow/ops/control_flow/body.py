@@ -16,6 +16,7 @@ from onnxflow.compile.compiler import NodeContext
 from onnxflow.errors import OnnxflowError
 from onnxflow.ops.control_flow.common import BODY_ERRORS, Stacker, iteration_error
 from onnxflow.ops.control_flow.driver import Driver, Layout, generate_driver, iteration_of
+from onnxflow.ops.control_flow.fuse import FUSED_DOMAIN, fuse_distances
 from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import current_run_options
@@ -42,20 +43,18 @@ class LoopBody:
         self.label = node.describe()
         self._drivers: dict[tuple[bool, bool], tuple[Driver, dict[int, int]]] = {}
         head = 2 if counter else len(element_inputs)
-        split = None
+        split = fused = None
         if node.optimize:
-            split = split_body(
-                graph, list(element_inputs), _rank_lookup(node, graph), node.opset_of("")
-            )
-        if split is None:
-            self.pre = None
-            self.sub = self.plain = node.subgraph(graph)
-            self.n_invariants = 0
+            rank = _rank_lookup(node, graph)
+            split = split_body(graph, list(element_inputs), rank, node.opset_of(""))
+            fused = fuse_distances(graph if split is None else split.body, rank)
+        self.plain = node.subgraph(graph)  # observed runs show every node of every iteration
+        self.pre = None if split is None else node.subgraph(split.pre)
+        self.n_invariants = 0 if split is None else len(split.invariants)
+        if fused is not None:
+            self.sub = node.subgraph(fused, {FUSED_DOMAIN: 1})
         else:
-            self.pre = node.subgraph(split.pre)
-            self.sub = node.subgraph(split.body)
-            self.plain = node.subgraph(graph)  # observed runs show every node of every iteration
-            self.n_invariants = len(split.invariants)
+            self.sub = self.plain if split is None else node.subgraph(split.body)
         n_rows = 0 if split is None else len(split.batched)
         self.layout = Layout(counter, len(graph.input) - head, len(element_inputs) + n_rows)
 

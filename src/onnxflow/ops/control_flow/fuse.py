@@ -1,0 +1,135 @@
+"""Fusing a loop body's row distances: ``ReduceSumSquare(Sub(A, b), axes=[-1])``.
+
+A Scan that measures the distance from every row of a matrix A to each scanned vector b (the
+k-nearest-neighbours models skl2onnx writes) computes per iteration ``A - b``, a broadcast over
+rows of a few elements each that NumPy runs one short row at a time, then the squares' row sums.
+When A stays the same object across iterations, the fused kernel keeps A transposed: the
+difference then runs along long contiguous rows, and the sum over the short axis is one BLAS
+product (a knn iteration: 6.0 -> 3.8 us). The values are the same differences and squares; only
+the order of the additions in each row sum differs.
+
+Like hoisting, this rewrites the body the generated loop runs; observed runs see the body as
+written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import AttributeProto, GraphProto, NodeProto, helper, numpy_helper
+
+from onnxflow.ops.registry import op
+
+#: The private domain of fused nodes (never in a model: made by this rewrite only).
+FUSED_DOMAIN = "onnxflow.fused"
+_OP = "RowSquaredDistances"
+
+
+def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> GraphProto | None:
+    """``body`` with each fusable Sub + ReduceSumSquare pair as one node, or None if none is.
+
+    ``rank`` gives a value's static rank: A must be a matrix and b a vector.
+    """
+    reads = Counter(i for n in body.node for i in n.input if i)
+    reads.update(vi.name for vi in body.output)
+    reads.update(_subgraph_reads(body))
+    producer = {o: n for n in body.node for o in n.output if o}
+    consts = {t.name: numpy_helper.to_array(t) for t in body.initializer}
+    fused: dict[int, NodeProto] = {}
+    dropped: set[int] = set()
+    for node in body.node:
+        if node.op_type != "ReduceSumSquare" or node.domain not in ("", "ai.onnx"):
+            continue
+        sub = producer.get(node.input[0])
+        if sub is None or sub.op_type != "Sub" or sub.domain not in ("", "ai.onnx"):
+            continue
+        axis = _last_axis(node, consts)
+        if reads[node.input[0]] != 1 or axis is None:
+            continue
+        if rank(sub.input[0]) != 2 or rank(sub.input[1]) != 1:
+            continue
+        keep = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+        fused[id(node)] = helper.make_node(
+            _OP,
+            list(sub.input),
+            list(node.output),
+            name=node.name or sub.name,
+            domain=FUSED_DOMAIN,
+            axis=axis,
+            keepdims=keep,
+        )
+        dropped.add(id(sub))
+    if not fused:
+        return None
+    nodes = [fused.get(id(n), n) for n in body.node if id(n) not in dropped]
+    graph = GraphProto()
+    graph.CopyFrom(body)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return graph
+
+
+def _last_axis(node: NodeProto, consts: dict[str, np.ndarray]) -> int | None:
+    """The reduced axis when a ReduceSumSquare reduces exactly one axis, 1 or -1, else None."""
+    axes: Any = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        value = consts.get(node.input[1])
+        axes = None if value is None else value.reshape(-1).tolist()
+    return axes[0] if axes in ([1], [-1]) else None
+
+
+def _subgraph_reads(graph: GraphProto) -> list[str]:
+    names: list[str] = []
+    for n in graph.node:
+        for a in n.attribute:
+            for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
+                names += [i for m in g.node for i in m.input if i]
+                names += [vi.name for vi in g.output]
+                names += _subgraph_reads(g)
+    return names
+
+
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@op(_OP, 1, domain=FUSED_DOMAIN, build=True)
+def row_squared_distances(
+    node: Any, *, axis: int = -1, keepdims: int = 1
+) -> Callable[..., np.ndarray]:
+    """``ReduceSumSquare(A - b, axes=[axis])`` for a matrix A and a vector b (see the module
+    doc); other inputs run the two nodes as written."""
+    # (A seen last, its transpose once seen twice in a row, ones): one tuple, swapped whole, so
+    # concurrent runs of a session each read a consistent one
+    memo: list[Any] = [None]
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        kept = memo[0]
+        fast = (
+            a.ndim == 2
+            and b.ndim == 1
+            and a.dtype in _FAST
+            and b.dtype is a.dtype
+            and a.shape[1] == b.shape[0]
+            and a.size
+        )
+        if not fast or kept is None or kept[0] is not a:
+            memo[0] = (a, None, None) if fast else None
+            return _unfused(a, b, axis, keepdims)
+        if kept[1] is None:
+            kept = memo[0] = (a, np.ascontiguousarray(a.T), np.ones(a.shape[1], a.dtype))
+        d = np.subtract(kept[1], b[:, None])
+        np.square(d, out=d)
+        rows = np.dot(kept[2], d)
+        return rows[:, None] if keepdims else rows
+
+    return run
+
+
+def _unfused(a: np.ndarray, b: np.ndarray, axis: int, keepdims: int) -> np.ndarray:
+    """The two nodes as written: Sub, then ReduceSumSquare over ``axis``."""
+    from onnxflow.ops.reduction import _reduce, _sum_square
+
+    return _reduce(_sum_square, np.subtract(a, b), [axis], keepdims, 0)
