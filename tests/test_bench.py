@@ -45,6 +45,14 @@ def test_quick_run_prints_a_table_with_every_workload(quick_run: tuple[str, dict
     assert "Loop linearity" in out and "peak_memory: peak RSS" in out
 
 
+def test_quick_run_measures_loop_linearity_with_sizes_interleaved(quick_run) -> None:
+    out, data = quick_run
+    (row,) = [r for r in data["rows"] if r["name"] == "loop_linearity"]
+    assert row["kind"] == "ratio" and row["values"]["onnxflow"] > 0
+    assert row["failures"]["onnx.reference"] == "not measured"
+    assert "sampled alternately): onnxflow" in out
+
+
 def test_quick_run_checks_onnxflow_against_onnxruntime(quick_run: tuple[str, dict]) -> None:
     _, data = quick_run
     assert [r["name"] for r in data["rows"]] == NAMES

@@ -11,7 +11,7 @@ from onnxflow.bench.harness import report_to_json, run_bench
 from onnxflow.bench.report import render
 from onnxflow.bench.workloads import TIMED
 
-NAMES = [*TIMED, "peak_memory"]
+NAMES = [*TIMED, "loop_linearity", "peak_memory"]
 DESCRIPTION = onnxflow.bench.__doc__
 
 

@@ -8,6 +8,8 @@ reported time is the median per-call time of an engine's samples. After each onn
 sample the harness pauses (``COOL_DOWN``) so that its spinning thread pool does not slow the
 next engine's sample. onnx.reference is slow, so it
 takes at most ``REF_CAP`` samples, and on the big workloads a single run with no warm-up.
+Loop linearity compares two sizes of one Loop, so those two are sampled alternately in the same
+repeats (:func:`linearity_row`).
 """
 
 from __future__ import annotations
@@ -203,6 +205,50 @@ def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, targe
     return row
 
 
+def linearity_row(
+    builders: dict[str, Builder], skipped: dict[str, str], repeats: int, target: float, quick: bool
+) -> Row:
+    """Per engine, the counting Loop's time at 10x the trips over its time at the mid size.
+
+    The two sizes are sampled alternately within each repeat: as separate workloads they are
+    timed a minute apart, and the machine's drift over that minute shows up in their ratio.
+    onnx.reference is left out: its 100k-trip run alone takes seconds.
+    """
+    mid, large = TIMED["loop_count_mid"](quick), TIMED["loop_count_large"](quick)
+    row = Row("loop_linearity", f"{large.size} / {mid.size}", kind="ratio")
+    row.failures.update({e: f"skipped: {r}" for e, r in skipped.items()})
+    row.failures["onnx.reference"] = "not measured"
+    runners: dict[str, Runner] = {}
+    calls: dict[str, int] = {}
+    for engine in (e for e in ENGINES if e in builders and e not in row.failures):
+        try:
+            pair = [builders[engine](w.model) for w in (mid, large)]
+            firsts = []
+            for run, w in zip(pair, (mid, large)):
+                start = time.perf_counter()
+                run(w.feeds)
+                firsts.append(time.perf_counter() - start)
+        except Exception as exc:  # a failing engine is reported, not fatal
+            row.failures[engine] = _reason(exc)
+            continue
+        for key, run, first in zip(("mid", "large"), pair, firsts):
+            runners[f"{engine}/{key}"] = run
+            calls[f"{engine}/{key}"] = max(1, min(MAX_CALLS, round(target / max(first, 1e-9))))
+    samples: dict[str, list[float]] = {k: [] for k in runners}
+    feeds = {"mid": mid.feeds, "large": large.feeds}
+    for r in range(repeats):
+        order = list(runners) if r % 2 == 0 else list(reversed(runners))
+        for key in order:
+            samples[key].append(_sample(runners[key], feeds[key.split("/")[1]], calls[key]))
+            if key.startswith("onnxruntime"):
+                time.sleep(COOL_DOWN)
+    for engine in dict.fromkeys(k.split("/")[0] for k in runners):
+        per_mid = statistics.median(samples[f"{engine}/mid"])
+        row.values[engine] = statistics.median(samples[f"{engine}/large"]) / per_mid
+    row.note = f"{large.units // max(mid.units, 1)}x the trips; sizes sampled alternately"
+    return row
+
+
 def memory_row(model: str, skipped: dict[str, str]) -> Row:
     """Peak memory of ``model`` in onnxflow and onnxruntime, each in a fresh subprocess."""
     row = Row("peak_memory", f"{model}, 1 run", kind="memory", note="see method below")
@@ -266,6 +312,8 @@ def _one(
 ) -> Row:
     if name == "peak_memory":
         return memory_row("squeezenet" if quick else "resnet50", skipped)
+    if name == "loop_linearity":
+        return linearity_row(builders, skipped, repeats, target, quick)
     try:
         workload = TIMED[name](quick)
     except SkipWorkload as exc:

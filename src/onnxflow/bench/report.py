@@ -30,6 +30,8 @@ def _cell(row: Row, engine: str) -> str:
     value = row.values[engine]
     if row.kind == "memory":
         return f"{value:.0f} MiB"
+    if row.kind == "ratio":
+        return f"{value:.2f}"
     text = format_seconds(value)
     if row.unit:
         text += f" ({format_seconds(value / row.units)}/{row.unit})"
@@ -37,6 +39,8 @@ def _cell(row: Row, engine: str) -> str:
 
 
 def _ratio(row: Row, top: str, bottom: str) -> str:
+    if row.kind == "ratio":  # a ratio of an engine's own times: engines compare in its cells
+        return "—"
     if top in row.values and bottom in row.values and row.values[bottom] > 0:
         return f"{row.values[top] / row.values[bottom]:.2f}x"
     return "—"
@@ -67,8 +71,12 @@ def machine_line(report: Report) -> str:
 
 
 def linearity(rows: list[Row]) -> str | None:
-    """The cost ratio of the large to the mid counting Loop per engine, if both ran."""
+    """The cost ratio of the large to the mid counting Loop per engine, if measured."""
     by_name = {r.name: r for r in rows}
+    paired = by_name.get("loop_linearity")
+    if paired is not None and paired.values:
+        ratios = ", ".join(f"{e} {v:.1f}" for e, v in paired.values.items())
+        return f"Loop linearity ({paired.size}, {paired.note}): {ratios}"
     mid, large = by_name.get("loop_count_mid"), by_name.get("loop_count_large")
     if mid is None or large is None:
         return None
