@@ -12,10 +12,19 @@ a local variable, each step one call, and each value is deleted after its last u
         ...
         return [v6]
 
-Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``; a
-kernel that is exactly ``ufunc(inputs..., out=...)`` says so (``inline_ufunc``) and the ufunc
-itself is called. A
-checked twin takes the run options and tests ``terminate`` before every step. When a kernel
+Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``.
+Kernels tell the emitter, by attributes, what it may write instead of a plain call:
+
+- ``inline_ufunc``: the kernel is exactly ``ufunc(inputs..., out=...)``; the ufunc is called.
+- ``inline_call`` with ``inline_guard``: the kernel is that call whenever the guard holds
+  (MatMul is ``np.dot`` for two matrices); the line tests the guard, else calls the kernel.
+- ``fresh``: the result is a new array. When such a value's only reader is the next kernel and
+  it dies there, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``) writes its
+  result over it.
+- ``broadcast_ufunc``: in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is
+  kept widened to the result's shape in a local.
+
+A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
 """
 
