@@ -18,9 +18,9 @@ Kernels tell the emitter, by attributes, what it may write instead of a plain ca
 - ``inline_ufunc``: the kernel is exactly ``ufunc(inputs..., out=...)``; the ufunc is called.
 - ``inline_call`` with ``inline_guard``: the kernel is that call whenever the guard holds
   (MatMul is ``np.dot`` for two matrices); the line tests the guard, else calls the kernel.
-- ``fresh``: the result is a new array. When such a value's only reader is the next kernel and
-  it dies there, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``) writes its
-  result over it.
+- ``fresh``: the result is a new array. When such a value is read by one later step only, as
+  that step's first input, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``)
+  writes its result over it.
 - ``broadcast_ufunc``: in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is
   kept widened to the result's shape in a local.
 
