@@ -96,10 +96,8 @@ def _batch_norm(
 
 
 def _batch_norm_kernel(
-    node: NodeContext, epsilon: float, momentum: float, is_test: int, spatial: int
+    epsilon: float, momentum: float, training: bool, spatial: int
 ) -> Callable[..., tuple[np.ndarray, ...]]:
-    training = not is_test and node.n_outputs > 1
-
     def run(*args: np.ndarray) -> tuple[np.ndarray, ...]:
         return _batch_norm(*args, epsilon, momentum, training, spatial)
 
@@ -123,7 +121,7 @@ def batch_normalization_1(
     consumed_inputs: list[int] | None = None,
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """Batch statistics when the node lists the training outputs and is_test is 0."""
-    return _batch_norm_kernel(node, epsilon, momentum, is_test, spatial)
+    return _batch_norm_kernel(epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
 
 
 @op("BatchNormalization", 7, build=True)
@@ -131,7 +129,7 @@ def batch_normalization_7(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """Batch statistics when the node lists the training outputs."""
-    return _batch_norm_kernel(node, epsilon, momentum, 0, spatial)
+    return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, spatial)
 
 
 @op("BatchNormalization", 9, build=True)
@@ -139,44 +137,15 @@ def batch_normalization_9(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """Batch statistics (per channel) when the node lists the training outputs."""
-    return _batch_norm_kernel(node, epsilon, momentum, 0, 1)
+    return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, 1)
 
 
-@op("BatchNormalization", 14, 15)
+@op("BatchNormalization", 14, 15, build=True)
 def batch_normalization(
-    x: np.ndarray,
-    scale: np.ndarray,
-    bias: np.ndarray,
-    input_mean: np.ndarray,
-    input_var: np.ndarray,
-    *,
-    epsilon: float = 1e-5,
-    momentum: float = 0.9,
-    training_mode: int = 0,
-) -> np.ndarray | tuple[np.ndarray, ...]:
+    node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0
+) -> Callable[..., tuple[np.ndarray, ...]]:
     """Y, plus (running_mean, running_var) in training mode."""
-    out = _batch_norm(x, scale, bias, input_mean, input_var, epsilon, momentum, bool(training_mode))
-    return out[:3] if training_mode else out[0]
-
-
-def _batch_norm_over_x(
-    x: np.ndarray,
-    scale: np.ndarray,
-    bias: np.ndarray,
-    input_mean: np.ndarray,
-    input_var: np.ndarray,
-    *,
-    epsilon: float = 1e-5,
-    momentum: float = 0.9,
-    training_mode: int = 0,
-) -> np.ndarray:
-    """Y alone, written over X in inference (see runtime.codegen: Emitter._reusable)."""
-    args = (x, scale, bias, input_mean, input_var, epsilon, momentum, bool(training_mode))
-    return _batch_norm(*args, in_place=not training_mode)[0]
-
-
-batch_normalization.fresh = True  # type: ignore[attr-defined]
-batch_normalization.in_place = _batch_norm_over_x  # type: ignore[attr-defined]
+    return _batch_norm_kernel(epsilon, momentum, bool(training_mode), 1)
 
 
 # -- Instance, layer, group and RMS normalization ----------------------------------------------
