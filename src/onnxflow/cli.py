@@ -13,10 +13,11 @@ from typing import Any, TextIO
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, GraphProto, numpy_helper
+from onnx import GraphProto, numpy_helper
 
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
+from onnxflow.ir.walk import subgraphs
 from onnxflow.observers import Profiler, Verbose
 from onnxflow.runtime.observe import Observer
 from onnxflow.session import InferenceSession
@@ -271,11 +272,8 @@ def count_ops(graph: GraphProto, counts: Counter[str] | None = None) -> Counter[
     counts = Counter() if counts is None else counts
     for node in graph.node:
         counts[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] += 1
-        for a in node.attribute:
-            if a.type == AttributeProto.GRAPH:
-                count_ops(a.g, counts)
-            for g in a.graphs:
-                count_ops(g, counts)
+        for g in subgraphs(node):
+            count_ops(g, counts)
     return counts
 
 

@@ -15,6 +15,7 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto
 
+from onnxflow.ir.walk import subgraphs
 from onnxflow.ops.registry import normalize_domain
 
 _counter = itertools.count()
@@ -67,18 +68,10 @@ def expand_call(node: NodeProto, fn: FunctionProto) -> list[NodeProto]:
 def _defined_names(nodes: Iterable[NodeProto]) -> Iterable[str]:
     for n in nodes:
         yield from (o for o in n.output if o)
-        for g in _subgraphs(n):
+        for g in subgraphs(n):
             yield from (i.name for i in g.input)
             yield from (t.name for t in g.initializer)
             yield from _defined_names(g.node)
-
-
-def _subgraphs(node: NodeProto) -> Iterable[GraphProto]:
-    for a in node.attribute:
-        if a.type == AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == AttributeProto.GRAPHS:
-            yield from a.graphs
 
 
 def _specialise(
@@ -104,9 +97,8 @@ def _specialise(
             kept.append(a)
     del out.attribute[:]
     out.attribute.extend(kept)
-    for a in out.attribute:
-        for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
-            _bind_graph_attrs(g, call_attrs, defaults)
+    for g in subgraphs(out):
+        _bind_graph_attrs(g, call_attrs, defaults)
     return out
 
 
@@ -121,7 +113,7 @@ def _rename_node(node: NodeProto, mapping: dict[str, str]) -> None:
     if mapping:
         node.input[:] = [mapping.get(x, x) if x else "" for x in node.input]
         node.output[:] = [mapping.get(x, x) if x else "" for x in node.output]
-    for g in _subgraphs(node):
+    for g in subgraphs(node):
         _rename_graph(g, mapping)
 
 

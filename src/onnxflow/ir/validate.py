@@ -19,10 +19,11 @@ import onnx.checker
 import onnx.defs
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from onnxflow.errors import UnsupportedVersionError, ValidationError, where
 from onnxflow.ir.load import all_tensors
+from onnxflow.ir.walk import subgraphs
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.values import np_dtype
 
@@ -248,15 +249,6 @@ def _check_node_domain(
         )
 
 
-def _subgraphs(node: NodeProto) -> Iterable[tuple[str, GraphProto]]:
-    for a in node.attribute:
-        if a.type == AttributeProto.GRAPH:
-            yield a.name, a.g
-        elif a.type == AttributeProto.GRAPHS:
-            for g in a.graphs:
-                yield a.name, g
-
-
 def _check_graph(
     graph: GraphProto, opsets: dict[str, int], outer: frozenset[str], problems: list[str]
 ) -> None:
@@ -301,7 +293,7 @@ def _check_graph(
                 else:
                     problems.append(f"{label}: {desc} reads {name!r}, which is never defined")
         visible = outer | defined
-        for _, sub in _subgraphs(node):
+        for sub in subgraphs(node):
             _check_graph(sub, opsets, frozenset(visible), problems)
         for name in node.output:
             define(name, f"output of {desc}")
@@ -317,7 +309,7 @@ def _check_graph(
 def _reads(node: NodeProto) -> set[str]:
     """Names a node depends on: its inputs and the outer names its subgraphs read."""
     names = {n for n in node.input if n}
-    for _, sub in _subgraphs(node):
+    for sub in subgraphs(node):
         names |= _free_names(sub)
     return names
 

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, GraphProto, NodeProto, helper, numpy_helper
+from onnx import GraphProto, NodeProto, helper, numpy_helper
 
+from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import op
 
 #: The private domain of fused nodes (never in a model: made by this rewrite only).
@@ -35,7 +36,7 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     """
     reads = Counter(i for n in body.node for i in n.input if i)
     reads.update(vi.name for vi in body.output)
-    reads.update(_subgraph_reads(body))
+    reads.update(subgraph_reads(body.node))  # any such read: not fused
     producer = {o: n for n in body.node for o in n.output if o}
     consts = {t.name: numpy_helper.to_array(t) for t in body.initializer}
     fused: dict[int, NodeProto] = {}
@@ -79,17 +80,6 @@ def _last_axis(node: NodeProto, consts: dict[str, np.ndarray]) -> int | None:
         value = consts.get(node.input[1])
         axes = None if value is None else value.reshape(-1).tolist()
     return axes[0] if axes in ([1], [-1]) else None
-
-
-def _subgraph_reads(graph: GraphProto) -> list[str]:
-    names: list[str] = []
-    for n in graph.node:
-        for a in n.attribute:
-            for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
-                names += [i for m in g.node for i in m.input if i]
-                names += [vi.name for vi in g.output]
-                names += _subgraph_reads(g)
-    return names
 
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from onnx import AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProto, helper
 
+from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import REGISTRY
 
 #: Ops that map each element of a sequence independently, with the ranks rule below.
@@ -127,7 +128,7 @@ def _rewrite(
     moved_ids = {id(n) for n in moved}
     kept = [n for n in body.node if id(n) not in moved_ids]
     needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
-    needed |= _subgraph_reads(kept)
+    needed |= subgraph_reads(kept)
     inv_out = tuple(sorted(n for n in invariant if n in needed))
     bat_out = tuple(n for n in batched if n in needed)
     if not inv_out and not bat_out:
@@ -152,18 +153,6 @@ def _rewrite(
         [t for t in body.initializer if t.name in needed],
     )
     return BodySplit(pre, rest, inv_out, bat_out)
-
-
-def _subgraph_reads(nodes: list[NodeProto]) -> set[str]:
-    reads: set[str] = set()
-    for n in nodes:
-        for a in n.attribute:
-            graphs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
-            for g in graphs:
-                reads |= {i for m in g.node for i in m.input if i}
-                reads |= {vi.name for vi in g.output}
-                reads |= _subgraph_reads(list(g.node))
-    return reads
 
 
 def _untyped(name: str) -> ValueInfoProto:
