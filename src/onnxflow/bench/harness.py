@@ -144,20 +144,23 @@ def _sample(runner: Runner, feeds: dict[str, np.ndarray], calls: int) -> float:
 
 def _interleave(
     runners: dict[str, Runner],
-    feeds: dict,
+    feeds: dict[str, dict],
     calls: dict[str, int],
     caps: dict[str, int],
     repeats: int,
 ) -> dict[str, list[float]]:
-    """``repeats`` rounds, each sampling every engine once (up to its cap), in rotating order."""
+    """``repeats`` rounds, each sampling every runner once (up to its cap), in rotating order.
+
+    Runners are keyed by engine, or ``engine/what`` when an engine runs several models.
+    """
     names = list(runners)
     samples: dict[str, list[float]] = {e: [] for e in names}
     for r in range(repeats):
         shift = r % len(names) if names else 0
-        for engine in names[shift:] + names[:shift]:
-            if len(samples[engine]) < caps[engine]:
-                samples[engine].append(_sample(runners[engine], feeds, calls[engine]))
-                if engine == "onnxruntime":
+        for key in names[shift:] + names[:shift]:
+            if len(samples[key]) < caps[key]:
+                samples[key].append(_sample(runners[key], feeds[key], calls[key]))
+                if key.split("/")[0] == "onnxruntime":
                     time.sleep(COOL_DOWN)
     return samples
 
@@ -185,6 +188,11 @@ def _first_runs(
     return runners, outputs, seconds
 
 
+def _calls(target: float, first: float) -> int:
+    """Calls per sample for a sample to last about ``target`` seconds, given one call's time."""
+    return max(1, min(MAX_CALLS, round(target / max(first, 1e-9))))
+
+
 def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, target: float) -> Row:
     """Run ``w`` on every engine: check outputs, then interleave the timed repeats."""
     row = Row(w.name, w.size, units=w.units, unit=w.unit, note=w.note)
@@ -193,9 +201,10 @@ def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, targe
     del outputs
     once = {e: [first[e]] for e in runners if e == "onnx.reference" and w.ref_runs == 1}
     timed = {e: r for e, r in runners.items() if e not in once}
-    calls = {e: max(1, min(MAX_CALLS, round(target / max(first[e], 1e-9)))) for e in timed}
+    calls = {e: _calls(target, first[e]) for e in timed}
     caps = {e: min(repeats, REF_CAP) if e == "onnx.reference" else repeats for e in timed}
-    samples = {**_interleave(timed, w.feeds, calls, caps, repeats), **once}
+    feeds = dict.fromkeys(timed, w.feeds)
+    samples = {**_interleave(timed, feeds, calls, caps, repeats), **once}
     row.values = {e: statistics.median(s) for e, s in samples.items()}
     row.samples = {e: len(s) for e, s in samples.items()}
     ref_n = row.samples.get("onnx.reference", REF_CAP)
@@ -218,31 +227,17 @@ def linearity_row(
     row = Row("loop_linearity", f"{large.size} / {mid.size}", kind="ratio")
     row.failures.update({e: f"skipped: {r}" for e, r in skipped.items()})
     row.failures["onnx.reference"] = "not measured"
+    engines = {e: b for e, b in builders.items() if e not in row.failures}
     runners: dict[str, Runner] = {}
     calls: dict[str, int] = {}
-    for engine in (e for e in ENGINES if e in builders and e not in row.failures):
-        try:
-            pair = [builders[engine](w.model) for w in (mid, large)]
-            firsts = []
-            for run, w in zip(pair, (mid, large)):
-                start = time.perf_counter()
-                run(w.feeds)
-                firsts.append(time.perf_counter() - start)
-        except Exception as exc:  # a failing engine is reported, not fatal
-            row.failures[engine] = _reason(exc)
-            continue
-        for key, run, first in zip(("mid", "large"), pair, firsts):
-            runners[f"{engine}/{key}"] = run
-            calls[f"{engine}/{key}"] = max(1, min(MAX_CALLS, round(target / max(first, 1e-9))))
-    samples: dict[str, list[float]] = {k: [] for k in runners}
-    feeds = {"mid": mid.feeds, "large": large.feeds}
-    for r in range(repeats):
-        order = list(runners) if r % 2 == 0 else list(reversed(runners))
-        for key in order:
-            samples[key].append(_sample(runners[key], feeds[key.split("/")[1]], calls[key]))
-            if key.startswith("onnxruntime"):
-                time.sleep(COOL_DOWN)
-    for engine in dict.fromkeys(k.split("/")[0] for k in runners):
+    feeds: dict[str, dict] = {}
+    for key, w in (("mid", mid), ("large", large)):
+        built, _, first = _first_runs(w, engines, row)
+        for engine, run in built.items():
+            runners[f"{engine}/{key}"], feeds[f"{engine}/{key}"] = run, w.feeds
+            calls[f"{engine}/{key}"] = _calls(target, first[engine])
+    samples = _interleave(runners, feeds, calls, dict.fromkeys(runners, repeats), repeats)
+    for engine in (e for e in engines if f"{e}/mid" in runners and f"{e}/large" in runners):
         per_mid = statistics.median(samples[f"{engine}/mid"])
         row.values[engine] = statistics.median(samples[f"{engine}/large"]) / per_mid
     row.note = f"{large.units // max(mid.units, 1)}x the trips; sizes sampled alternately"
