@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import GraphProto, NodeProto, helper, numpy_helper
+from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import op
@@ -34,11 +34,13 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
 
     ``rank`` gives a value's static rank: A must be a matrix and b a vector.
     """
+    if not any(n.op_type == "ReduceSumSquare" for n in body.node):
+        return None
     reads = Counter(i for n in body.node for i in n.input if i)
     reads.update(vi.name for vi in body.output)
     reads.update(subgraph_reads(body.node))  # any such read: not fused
     producer = {o: n for n in body.node for o in n.output if o}
-    consts = {t.name: numpy_helper.to_array(t) for t in body.initializer}
+    consts = {t.name: t for t in body.initializer}
     fused: dict[int, NodeProto] = {}
     dropped: set[int] = set()
     for node in body.node:
@@ -73,12 +75,11 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     return graph
 
 
-def _last_axis(node: NodeProto, consts: dict[str, np.ndarray]) -> int | None:
+def _last_axis(node: NodeProto, consts: dict[str, TensorProto]) -> int | None:
     """The reduced axis when a ReduceSumSquare reduces exactly one axis, 1 or -1, else None."""
     axes: Any = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        value = consts.get(node.input[1])
-        axes = None if value is None else value.reshape(-1).tolist()
+    if axes is None and len(node.input) > 1 and node.input[1] in consts:
+        axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
     return axes[0] if axes in ([1], [-1]) else None
 
 
