@@ -181,8 +181,8 @@ class InferenceSession:
             values = _pick(collector.values(args), output_names)
             picked = list(values.values())
         else:
-            picked = [results[i] for i in indices]
-        if all(_fresh(v) for v in picked) and len({id(v) for v in picked}) == len(picked):
+            picked = results if indices is None else [results[i] for i in indices]
+        if _all_fresh(picked):
             detached = picked  # made by this run's kernels, each once: nothing to copy
         else:
             protected = _roots(input_feed.values()) | self._constant_roots
@@ -195,7 +195,7 @@ class InferenceSession:
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
-            return runner(plan)(args)
+            return (plan.runners.get("call") or runner(plan))(args)
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:
@@ -208,9 +208,10 @@ class InferenceSession:
             stop_observing(watch)
             reset_run_options(token)
 
-    def _select_outputs(self, output_names: Sequence[str] | None) -> list[int]:
+    def _select_outputs(self, output_names: Sequence[str] | None) -> list[int] | None:
+        """Indices of the requested outputs; None for all of them, in order."""
         if not output_names:
-            return list(range(len(self.plan.output_names)))
+            return None
         unknown = [n for n in output_names if n not in self._output_index]
         if unknown:
             raise InputError(
@@ -462,13 +463,18 @@ def _read_only(value: Any) -> Any:
     return value
 
 
-def _fresh(value: Any) -> bool:
-    """Whether ``value`` is an array that owns writable memory: made by a kernel of this run.
+def _all_fresh(values: list[Any]) -> bool:
+    """Whether every value is an array owning writable memory, and no two are the same array.
 
-    Feeds reach kernels as read-only views and constants are read-only, so such an array is
-    neither; it may be handed out unless it is returned twice.
+    Such an array was made by a kernel of this run: feeds reach kernels as read-only views and
+    constants are read-only. Returned once, it may be handed out as it is.
     """
-    return value.__class__ is np.ndarray and value.base is None and value.flags.writeable
+    seen = set()
+    for v in values:
+        if v.__class__ is not np.ndarray or v.base is not None or not v.flags.writeable:
+            return False
+        seen.add(id(v))
+    return len(seen) == len(values)
 
 
 def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
