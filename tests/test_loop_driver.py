@@ -7,12 +7,16 @@ out as a state, read the iteration number only sometimes, and scan values that a
 
 from __future__ import annotations
 
+import dis
+import sys
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.observers import Trace
+from onnxflow.runtime.codegen import Emitter
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -194,3 +198,28 @@ def test_stacker_with_an_upper_bound() -> None:
     assert big.buffer is None and big.count is None  # kept as a list instead
     big.add(row)
     assert big.result(helper.make_tensor_value_info("s", I64, [None])).shape == (2, row.size)
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="CPython specializes bytecode from 3.11 on: nothing to warm"
+)
+def test_a_loop_run_once_runs_specialized_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPython 3.11 specializes a function after its eighth call: the driver is warmed when it is
+    made, else a loop driven once would run every iteration unspecialized."""
+    made = []
+    build = Emitter.build
+
+    def spy(self: Emitter, lines: list[str], name: str) -> object:
+        fn = build(self, lines, name)
+        if name == "drive":
+            made.append(fn)
+        return fn
+
+    monkeypatch.setattr(Emitter, "build", spy)
+    sess = onnxflow.InferenceSession(_swap_loop(3))
+    feeds = {n: np.ones(2, np.float32) for n in ("a0", "b0", "c0", "outer")}
+    sess.run(None, {**feeds, "k0": np.array(1, np.float32)})
+    assert len(made) == 1
+    plain = [i.opname for i in dis.get_instructions(made[0])]
+    adaptive = [i.opname for i in dis.get_instructions(made[0], adaptive=True)]
+    assert plain != adaptive
