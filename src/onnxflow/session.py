@@ -232,7 +232,7 @@ class InferenceSession:
         args = []
         for arg, fast in zip(self._inputs, self._fast_checks):
             value = feeds.get(arg.name, _MISSING)
-            if fast is not None and value.__class__ is np.ndarray and fast(value):
+            if fast is not None and value.__class__ is np.ndarray and fast(value, dims):
                 args.append(_read_only(value))
             elif value is not _MISSING:
                 args.append(_read_only(_check_feed(arg, value, dims)))
@@ -308,27 +308,47 @@ _MISSING = object()
 
 
 def _fast_check(arg: NodeArg) -> Any:
-    """A test that passes an array fed for ``arg`` without the general checks, or None.
+    """A test ``fast(array, dims)`` that passes an array fed for ``arg`` without the general
+    checks, or None.
 
-    Only for tensors of a known dtype whose declared shape has no symbolic dimension (symbols
-    must agree across inputs, which the general check tracks): the array passes when its dtype
-    and rank are right and every fixed dimension matches; otherwise the general check says what
-    is wrong.
+    Only for tensors of a known dtype: the array passes when its dtype is the very dtype object
+    expected (NumPy's builtin dtypes are singletons), its rank is right, every fixed dimension
+    matches, and every symbolic dimension agrees with ``dims``, where it is then recorded as the
+    general check does. When the test fails, the general check says what is wrong.
     """
     tp = arg.type_proto
     if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.elem_type:
         return None
     dtype = np_dtype(tp.tensor_type.elem_type)
     if arg.shape is None:
-        return lambda v: v.dtype == dtype
-    if any(isinstance(d, str) and d for d in arg.shape):
-        return None
-    fixed = [(axis, d) for axis, d in enumerate(arg.shape) if isinstance(d, int) and d > 0]
+        return lambda v, dims: v.dtype is dtype
     rank = len(arg.shape)
-    if len(fixed) == rank:
-        shape = tuple(d for _, d in fixed)
-        return lambda v: v.dtype == dtype and v.shape == shape
-    return lambda v: v.dtype == dtype and v.ndim == rank and all(v.shape[a] == d for a, d in fixed)
+    fixed = [(axis, d) for axis, d in enumerate(arg.shape) if isinstance(d, int) and d > 0]
+    symbols = [(axis, d) for axis, d in enumerate(arg.shape) if isinstance(d, str) and d]
+    if not symbols:
+        if len(fixed) == rank:
+            shape = tuple(d for _, d in fixed)
+            return lambda v, dims: v.dtype is dtype and v.shape == shape
+        return lambda v, dims: (
+            v.dtype is dtype and v.ndim == rank and all(v.shape[a] == d for a, d in fixed)
+        )
+    name = arg.name
+
+    def fast(v: np.ndarray, dims: dict[str, tuple[str, int]]) -> bool:
+        shape = v.shape
+        if v.dtype is not dtype or len(shape) != rank:
+            return False
+        for axis, d in fixed:
+            if shape[axis] != d:
+                return False
+        for axis, symbol in symbols:  # one at a time: a symbol may repeat within the input
+            seen = dims.get(symbol)
+            if seen is not None and seen[1] != shape[axis]:
+                return False
+            dims[symbol] = (name, shape[axis])
+        return True
+
+    return fast
 
 
 def _check_feed(arg: NodeArg, value: Any, dims: dict[str, tuple[str, int]]) -> Any:

@@ -133,3 +133,32 @@ def test_sequence_and_optional_inputs_are_checked() -> None:
         sess.run(None, {"S": np.zeros(2, np.float32), "O": None})
     with pytest.raises(onnxflow.InputError, match=r"input 'O': dimension 0 expected 2, found 3"):
         sess.run(None, {"S": [], "O": np.zeros(3, np.int64)})
+
+
+def test_a_symbol_repeated_within_one_input_must_agree() -> None:
+    sess = onnxflow.InferenceSession(
+        parser.parse_model(
+            """
+            <ir_version: 10, opset_import: ["" : 21]>
+            g (float[N, N] S, float[M] V) => (float[N, N] T) { T = Identity(S) }
+            """
+        )
+    )
+    v = np.zeros(4, np.float32)
+    np.testing.assert_array_equal(
+        sess.run(None, {"S": np.eye(2, dtype=np.float32), "V": v})[0], np.eye(2)
+    )
+    with pytest.raises(
+        onnxflow.InputError, match=r"input 'S': dimension 1 is 'N'=3, but input 'S' bound 'N'=2"
+    ):
+        sess.run(None, {"S": np.zeros((2, 3), np.float32), "V": v})
+
+
+def test_a_dtype_equal_to_but_not_the_builtin_one_is_accepted(
+    sess: onnxflow.InferenceSession,
+) -> None:
+    """The fast check wants the builtin dtype object; an equal one takes the general check."""
+    x = np.zeros((2, 3), np.dtype("<f4", metadata={"k": 1}))
+    assert x.dtype == np.float32 and x.dtype is not np.dtype(np.float32)
+    (z,) = sess.run(None, feeds(X=x))
+    np.testing.assert_array_equal(z, np.ones((2, 3)))
