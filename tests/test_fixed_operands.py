@@ -125,6 +125,56 @@ def test_widen_keeps_the_fixed_operand_only_when_shapes_repeat() -> None:
     assert codegen.widen(np.add, col, bias, 1, None)[1:] == (None, None)
 
 
+def test_fixed_feeds_are_read_afresh_in_every_run() -> None:
+    """A fed bias is a new read-only view in each run: a widening kept from an earlier run must
+    not be used for it."""
+    sess = onnxflow.InferenceSession(_broadcast_loop(3, 4))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        feeds = {
+            "h0": rng.standard_normal((2, 4)).astype(np.float32),
+            "g0": np.zeros(1, np.float32),
+            "bias": rng.standard_normal(4).astype(np.float32),
+        }
+        for g, w in zip(sess.run(None, feeds), _broadcast_oracle(3, *feeds.values())):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_a_constant_is_widened_once_for_all_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def counting(*args):
+        calls.append(args[0])
+        return codegen.widen.__wrapped__(*args)
+
+    counting.__wrapped__ = codegen.widen
+    monkeypatch.setattr(codegen, "widen", counting)
+    k = np.arange(3, dtype=np.float32).reshape(1, 3)
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c"], ["c_out"]),
+            helper.make_node("Add", ["h", "k"], ["h2"]),
+        ],
+        "body",
+        [_vi("i", I64, []), _vi("c", B, []), _vi("h", F, [2, 3])],
+        [_vi("c_out", B, []), _vi("h2", F, [2, 3])],
+        [numpy_helper.from_array(k, "k")],
+    )
+    loop = helper.make_node("Loop", ["M", "", "h0"], ["h"], body=body)
+    sess = onnxflow.InferenceSession(
+        _model(
+            [loop],
+            [_vi("h0", F, [2, 3])],
+            [_vi("h", F, None)],
+            [numpy_helper.from_array(np.array(4, np.int64), "M")],
+        )
+    )
+    h0 = np.ones((2, 3), np.float32)
+    for run in range(3):
+        np.testing.assert_array_equal(sess.run(None, {"h0": h0 + run})[0], h0 + run + 4 * k)
+        assert len(calls) == 2  # the first run: once to see the shapes, once to widen
+
+
 def _matmul_model(declared: list) -> helper.ModelProto:
     """Y = MatMul(Identity(X), W): the intermediate's declared type may be wrong about its rank."""
     w = np.arange(12, dtype=np.float32).reshape(3, 4)

@@ -22,7 +22,8 @@ Kernels tell the emitter, by attributes, what it may write instead of a plain ca
   that step's first input, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``)
   writes its result over it.
 - ``broadcast_ufunc``: in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is
-  kept widened to the result's shape in a local.
+  kept widened to the result's shape in a local; a read-only one (a constant) stays widened
+  for the next runs while it is the same array.
 
 A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -226,13 +228,19 @@ class Emitter:
         self.namespace["_widen"] = widen
         moving = self.ref(ins[1 - side])
         wide, shape = f"w{i}", f"o{i}"
-        self.prologue.append(f"{wide} = {shape} = None")
+        # a read-only fixed operand (a constant) is often the very same array in the next run:
+        # its widened copy is kept in k<i> and used again while it is
+        self.namespace[f"k{i}"] = [(_dead, None, None)]
+        self.namespace["_keep"] = keep
+        fixed = self.ref(ins[side])
+        self.prologue.append(f"_k = k{i}[0]")
+        self.prologue.append(f"{wide}, {shape} = _k[1:] if _k[0]() is {fixed} else (None, None)")
         operands = f"{moving}, {wide}" if side else f"{wide}, {moving}"
         target = _target(out)
         lines.append(f"{indent}if {moving}.shape == {shape}: {target} = f{i}({operands}, out=...)")
         lines.append(
             f"{indent}else: {target}, {wide}, {shape} = _widen(f{i}, {self.ref(ins[0])}, "
-            f"{self.ref(ins[1])}, {side}, {shape})"
+            f"{self.ref(ins[1])}, {side}, {shape}); _keep(k{i}, {fixed}, {wide}, {shape})"
         )
 
     def build(self, lines: list[str], name: str) -> Callable[..., Any]:
@@ -266,6 +274,23 @@ def widen(ufunc: Any, a: Any, b: Any, side: int, seen: Any) -> tuple[Any, Any, A
     wide = np.ascontiguousarray(np.broadcast_to(still, y.shape))
     wide.flags.writeable = False
     return y, wide, y.shape
+
+
+def keep(store: list[Any], still: Any, wide: Any, shape: Any) -> None:
+    """Remember a fixed operand's widening for the next run, if that operand is read-only.
+
+    A read-only array is never written (a constant, a constant passed on, a feed's view), so
+    while the next run's operand is this same object, ``wide`` is still it widened. The operand
+    is held by a weak reference: a feed's view dies with its run, and nothing of the caller's is
+    kept alive. Writable operands are made anew by each run and are not remembered.
+    """
+    if still.__class__ is np.ndarray and not still.flags.writeable:
+        store[0] = (weakref.ref(still), wide, shape)
+
+
+def _dead() -> None:
+    """What a weak reference to a dead object returns: matches no operand."""
+    return None
 
 
 def keeps_dtype(ufunc: np.ufunc) -> bool:
