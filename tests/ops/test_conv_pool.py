@@ -278,6 +278,49 @@ def test_max_pool_indices_round_trip_through_max_unpool():
     )
 
 
+def max_pool_oracle(x, kernel, strides, dilations, pads, ceil_mode):
+    """MaxPool one output pixel at a time: the max of the window's taps inside the input."""
+    n = len(kernel)
+    spatial = x.shape[2:]
+    out = []
+    for a in range(n):
+        span = spatial[a] + pads[a] + pads[a + n] - ((kernel[a] - 1) * dilations[a] + 1)
+        size = (math.ceil if ceil_mode else math.floor)(span / strides[a]) + 1
+        if ceil_mode and (size - 1) * strides[a] >= spatial[a] + pads[a]:
+            size -= 1  # a window may not start in the end padding
+        out.append(size)
+    y = np.empty(x.shape[:2] + tuple(out), x.dtype)
+    for pixel in itertools.product(*map(range, out)):
+        taps = []
+        for tap in itertools.product(*map(range, kernel)):
+            pos = [p * s - b + t * d for p, s, b, t, d in zip(pixel, strides, pads, tap, dilations)]
+            if all(0 <= q < size for q, size in zip(pos, spatial)):
+                taps.append(x[(..., *pos)])
+        y[(..., *pixel)] = np.max(np.stack(taps), axis=0)
+    return y
+
+
+@pytest.mark.parametrize(
+    "shape, kernel, strides, dilations, pads, ceil_mode",
+    [
+        ((2, 3, 11), [3], [2], [1], [1, 1], 0),
+        ((1, 2, 9, 8), [3, 3], [2, 2], [1, 1], [0, 0, 0, 0], 0),
+        ((1, 2, 9, 8), [3, 2], [2, 1], [1, 2], [1, 0, 1, 1], 1),
+        ((1, 2, 7, 7), [1, 1], [2, 2], [1, 1], [0, 0, 0, 0], 0),
+        ((1, 1, 5, 6, 7), [2, 3, 2], [1, 2, 2], [2, 1, 1], [0, 1, 1, 1, 0, 0], 1),
+    ],
+)
+def test_max_pool_matches_definition(shape, kernel, strides, dilations, pads, ceil_mode):
+    x = normal(*shape)
+    x.flat[::7] = np.nan  # a NaN anywhere in a window is the window's max
+    attrs = dict(kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads)
+    y = run("MaxPool", [x], ceil_mode=ceil_mode, **attrs)
+    np.testing.assert_array_equal(
+        y, max_pool_oracle(x, kernel, strides, dilations, pads, ceil_mode)
+    )
+    assert y.base is None  # a new array, even for a kernel of one tap
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_max_pool_integers_pad_with_the_lowest_value(dtype):
     x = np.full((1, 1, 3, 3), np.iinfo(dtype).min + 1, dtype)
