@@ -223,3 +223,44 @@ def test_a_loop_run_once_runs_specialized_bytecode(monkeypatch: pytest.MonkeyPat
     plain = [i.opname for i in dis.get_instructions(made[0])]
     adaptive = [i.opname for i in dis.get_instructions(made[0], adaptive=True)]
     assert plain != adaptive
+
+
+@pytest.mark.parametrize("shape", [[1], [2]])
+def test_a_body_condition_of_shape_1_stops_the_loop_and_of_two_elements_is_refused(shape):
+    """The generated loop tests a 0-d condition inline; any other goes through as_bool."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=F),
+            helper.make_node("Expand", ["fi", "shape"], ["fis"]),
+            helper.make_node("Less", ["fis", "limit"], ["cond_out"]),
+            helper.make_node("Identity", ["i"], ["i_out"]),
+        ],
+        "b",
+        [_vi("i", I64, []), _vi("cond_in", B, [])],
+        [_vi("cond_out", B, shape), _vi("i_out", I64, [])],
+        [
+            numpy_helper.from_array(np.array(shape, np.int64), "shape"),
+            numpy_helper.from_array(np.array(2.5, np.float32), "limit"),
+        ],
+    )
+    loop = helper.make_node("Loop", ["M", "cond"], ["is"], body=body, name="L")
+    graph = helper.make_graph(
+        [loop],
+        "g",
+        [],
+        [_vi("is", I64, None)],
+        [
+            numpy_helper.from_array(np.array(10, np.int64), "M"),
+            numpy_helper.from_array(np.array(True), "cond"),
+        ],
+    )
+    sess = onnxflow.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    )
+    for observers in ([], [Trace()]):
+        if shape == [1]:
+            (iters,) = sess.run(None, {}, observers=observers)
+            np.testing.assert_array_equal(iters, [0, 1, 2, 3])  # i = 3 runs, then says stop
+        else:
+            with pytest.raises(onnxflow.RuntimeFailure, match=r"exactly one element.*\[2\]"):
+                sess.run(None, {}, observers=observers)

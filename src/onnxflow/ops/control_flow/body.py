@@ -55,12 +55,13 @@ class LoopBody:
             self.sub = node.subgraph(fused, {FUSED_DOMAIN: 1})
         else:
             self.sub = self.plain if split is None else node.subgraph(split.body)
+        self._small = len(self.sub.plan.steps) <= MAX_GENERATED_STEPS
         n_rows = 0 if split is None else len(split.batched)
         self.layout = Layout(counter, len(graph.input) - head, len(element_inputs) + n_rows)
 
     def fused(self) -> bool:
         """Whether :meth:`drive` can run this loop now (not observed, body not too large)."""
-        return current_observation() is None and len(self.sub.plan.steps) <= MAX_GENERATED_STEPS
+        return self._small and current_observation() is None
 
     def drive(
         self,

@@ -119,7 +119,11 @@ def generate_driver(
         )
         lines.append(f"{body}else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)")
     if use_cond and cond_out is not None:
-        lines.append(f"{body}go = _truth({em.ref(cond_out)}, i)")
+        c = em.ref(cond_out)  # a 0-d array is tested here; anything else by _truth
+        lines.append(
+            f"{body}go = bool({c}) if {c}.__class__ is _ndarray and {c}.ndim == 0 "
+            f"else _truth({c}, i)"
+        )
     if states:
         lines.append(
             f"{body}({', '.join(f'v{s}' for s in states)},) = "

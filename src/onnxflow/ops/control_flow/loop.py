@@ -83,7 +83,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         if keep_going and (trips is None or trips > 0) and compiled.fused():
             stop = _FOREVER if trips is None else trips
             _, states = compiled.drive(captured, (), states, stop, scans, use_cond=use_cond)
-            return (*states, *(s.result(d) for s, d in zip(scans, scan_decls)))
+            return (*states, *[s.result(d) for s, d in zip(scans, scan_decls)])
         options = current_run_options()
         step = None
         i = 0
