@@ -14,13 +14,15 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
             v5 = f1(v3)
             v6 = f2(v4, v5)
             del v4, v5
-            s0(v6)                   # scan output: appended to its stacker
+            if v6.shape == z0 ...: b0[i] = v6   # scan output: a row of its stacker's buffer
+            else: b0, z0, d0 = _sink(s0, v6, i)  # (the first row, or a changed shape)
             (v3,) = (v6,)            # loop-carried values swapped, never copied
             i += 1
         return i, [v3]
 
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
-values, the Loop's condition input) are bound once and never deleted inside the loop.
+values, the Loop's condition input) are bound once and never deleted inside the loop. Each
+function is called on zero iterations when made, so that CPython has specialized it (:func:`_warm`).
 """
 
 from __future__ import annotations
