@@ -41,6 +41,7 @@ def _matrices(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _matrices.inline_call = np.dot  # type: ignore[attr-defined]
 _matrices.inline_guard = "{1}.ndim == 2 == {0}.ndim"  # type: ignore[attr-defined]
 _matrices.fresh = True  # type: ignore[attr-defined]  # a new array: see codegen.Emitter._reusable
+_matrices.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,6 +64,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 matmul.fresh = True  # type: ignore[attr-defined]
+matmul.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def _gemm(

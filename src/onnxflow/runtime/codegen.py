@@ -36,6 +36,7 @@ import itertools
 import weakref
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,73 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
     emitter.steps(lines, "    ")
     lines.append(f"    return [{', '.join(emitter.ref(s) for s in plan.output_slots)}]")
     return emitter.build(lines, "run"), emitter.line_to_step
+
+
+@dataclass
+class Twin:
+    """A loop body's lines without the guards its steady values make redundant.
+
+    A generated loop tests, every iteration, that MatMul's inputs are matrices, that a widened
+    operand still has the other operand's shape, and that a scan output fits its buffer. Once
+    an iteration has passed every test and left its loop-carried values with the class, shape
+    and dtype they came in with, the next iteration sees the same signatures throughout, if each
+    step's output signature follows from its inputs' (:func:`steady_slots`): the tests can only
+    pass again. The driver then runs the rest of the loop on these lines.
+    """
+
+    #: Slots whose class, shape and dtype are the same in every iteration of a steady loop.
+    stable: frozenset[int]
+    lines: list[str] = field(default_factory=list)
+    #: Index in :attr:`lines` (0-based) -> the step that line runs.
+    line_to_step: dict[int, int] = field(default_factory=dict)
+    #: How many guards the twin goes without.
+    dropped: int = 0
+    #: Slot -> the scan output whose buffer row ``b<k>[i]`` the twin's ufunc may write it to.
+    rows: dict[int, int] = field(default_factory=dict)
+    #: The slots of :attr:`rows` that the twin does write there.
+    written: set[int] = field(default_factory=set)
+
+    def holds(self, ins: tuple[int, ...]) -> bool:
+        """Whether a guard on these inputs is redundant once the loop is steady."""
+        return all(s in self.stable for s in ins)
+
+    def row(self, out: Any) -> str | None:
+        """Where the twin's ufunc writes a step's result (recorded as written), if anywhere."""
+        slot = _single(out)
+        k = self.rows.get(slot)  # type: ignore[arg-type]
+        if k is None:
+            return None
+        self.written.add(slot)  # type: ignore[arg-type]
+        return f"b{k}[i, ...]"  # a view even of a 0-d row
+
+
+def steady_kind(fn: Any) -> Any:
+    """True when the class, shape and dtype of a kernel's outputs follow from those of its
+    inputs (and its attributes); a tuple of input positions when they also follow from those
+    inputs' values; None when not declared (``static_shape``)."""
+    if fn is passthrough:
+        return True
+    if getattr(fn, "inline_ufunc", None) is not None:
+        return True
+    if getattr(fn, "broadcast_ufunc", None) is not None:
+        return True
+    return kernel_trait(fn, "static_shape")
+
+
+def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozenset[int]:
+    """The slots of ``plan`` whose signature (class, shape, dtype) is the same every time it
+    runs, given that ``roots`` (arguments) have that property and ``fixed`` are the very same
+    values. Constants and omitted inputs are fixed too."""
+    fixed = fixed | {NONE_SLOT} | (plan.constant_slots - set(plan.arg_slots))
+    stable = set(roots) | fixed
+    for fn, ins, out, _ in plan.steps:
+        kind = steady_kind(fn)
+        if not kind or not all(s in stable for s in ins):
+            continue
+        if kind is not True and not all(ins[p] in fixed for p in kind if p < len(ins)):
+            continue
+        stable.update((out,) if out.__class__ is int else out)
+    return frozenset(stable)
 
 
 class Emitter:
@@ -114,48 +182,31 @@ class Emitter:
         indent: str,
         keep: frozenset[int] = frozenset(),
         fixed: frozenset[int] | None = None,
+        twin: Twin | None = None,
     ) -> None:
         """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``.
 
         ``fixed``: slots that hold the same value every time these lines run (a loop's
         invariants); a broadcasting binary step with one fixed operand then keeps that operand
-        widened in a local set up by :attr:`prologue`.
+        widened in a local set up by :attr:`prologue`. ``twin``: also write the steps, without
+        the guards that :attr:`Twin.stable` makes redundant, into ``twin.lines``; in ``lines``
+        each such guard's fallback then sets ``ok = 0``.
         """
         for i, (fn, ins, out, free) in enumerate(self.plan.steps):
-            args = ", ".join(self.ref(s) for s in ins)
-            ufunc = getattr(fn, "inline_ufunc", None)
-            call_fn = getattr(fn, "inline_call", None)
-            widen = self._fixed_side(fn, ins, out, fixed)
             if self.checked:
                 lines.append(f"{indent}if options.terminate: _cancel({i})")
+                if twin is not None:
+                    twin.lines.append(f"if options.terminate: _cancel({i})")
             first = len(lines) + 1
             reuse = self._reusable(fn, ins, out, free, keep)
-            if widen is not None:
-                self._widened(lines, indent, i, fn.broadcast_ufunc, ins, out, widen)
-            elif reuse is not None:  # the only input dies here: write the result over it
-                self.namespace[f"f{i}"] = reuse
-                x = self.ref(ins[0])
-                call = f"f{i}({x}, out={x})" if reuse is ufunc else f"f{i}({args})"
-                lines.append(f"{indent}{_target(_single(out))} = {call}")
-            elif fn is passthrough:
-                lines.append(f"{indent}{_target(out)} = {self.ref(ins[0])}")
-            elif ufunc is not None:  # the kernel is this call: make it here, one Python call less
-                self.namespace[f"f{i}"] = ufunc
-                lines.append(f"{indent}{_target(out)} = f{i}({args}, out=...)")
-            elif call_fn is not None:  # likewise, a kernel that is this call when guard holds
-                self.namespace[f"f{i}"] = call_fn
-                self.namespace[f"g{i}"] = fn
-                guard = fn.inline_guard.format(*(self.ref(s) for s in ins))
-                lines.append(f"{indent}{_target(out)} = f{i}({args}) if {guard} else g{i}({args})")
-            else:
-                self.namespace[f"f{i}"] = fn
-                call = f"f{i}({args})"
-                if out.__class__ is int:
-                    lines.append(f"{indent}{_target(out)} = {call}")
-                else:
-                    targets = ", ".join(_target(s) for s in out)
-                    lines.append(f"{indent}({targets},) = _many({call}, {len(out)})")
+            general, plain = self._step(i, fn, ins, out, reuse, fixed, twin)
+            lines.extend(indent + line for line in general)
             self.line_to_step.update(dict.fromkeys(range(first, len(lines) + 1), i))
+            if twin is not None:
+                start = len(twin.lines)
+                twin.lines.extend(general if plain is None else plain)
+                twin.dropped += plain is not None and len(plain) < len(general)  # a guard less
+                twin.line_to_step.update(dict.fromkeys(range(start, len(twin.lines)), i))
             one = _single(out)
             if one is not None and (reuse is not None or self._makes_fresh(fn, ins)):
                 self.fresh.add(one)
@@ -165,6 +216,58 @@ class Emitter:
             ]
             if dead:
                 lines.append(f"{indent}del {', '.join(dead)}")
+                if twin is not None:
+                    twin.lines.append(f"del {', '.join(dead)}")
+
+    def _step(
+        self,
+        i: int,
+        fn: Any,
+        ins: tuple[int, ...],
+        out: Any,
+        reuse: Any,
+        fixed: frozenset[int] | None,
+        twin: Twin | None,
+    ) -> tuple[list[str], list[str] | None]:
+        """Step ``i``'s lines, unindented, and their guard-free form for ``twin`` (None when
+        they have no guard it can drop). ``reuse``: the kernel that writes over input 0."""
+        args = ", ".join(self.ref(s) for s in ins)
+        ufunc = getattr(fn, "inline_ufunc", None)
+        call_fn = getattr(fn, "inline_call", None)
+        widen = self._fixed_side(fn, ins, out, fixed)
+        if widen is not None:
+            return self._widened(i, fn.broadcast_ufunc, ins, out, widen, twin)
+        if reuse is not None:  # the only input dies here: write the result over it
+            self.namespace[f"f{i}"] = reuse
+            x = self.ref(ins[0])
+            t = _target(_single(out))
+            if reuse is not ufunc:
+                return [f"{t} = f{i}({args})"], None
+            row = _row(twin, out)
+            return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
+        if fn is passthrough:
+            return [f"{_target(out)} = {self.ref(ins[0])}"], None
+        if ufunc is not None:  # the kernel is this call: make it here, one Python call less
+            self.namespace[f"f{i}"] = ufunc
+            row = _row(twin, out)
+            plain = row and [f"{_target(out)} = f{i}({args}, out={row})"]
+            return [f"{_target(out)} = f{i}({args}, out=...)"], plain
+        if call_fn is not None:  # likewise, a kernel that is this call when guard holds
+            self.namespace[f"f{i}"] = call_fn
+            self.namespace[f"g{i}"] = fn
+            guard = fn.inline_guard.format(*(self.ref(s) for s in ins))
+            t = _target(out)
+            if twin is None or not twin.holds(ins):
+                return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
+            return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
+                f"{t} = f{i}({args})"
+            ]
+        self.namespace[f"f{i}"] = fn
+        call = f"f{i}({args})"
+        if out.__class__ is int:
+            return [f"{_target(out)} = {call}"], None
+        targets = ", ".join(_target(s) for s in out)
+        return [f"({targets},) = _many({call}, {len(out)})"], None
 
     def _reusable(
         self, fn: Any, ins: tuple[int, ...], out: Any, free: tuple[int, ...], keep: frozenset[int]
@@ -213,14 +316,13 @@ class Emitter:
 
     def _widened(
         self,
-        lines: list[str],
-        indent: str,
         i: int,
         ufunc: Any,
         ins: tuple[int, ...],
         out: int,
         side: int,
-    ) -> None:
+        twin: Twin | None,
+    ) -> tuple[list[str], list[str] | None]:
         """Lines for ``ufunc(a, b)`` whose operand ``side`` is fixed: once the other operand's
         shape is the result's, the fixed one is used widened to it (equal shapes skip NumPy's
         broadcasting, 0.5 us a call); otherwise ``_widen`` computes the step and decides."""
@@ -237,11 +339,16 @@ class Emitter:
         self.prologue.append(f"{wide}, {shape} = _k[1:] if _k[0]() is {fixed} else (None, None)")
         operands = f"{moving}, {wide}" if side else f"{wide}, {moving}"
         target = _target(out)
-        lines.append(f"{indent}if {moving}.shape == {shape}: {target} = f{i}({operands}, out=...)")
-        lines.append(
-            f"{indent}else: {target}, {wide}, {shape} = _widen(f{i}, {self.ref(ins[0])}, "
+        call = f"{target} = f{i}({operands}, out=...)"
+        fallback = (
+            f"else: {target}, {wide}, {shape} = _widen(f{i}, {self.ref(ins[0])}, "
             f"{self.ref(ins[1])}, {side}, {shape}); _keep(k{i}, {fixed}, {wide}, {shape})"
         )
+        if twin is None or not twin.holds(ins):
+            return [f"if {moving}.shape == {shape}: {call}", fallback], None
+        row = _row(twin, out)
+        plain = f"{target} = f{i}({operands}, out={row})" if row else call
+        return [f"if {moving}.shape == {shape}: {call}", f"{fallback}; ok = 0"], [plain]
 
     def build(self, lines: list[str], name: str) -> Callable[..., Any]:
         """Compile ``lines`` and return the function ``name`` they define."""
@@ -317,6 +424,10 @@ def _single(out: Any) -> int | None:
     if out.__class__ is int:
         return out
     return out[0] if len(out) == 1 else None
+
+
+def _row(twin: Twin | None, out: Any) -> str | None:
+    return None if twin is None else twin.row(out)
 
 
 def _target(slot: int) -> str:

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import Plan
+from onnxflow.compile.plan import Plan, passthrough
 from onnxflow.ops.control_flow.common import TRUE, Stacker, as_bool, terminated
-from onnxflow.runtime.codegen import Emitter
+from onnxflow.runtime.codegen import Emitter, Twin, steady_slots
 
 Driver = Callable[..., tuple[int, list[Any]]]
 
@@ -86,8 +86,18 @@ def generate_driver(
     def stopped() -> None:
         raise terminated()
 
+    keep = frozenset(fixed) | ({cond_slot} if cond_slot is not None else set())
+    roots, twin = _steady(plan, states, new_states, {*indexed, index_slot}, keep)
     em.namespace.update(
-        _TRUE=TRUE, _index=_index, _truth=truth, _stopped=stopped, _sink=_sink, _ndarray=np.ndarray
+        _TRUE=TRUE,
+        _index=_index,
+        _truth=truth,
+        _stopped=stopped,
+        _sink=_sink,
+        _ndarray=np.ndarray,
+        _signature=_signature,
+        _arrays=_arrays,
+        _own=_own,
     )
     lines = ["def drive(i, stop, states, seqs, tail, sinks, options):"]
     for names, source in ((states, "states"), (fixed, "tail")):
@@ -101,49 +111,175 @@ def generate_driver(
             lines.append(f"    b{k} = z{k} = d{k} = None")
     if cond_slot is not None:
         lines.append(f"    v{cond_slot} = _TRUE")
-    head_end = len(lines)
-    lines.append("    while i < stop:")
-    body = "        "
+    # one iteration: its head, the body's steps (each line mapped to its step), its tail
+    head = []
     if checked:
-        lines.append(f"{body}if options.terminate: _stopped()")
+        head.append("if options.terminate: _stopped()")
     if index_slot is not None and index_slot in reads:
-        lines.append(f"{body}v{index_slot} = _index(i)")
+        head.append(f"v{index_slot} = _index(i)")
     for k, slot in enumerate(indexed):
         if slot in reads:  # a Scan element only read by hoisted work is not fetched
-            lines.append(f"{body}v{slot} = q{k}[i]")
-    keep = frozenset(fixed) | ({cond_slot} if cond_slot is not None else set())
-    em.steps(lines, body, keep, fixed=keep)
-    for k, slot in enumerate(scan_outs):  # into the stacker's buffer once it has one
-        v = em.ref(slot)
-        lines.append(
-            f"{body}if {v}.__class__ is _ndarray and {v}.shape == z{k} and {v}.dtype is d{k}: "
-            f"b{k}[i] = {v}"
-        )
-        lines.append(f"{body}else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)")
-    if use_cond and cond_out is not None:
-        c = em.ref(cond_out)  # a 0-d array is tested here; anything else by _truth
-        lines.append(
-            f"{body}go = bool({c}) if {c}.__class__ is _ndarray and {c}.ndim == 0 "
-            f"else _truth({c}, i)"
-        )
-    if states:
-        lines.append(
-            f"{body}({', '.join(f'v{s}' for s in states)},) = "
-            f"({', '.join(em.ref(s) for s in new_states)},)"
-        )
-    lines.append(f"{body}i += 1")
-    if use_cond and cond_out is not None:
-        lines.append(f"{body}if not go: break")
+            head.append(f"v{slot} = q{k}[i]")
+    roots_of = _aliases(plan)
+    for k, slot in enumerate(scan_outs):  # the twin computes a scan output in its buffer row
+        root = roots_of.get(slot, slot)
+        if slot in twin.stable and root not in twin.rows and root not in plan.arg_slots:
+            twin.rows[root] = k
+    steps: list[str] = []
+    em.steps(steps, "", keep, fixed=keep, twin=twin)
+    cond = cond_out if use_cond else None
+    tail, twin_tail = _tails(em, twin, scan_outs, cond, states, new_states, roots_of)
+    use_twin = twin.dropped > 0
+    body = "        "
+    if use_twin:  # rows of arrays all have one signature
+        lines.append(f"    p = q = None; ok0 = {'_arrays(seqs)' if indexed else '1'}")
+    head_end = len(lines)
+    lines.append("    while i < stop:")
+    if use_twin:
+        lines.append(f"{body}ok = ok0")
+    lines.extend(body + line for line in head)
+    at = len(lines)
+    lines.extend(body + line for line in steps)
+    line_to_step = {at + n: step for n, step in em.line_to_step.items()}
+    lines.extend(body + line for line in tail)
+    if use_twin:
+        lines.append(f"{body}if ok: q = _signature({', '.join(f'v{s}' for s in roots)})")
+        lines.append(f"{body}else: p = q = None")
+        lines.append(f"{body}if q is not None and q == p:  # steady: the rest runs on the twin")
+        lines.append(f"{body}    while i < stop:")
+        inner = body + "        "
+        lines.extend(inner + line for line in head)
+        at = len(lines)
+        lines.extend(inner + line for line in twin.lines)
+        line_to_step.update({at + n + 1: step for n, step in twin.line_to_step.items()})
+        lines.extend(inner + line for line in twin_tail)
+        lines.append(f"{body}    break")
+        lines.append(f"{body}p = q")
     for k in range(len(scan_outs)):
         lines.append(f"    s{k}.n = i")
-    lines.append(f"    return i, [{', '.join(f'v{s}' for s in states)}]")
+    # a loop-carried value the twin wrote into a scan output's buffer goes out as a copy
+    owned = []
+    for s, n in zip(states, new_states):
+        root = roots_of.get(n, n)
+        owned.append(f"_own(v{s}, b{twin.rows[root]})" if root in twin.written else f"v{s}")
+    lines.append(f"    return i, [{', '.join(owned)}]")
     if em.prologue:  # before the loop: line numbers after it shift
         lines[head_end:head_end] = [f"    {line}" for line in em.prologue]
         shift = len(em.prologue)
-        em.line_to_step = {n + shift: step for n, step in em.line_to_step.items()}
+        line_to_step = {n + shift: step for n, step in line_to_step.items()}
+    em.line_to_step = line_to_step
     fn = em.build(lines, "drive")
     _warm(fn, len(states), len(indexed), len(fixed), len(scan_outs))
     return fn, em.line_to_step
+
+
+def _steady(
+    plan: Plan,
+    states: list[int],
+    new_states: list[int],
+    others: set[int | None],
+    fixed: frozenset[int],
+) -> tuple[list[int], Twin]:
+    """The loop-carried slots whose signature a steady loop keeps, and the body's twin.
+
+    A loop-carried value is kept steady when its next value's signature follows from steady
+    values (its own included); the largest such set is found by dropping the others until none
+    is left to drop. ``others`` are the per-iteration arguments that are steady by nature (the
+    iteration number, rows of the scanned arrays).
+    """
+    roots = list(states)
+    base = {s for s in others if s is not None}
+    while True:
+        stable = steady_slots(plan, set(roots) | base, fixed)
+        kept = [s for s, n in zip(states, new_states) if s in roots and n in stable]
+        if kept == roots:
+            break
+        roots = kept
+    return roots, Twin(stable)
+
+
+def _aliases(plan: Plan) -> dict[int, int]:
+    """Slot -> the slot it passes on unchanged (through Identity and its kind), for each alias."""
+    roots: dict[int, int] = {}
+    for fn, ins, out, _ in plan.steps:
+        if fn is passthrough and out.__class__ is int:
+            roots[out] = roots.get(ins[0], ins[0])
+    return roots
+
+
+def _own(value: Any, buffer: Any) -> Any:
+    """``value``, copied if it is a row of ``buffer`` (a scan output the loop also returns)."""
+    if value.__class__ is np.ndarray and buffer is not None and value.base is buffer:
+        return value.copy()
+    return value
+
+
+def _signature(*values: Any) -> tuple[Any, ...] | None:
+    """The shapes and dtypes of ``values``; None when one is not an array."""
+    sig = []
+    for v in values:
+        if v.__class__ is not np.ndarray:
+            return None
+        sig += (v.shape, v.dtype)
+    return tuple(sig)
+
+
+def _arrays(values: Any) -> bool:
+    """Whether every value is an array (then its rows all have one shape and dtype)."""
+    return all(v.__class__ is np.ndarray for v in values)
+
+
+def _tails(
+    em: Emitter,
+    twin: Twin,
+    scan_outs: list[int],
+    cond_out: int | None,
+    states: list[int],
+    new_states: list[int],
+    roots_of: dict[int, int],
+) -> tuple[list[str], list[str]]:
+    """An iteration's last lines, as run until the loop is steady and in ``twin``: scan outputs
+    written to their buffers, the condition tested, loop-carried values swapped, ``i`` counted.
+    """
+    lines, twin_lines = [], []
+    for k, slot in enumerate(scan_outs):  # into the stacker's buffer once it has one
+        v = em.ref(slot)
+        write = f"b{k}[i] = {v}"
+        lines.append(
+            f"if {v}.__class__ is _ndarray and {v}.shape == z{k} and {v}.dtype is d{k}: {write}"
+        )
+        fallback = f"else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)"
+        if slot in twin.stable:  # the buffer fits every row once it fits one
+            lines.append(f"{fallback}; ok = 0")
+            root = roots_of.get(slot, slot)
+            if root not in twin.written or twin.rows[root] != k:  # not computed in its row
+                twin_lines.append(write)
+            twin.dropped += 1
+        else:
+            lines.append(fallback)
+            twin_lines.extend(lines[-2:])
+    if cond_out is not None:
+        c = em.ref(cond_out)  # a 0-d array is tested here; anything else by _truth
+        lines.append(
+            f"go = bool({c}) if {c}.__class__ is _ndarray and {c}.ndim == 0 else _truth({c}, i)"
+        )
+        if cond_out in twin.stable:  # one element, since it had one in a steady iteration
+            twin_lines.append(f"go = bool({c})")
+            twin.dropped += 1
+        else:
+            twin_lines.append(lines[-1])
+    if states:
+        lines.append(
+            f"({', '.join(f'v{s}' for s in states)},) = "
+            f"({', '.join(em.ref(s) for s in new_states)},)"
+        )
+        twin_lines.append(lines[-1])
+    lines.append("i += 1")
+    twin_lines.append("i += 1")
+    if cond_out is not None:
+        lines.append("if not go: break")
+        twin_lines.append("if not go: break")
+    return lines, twin_lines
 
 
 #: Calls after which CPython 3.11 specializes a code object's bytecode (its warm-up delay).
