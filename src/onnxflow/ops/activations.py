@@ -57,6 +57,7 @@ def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> 
 
 relu.fresh = True  # type: ignore[attr-defined]  # see runtime.codegen: Emitter._reusable
 relu.in_place = _relu_over_x  # type: ignore[attr-defined]
+relu.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("LeakyRelu", 1, 6, 16)
@@ -130,6 +131,9 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return 1 / (1 + exp(-x))."""
     return _like(_sigmoid(x), x)
+
+
+sigmoid.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("HardSigmoid", 1, 6, 22)
@@ -240,10 +244,16 @@ def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     return _on_2d(_softmax, x, axis)
 
 
+softmax_2d.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 @op("Softmax", 13)
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return exp(x) / sum(exp(x)) along axis."""
     return _on_axis(_softmax, x, axis)
+
+
+softmax.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("LogSoftmax", 1, 11)

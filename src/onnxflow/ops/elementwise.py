@@ -408,6 +408,9 @@ def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(condition, x, y)
 
 
+where.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 def _clip(x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None) -> np.ndarray:
     """Return max(x, lo) then min(., hi) in x's dtype; a missing bound does not clip."""
     out = x

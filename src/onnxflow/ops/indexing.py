@@ -42,6 +42,9 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
     return np.asarray(np.take(data, idx, axis=axis))
 
 
+gather.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 @op("GatherElements", 11, 13)
 def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return out[i] = data[i with i[axis] replaced by indices[i]], shaped like indices."""

@@ -110,6 +110,9 @@ def gemm_legacy(
     return _gemm(a, b, c, alpha, beta, transA, transB)
 
 
+gemm_legacy.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 @op("Gemm", 7, 9, 11, 13)
 def gemm(
     a: np.ndarray,
@@ -123,6 +126,9 @@ def gemm(
 ) -> np.ndarray:
     """Return alpha * A' @ B' + beta * C, with C (optional from 11) broadcast to (M, N)."""
     return _gemm(a, b, c, alpha, beta, transA, transB)
+
+
+gemm.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("Einsum", 12, 28)

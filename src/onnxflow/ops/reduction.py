@@ -195,6 +195,9 @@ def _register(
     ) -> np.ndarray:
         return _reduce(fn, data, axes, keepdims, noop_with_empty_axes)
 
+    # the result's shape follows from data's, and from the axes' values when they are an input
+    with_axes_attribute.static_shape = True  # type: ignore[attr-defined]
+    with_axes_input.static_shape = (1,)  # type: ignore[attr-defined]
     for kernel, versions in (
         (with_axes_attribute, attr_versions),
         (with_axes_input, input_versions),

@@ -29,6 +29,9 @@ def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.nda
     return np.array(data.shape[start:end], dtype=np.int64)
 
 
+shape.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 @op("Size", 1, 13, 19, 21, 23, 24, 25)
 def size(data: np.ndarray) -> np.ndarray:
     """Return the number of elements of data as an int64 scalar."""
@@ -127,6 +130,9 @@ def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     return concat(*inputs, axis=axis)
 
 
+concat_v1.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+
+
 @op("Concat", 4, 11, 13)
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
@@ -137,6 +143,9 @@ def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     if len(ranks) != 1:
         raise ValueError(f"Concat inputs must share one rank, found ranks {sorted(ranks)}")
     return np.concatenate(inputs, axis=normalize_axis(axis, rank))
+
+
+concat.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bool) -> tuple:
@@ -240,6 +249,9 @@ def slice_(
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
     return np.transpose(data, perm)
+
+
+transpose.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("Expand", 8, 13)

@@ -116,6 +116,7 @@ def row_squared_distances(
         rows = np.dot(kept[2], d)
         return rows[:, None] if keepdims else rows
 
+    run.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
     return run
 
 
