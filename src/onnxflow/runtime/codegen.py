@@ -24,6 +24,10 @@ Kernels tell the emitter, by attributes, what it may write instead of a plain ca
 - ``broadcast_ufunc``: in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is
   kept widened to the result's shape in a local; a read-only one (a constant) stays widened
   for the next runs while it is the same array.
+- ``static_shape``: the class, shape and dtype of the kernel's outputs follow from its inputs'
+  (True), or also from the values of the inputs at the positions it lists; ufuncs, passthroughs
+  and ``broadcast_ufunc`` kernels have it implicitly. A loop's :class:`Twin` drops the guards
+  of steps whose inputs are steady by this rule.
 
 A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.

@@ -23,6 +23,24 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
 values, the Loop's condition input) are bound once and never deleted inside the loop. Each
 function is called on zero iterations when made, so that CPython has specialized it (:func:`_warm`).
+
+Once the loop is *steady* (an iteration passed every guard that a steady value makes redundant,
+and its loop-carried values kept their shapes and dtypes: :class:`~onnxflow.runtime.codegen.Twin`)
+the rest of it runs in a second ``while`` inside the first, the twin: the same steps without
+those guards, a scan output computed straight into its buffer row by the ufunc that makes it::
+
+        if ok: q = _signature(v3)          # after each iteration of the guarded loop
+        else: p = q = None
+        if q is not None and q == p:       # steady: the rest runs on the twin
+            while i < stop:
+                v4 = f0(v3, c7)
+                v5 = f1(v3)
+                v6 = f2(v4, v5, out=b0[i, ...])
+                del v4, v5
+                (v3,) = (v6,)
+                i += 1
+            break
+        p = q
 """
 
 from __future__ import annotations
