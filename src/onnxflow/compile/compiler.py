@@ -24,6 +24,8 @@ from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthr
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.runtime.codegen import many
+from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.executor import runner
 from onnxflow.values import tensor_to_array, type_shape
 
 
@@ -48,9 +50,6 @@ class Subgraph:
         Fetch it once per operator call (it carries the current run's options), call it per
         iteration.
         """
-        from onnxflow.runtime.context import current_run_options
-        from onnxflow.runtime.executor import runner
-
         return runner(self.plan, current_run_options())
 
 
