@@ -209,7 +209,6 @@ class Emitter:
             if twin is not None:
                 start = len(twin.lines)
                 twin.lines.extend(general if plain is None else plain)
-                twin.dropped += plain is not None and len(plain) < len(general)  # a guard less
                 twin.line_to_step.update(dict.fromkeys(range(start, len(twin.lines)), i))
             one = _single(out)
             if one is not None and (reuse is not None or self._makes_fresh(fn, ins)):
@@ -263,6 +262,7 @@ class Emitter:
             t = _target(out)
             if twin is None or not twin.holds(ins):
                 return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
+            twin.dropped += 1
             return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
                 f"{t} = f{i}({args})"
             ]
@@ -352,6 +352,7 @@ class Emitter:
             return [f"if {moving}.shape == {shape}: {call}", fallback], None
         row = _row(twin, out)
         plain = f"{target} = f{i}({operands}, out={row})" if row else call
+        twin.dropped += 1
         return [f"if {moving}.shape == {shape}: {call}", f"{fallback}; ok = 0"], [plain]
 
     def build(self, lines: list[str], name: str) -> Callable[..., Any]:
