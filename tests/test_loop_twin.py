@@ -95,6 +95,101 @@ def test_the_spec_rnn_runs_on_a_twin_without_guards(
     twin = _twin(made[0])
     assert not any("ndim" in line or "_sink" in line or "_widen" in line for line in twin)
     assert any("out=b0[i, ...]" in line for line in twin)  # Tanh writes its row of Y
+    # the product and the three sums are written into buffers made by the first twin iteration
+    scratch = [line.split("out=")[1] for line in twin if "out=t" in line]
+    assert len(scratch) == 4 and len(set(scratch)) == 4
+
+
+def _scan_model(nodes: list, s_shape: list, x_shape: list, outs: list[str]) -> helper.ModelProto:
+    """A Scan over rows ``x`` with state ``s`` (body inputs s, x; outputs s_out, then ``outs``
+    as scan outputs) and a constant ``two``."""
+    body = helper.make_graph(
+        nodes,
+        "b",
+        [_vi("s", F, s_shape), _vi("x", F, x_shape)],
+        [_vi(n, F, None) for n in ["s_out", *outs]],
+        [numpy_helper.from_array(np.array(2, np.float32), "two")],
+    )
+    scan = helper.make_node(
+        "Scan", ["s0", "xs"], ["s", *(f"{n}s" for n in outs)], body=body, num_scan_inputs=1
+    )
+    graph = helper.make_graph(
+        [scan],
+        "g",
+        [_vi("s0", F, s_shape), _vi("xs", F, ["T", *x_shape])],
+        [_vi(n, F, None) for n in ["s", *(f"{n}s" for n in outs)]],
+    )
+    return _model(graph)
+
+
+@pytest.mark.parametrize("keeper", ["Transpose", "Identity"])
+def test_a_value_that_outlives_its_iteration_gets_no_scratch_buffer(
+    keeper: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``a = 2s`` becomes the next state through a view (Transpose) or an alias (Identity).
+    Were ``a`` computed into a scratch buffer, the next iteration's ``a`` would be written over
+    its own state before ``b = s + a`` reads it (4s instead of 3s)."""
+    made = _drivers(monkeypatch)
+    nodes = [
+        helper.make_node("Mul", ["s", "two"], ["a"]),
+        helper.make_node("Add", ["s", "a"], ["b"]),
+        helper.make_node(keeper, ["a"], ["s_out"]),
+        helper.make_node("Add", ["b", "x"], ["y"]),
+    ]
+    sess = onnxflow.InferenceSession(_scan_model(nodes, [2, 2], [2, 2], ["y"]))
+    s0 = np.array([[1, 2], [3, 4]], np.float32)
+    xs = np.linspace(0, 1, 40, dtype=np.float32).reshape(10, 2, 2)
+
+    def cell(s: np.ndarray, x: np.ndarray) -> list[np.ndarray]:
+        a = s * np.float32(2)
+        return [a.T if keeper == "Transpose" else a, s + a + x]
+
+    want_s, want_y = scan_oracle(cell, 1, [s0], [xs], [0], [0], [0], [0])
+    s, ys = _both(sess, {"s0": s0, "xs": xs})
+    np.testing.assert_array_equal(s, want_s)
+    np.testing.assert_array_equal(ys, want_y)
+    twin = _twin(made[0])
+    assert any("out=t" in line for line in twin)  # b and y still get scratch buffers
+
+
+def test_a_loop_carried_value_gets_no_scratch_buffer() -> None:
+    """``s_out = s + x`` is read as ``s`` by the next iteration after it makes the next
+    ``s_out``: in one buffer, ``y = s * s_out`` would read the new value as the old."""
+    nodes = [
+        helper.make_node("Add", ["s", "x"], ["s_out"]),
+        helper.make_node("Mul", ["s", "s_out"], ["y"]),
+    ]
+    sess = onnxflow.InferenceSession(_scan_model(nodes, [3], [3], ["y"]))
+    s0 = np.array([1, 2, 3], np.float32)
+    xs = np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3)
+    want_s, want_y = scan_oracle(lambda s, x: [s + x, s * (s + x)], 1, [s0], [xs], *[[0]] * 4)
+    s, ys = _both(sess, {"s0": s0, "xs": xs})
+    np.testing.assert_array_equal(s, want_s)
+    np.testing.assert_array_equal(ys, want_y)
+
+
+def test_an_operand_a_kernel_remembers_gets_no_scratch_buffer() -> None:
+    """``a`` (a row) is added to each scanned (2, 3) block: NumPy-style broadcasting whose
+    kernel keeps its narrow operand widened while the same array object comes back. A scratch
+    buffer would be the same object every iteration, with new values: the kernel would go on
+    adding the first widened ``a``."""
+    nodes = [
+        helper.make_node("Mul", ["s", "two"], ["a"]),
+        helper.make_node("Add", ["x", "a"], ["y"]),
+        helper.make_node("Add", ["s", "two"], ["s_out"]),
+    ]
+    sess = onnxflow.InferenceSession(_scan_model(nodes, [3], [2, 3], ["y"]))
+    s0 = np.array([1, 2, 3], np.float32)
+    xs = np.arange(60, dtype=np.float32).reshape(10, 2, 3)
+
+    def cell(s: np.ndarray, x: np.ndarray) -> list[np.ndarray]:
+        return [s + np.float32(2), x + s * np.float32(2)]
+
+    want_s, want_y = scan_oracle(cell, 1, [s0], [xs], [0], [0], [0], [0])
+    for _ in range(2):
+        s, ys = _both(sess, {"s0": s0, "xs": xs})
+        np.testing.assert_array_equal(s, want_s)
+        np.testing.assert_array_equal(ys, want_y)
 
 
 def test_values_that_settle_after_some_iterations() -> None:
@@ -141,8 +236,9 @@ def test_values_that_settle_after_some_iterations() -> None:
 @pytest.mark.parametrize("op", ["ReduceSum", "Expand"])
 def test_a_shape_that_depends_on_a_varying_value_keeps_its_guards(op: str) -> None:
     """ReduceSum's axes, or Expand's shape, come from the scanned rows: the result changes
-    shape at row 4, long after the loop is steady, so the widened bias added to it must still
-    be tested. (ReduceSum declares that its axes' values matter; Expand declares nothing.)"""
+    shape at row 4, long after the loop is steady, so the widened bias added to its square must
+    still be tested, and the square gets no scratch buffer. (ReduceSum declares that its axes'
+    values matter; Expand declares nothing.)"""
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
     if op == "ReduceSum":
         node = helper.make_node("ReduceSum", ["data", "row"], ["r"], keepdims=1)
@@ -155,7 +251,8 @@ def test_a_shape_that_depends_on_a_varying_value_keeps_its_guards(op: str) -> No
     body = helper.make_graph(
         [
             node,
-            helper.make_node("Add", ["r", "bias"], ["s_out"]),
+            helper.make_node("Mul", ["r", "r"], ["rr"]),  # no scratch buffer: it changes shape
+            helper.make_node("Add", ["rr", "bias"], ["s_out"]),
             helper.make_node("Identity", ["row"], ["row_seen"]),
         ],
         "b",
@@ -176,7 +273,7 @@ def test_a_shape_that_depends_on_a_varying_value_keeps_its_guards(op: str) -> No
     )
     sess = onnxflow.InferenceSession(_model(graph))
     s, seen = _both(sess, {"s0": np.zeros((1, 3), np.float32), "rows": rows})
-    np.testing.assert_array_equal(s, want + np.float32(0.5))
+    np.testing.assert_array_equal(s, want * want + np.float32(0.5))
     assert s.shape == (2, 1)
     np.testing.assert_array_equal(seen, rows)
 

@@ -100,6 +100,11 @@ class Twin:
     rows: dict[int, int] = field(default_factory=dict)
     #: The slots of :attr:`rows` that the twin does write there.
     written: set[int] = field(default_factory=set)
+    #: Slot -> (index in :attr:`lines`, that line writing its result into scratch ``t<slot>``).
+    makers: dict[int, tuple[int, str]] = field(default_factory=dict)
+    #: Slots a twin line may pass on or keep: an alias, a view, a result written over one, a
+    #: kernel that remembers its operand. Their arrays may outlive the iteration.
+    held: set[int] = field(default_factory=set)
 
     def holds(self, ins: tuple[int, ...]) -> bool:
         """Whether a guard on these inputs is redundant once the loop is steady."""
@@ -113,6 +118,34 @@ class Twin:
             return None
         self.written.add(slot)  # type: ignore[arg-type]
         return f"b{k}[i, ...]"  # a view even of a 0-d row
+
+    def offer(self, out: Any, line: str) -> None:
+        """Record that the step about to be added to :attr:`lines` as the one line ``line``,
+        ending ``out=...)``, can write its result into a scratch buffer instead."""
+        slot = _single(out)
+        if slot is not None and slot != TRASH_SLOT and slot in self.stable:
+            self.makers[slot] = (len(self.lines), f"{line[: -len('...)')]}t{slot})")
+
+    def scratch(self, outputs: set[int]) -> list[int]:
+        """The slots whose every value the twin may compute into one buffer, made by the first
+        twin iteration and written again by each next one.
+
+        Such a value has the same shape and dtype each iteration (:attr:`stable`), is made by
+        a ufunc or ``np.dot`` (which take ``out=``), is read only by steps that make new arrays
+        from it (not :attr:`held`) and is not a loop output (``outputs``): nothing of it lives
+        past its iteration, so the next one may write over it.
+        """
+        return sorted(s for s in self.makers if s not in self.held and s not in outputs)
+
+    def with_scratch(self, slots: list[int]) -> tuple[list[str], list[str]]:
+        """The twin's lines for its first iteration (each ``slots`` value kept as its scratch
+        buffer) and for the next ones (each written into it); line for line as :attr:`lines`."""
+        first, rest = list(self.lines), list(self.lines)
+        for slot in slots:
+            at, line = self.makers[slot]
+            first[at] = f"{first[at]}; t{slot} = v{slot}"
+            rest[at] = line
+        return first, rest
 
 
 def steady_kind(fn: Any) -> Any:
@@ -244,17 +277,23 @@ class Emitter:
             self.namespace[f"f{i}"] = reuse
             x = self.ref(ins[0])
             t = _target(_single(out))
+            row = _row(twin, out) if reuse is ufunc else None
+            if twin is not None and not row:  # the result is the input's array
+                twin.held.update(ins)
             if reuse is not ufunc:
                 return [f"{t} = f{i}({args})"], None
-            row = _row(twin, out)
             return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
         if fn is passthrough:
+            if twin is not None:
+                twin.held.update(ins)
             return [f"{_target(out)} = {self.ref(ins[0])}"], None
         if ufunc is not None:  # the kernel is this call: make it here, one Python call less
             self.namespace[f"f{i}"] = ufunc
             row = _row(twin, out)
-            plain = row and [f"{_target(out)} = f{i}({args}, out={row})"]
-            return [f"{_target(out)} = f{i}({args}, out=...)"], plain
+            line = f"{_target(out)} = f{i}({args}, out=...)"
+            if twin is not None and not row:
+                twin.offer(out, line)
+            return [line], row and [f"{_target(out)} = f{i}({args}, out={row})"]
         if call_fn is not None:  # likewise, a kernel that is this call when guard holds
             self.namespace[f"f{i}"] = call_fn
             self.namespace[f"g{i}"] = fn
@@ -263,10 +302,13 @@ class Emitter:
             if twin is None or not twin.holds(ins):
                 return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
             twin.dropped += 1
+            twin.offer(out, f"{t} = f{i}({args}, out=...)")
             return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
                 f"{t} = f{i}({args})"
             ]
         self.namespace[f"f{i}"] = fn
+        if twin is not None and not kernel_trait(fn, "fresh"):  # it may keep or view them
+            twin.held.update(ins)
         call = f"f{i}({args})"
         if out.__class__ is int:
             return [f"{_target(out)} = {call}"], None
@@ -352,6 +394,8 @@ class Emitter:
             return [f"if {moving}.shape == {shape}: {call}", fallback], None
         row = _row(twin, out)
         plain = f"{target} = f{i}({operands}, out={row})" if row else call
+        if not row:
+            twin.offer(out, call)
         twin.dropped += 1
         return [f"if {moving}.shape == {shape}: {call}", f"{fallback}; ok = 0"], [plain]
 

@@ -41,6 +41,11 @@ those guards, a scan output computed straight into its buffer row by the ufunc t
                 i += 1
             break
         p = q
+
+A value the twin makes with a ufunc or ``np.dot`` and uses up within its iteration (not carried,
+not a scan output, read only by steps that make new arrays: :meth:`Twin.scratch`) is computed
+by the first twin iteration as usual and kept as a scratch buffer ``t<slot>``; the next
+iterations write it there (``out=t<slot>``) instead of allocating it anew.
 """
 
 from __future__ import annotations
@@ -164,13 +169,21 @@ def generate_driver(
         lines.append(f"{body}if ok: q = _signature({', '.join(f'v{s}' for s in roots)})")
         lines.append(f"{body}else: p = q = None")
         lines.append(f"{body}if q is not None and q == p:  # steady: the rest runs on the twin")
-        lines.append(f"{body}    while i < stop:")
-        inner = body + "        "
-        lines.extend(inner + line for line in head)
-        at = len(lines)
-        lines.extend(inner + line for line in twin.lines)
-        line_to_step.update({at + n + 1: step for n, step in twin.line_to_step.items()})
-        lines.extend(inner + line for line in twin_tail)
+        scratch = twin.scratch(set(outs))
+        passes = [twin.lines]
+        if scratch:  # the first twin iteration makes the buffers the next ones write into
+            lines.append(f"{body}    if i < stop:")
+            passes = list(twin.with_scratch(scratch))
+        inner = body + "    "
+        for n, twin_lines in enumerate(passes):
+            if n == len(passes) - 1:
+                lines.append(f"{inner}while i < stop:")
+            inner += "    "
+            lines.extend(inner + line for line in head)
+            at = len(lines)
+            lines.extend(inner + line for line in twin_lines)
+            line_to_step.update({at + n + 1: step for n, step in twin.line_to_step.items()})
+            lines.extend(inner + line for line in twin_tail)
         lines.append(f"{body}    break")
         lines.append(f"{body}p = q")
     for k in range(len(scan_outs)):
