@@ -22,6 +22,7 @@ from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
 from onnxflow.runtime.executor import runner
+from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
@@ -52,6 +53,7 @@ class InferenceSession:
         check: bool = True,
     ) -> None:
         load_all()
+        keep_freed_memory()  # once per process: see onnxflow.runtime.memory
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
             raise InputError(
                 "sess_options must be an onnxflow.SessionOptions, found "
