@@ -149,20 +149,20 @@ def _conv(
         for b in range(n):
             y[b] = _grouped_gemm(wm, x[b].reshape(c, -1)).reshape(m, *out)
         return y
-    xp = pad_spatial(x, begin, end)
+    if min(*begin, *end) < 0:
+        raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
     strides = strides or [1] * len(kernel)
-    extent = (kernel[0] - 1) * (dilations or [1])[0] + 1
+    dilations = dilations or [1] * len(kernel)
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: likewise
-        cols = _im2col(xp[0], kernel, out, strides, dilations)
+        cols = _im2col(x[0], kernel, out, strides, dilations, begin)
         return _grouped_gemm(wm, cols).reshape(1, m, *out)
     y = np.empty((n, m, *out), dtype=x.dtype)
     for b in range(n):
         for r0 in range(0, out[0], step):
             r1 = min(out[0], r0 + step)
-            rows = xp[b, :, r0 * strides[0] : (r1 - 1) * strides[0] + extent]
-            cols = _im2col(rows, kernel, [r1 - r0, *out[1:]], strides, dilations)
+            cols = _im2col(x[b], kernel, [r1 - r0, *out[1:]], strides, dilations, begin, r0)
             y[b, :, r0:r1] = _grouped_gemm(wm, cols).reshape(m, r1 - r0, *out[1:])
     return y
 
@@ -175,18 +175,53 @@ _CHUNK_BYTES = 1 << 24
 
 
 def _im2col(
-    xp: np.ndarray,
+    x: np.ndarray,
     kernel: Sequence[int],
     out: Sequence[int],
-    strides: Sequence[int] | None,
-    dilations: Sequence[int] | None,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    row0: int = 0,
 ) -> np.ndarray:
-    """Return the columns ``(C * K, P)`` of one padded image ``xp`` ``(C, *spatial)``."""
+    """Return the columns ``(C * K, P)`` of one image ``x`` ``(C, *spatial)`` for the output
+    rows ``row0 ..`` (axis 0) of sizes ``out``: zero where a window reaches into the padding
+    (``begin`` before each axis, as much as needed after it), which is never built."""
     taps = math.prod(kernel)
-    cols = np.empty((xp.shape[0], taps, *out), dtype=xp.dtype)
-    for tap, (_, view) in enumerate(kernel_views(xp, kernel, out, strides, dilations)):
-        cols[:, tap] = view
-    return cols.reshape(xp.shape[0] * taps, -1)
+    cols = np.empty((x.shape[0], taps, *out), dtype=x.dtype)
+    origin = [row0] + [0] * (len(out) - 1)
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        _window(cols[:, tap], x, index, out, strides, dilations, begin, origin)
+    return cols.reshape(x.shape[0] * taps, -1)
+
+
+def _window(
+    dst: np.ndarray,
+    x: np.ndarray,
+    index: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    origin: Sequence[int],
+) -> None:
+    """Fill ``dst`` ``(C, *out)`` with what kernel element ``index`` sees of ``x`` ``(C,
+    *spatial)`` at each output position (``origin`` + position), 0 outside ``x``."""
+    src, inside = [], []
+    for k, o, s, d, b, size, o0 in zip(index, out, strides, dilations, begin, x.shape[1:], origin):
+        first = o0 * s + k * d - b  # the input index output position 0 reads on this axis
+        lo, hi = max(0, -(first // s)), min(o, (size - 1 - first) // s + 1)
+        if hi <= lo:  # the tap sees only padding
+            dst[...] = 0
+            return
+        src.append(slice(first + lo * s, first + (hi - 1) * s + 1, s))
+        inside.append(slice(lo, hi))
+    dst[(slice(None), *inside)] = x[(slice(None), *src)]
+    for axis, (part, o) in enumerate(zip(inside, out)):  # the border, one axis at a time
+        before = (slice(None), *inside[:axis])
+        if part.start:
+            dst[(*before, slice(0, part.start))] = 0
+        if part.stop < o:
+            dst[(*before, slice(part.stop, None))] = 0
 
 
 def _grouped_gemm(wm: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -1,0 +1,80 @@
+"""Conv against a direct convolution written from the operator's definition.
+
+The kernel builds its GEMM columns straight from the unpadded input (zero where a window reaches
+into the padding), in one chunk or in chunks of output rows; every geometry here is checked
+against the oracle below, which pads explicitly and sums each window.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from onnxflow.ops import conv as conv_module
+from onnxflow.ops.conv import conv, spatial_geometry
+
+
+def _direct(x, w, b, group, strides, dilations, pads, auto_pad) -> np.ndarray:
+    """Y[n, m, o...] = sum over the group's channels and kernel offsets of Xpad * W (+ B)."""
+    n, _, *spatial = x.shape
+    m, cg, *kernel = w.shape
+    out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), *zip(begin, end)])
+    y = np.zeros((n, m, *out))
+    per_group = m // group
+    for o in itertools.product(*(range(v) for v in out)):
+        window = tuple(
+            slice(p * s, p * s + (k - 1) * d + 1, d)
+            for p, s, k, d in zip(o, strides, kernel, dilations)
+        )
+        patch = xp[(slice(None), slice(None), *window)]  # (n, c, *kernel)
+        for j in range(m):
+            g = j // per_group
+            y[(slice(None), j, *o)] = (patch[:, g * cg : (g + 1) * cg] * w[j]).reshape(n, -1).sum(1)
+    if b is not None:
+        y += b.reshape(-1, *[1] * len(out))
+    return y
+
+
+CASES = [
+    # (x shape, w shape, group, strides, dilations, pads, auto_pad)
+    ((1, 3, 9, 8), (4, 3, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], "NOTSET"),
+    ((2, 4, 10, 7), (6, 2, 3, 2), 2, [2, 1], [1, 2], [0, 2, 3, 1], "NOTSET"),
+    ((1, 2, 11), (3, 2, 4), 1, [3], [2], [4, 5], "NOTSET"),  # windows only in the padding
+    ((1, 3, 5, 6, 4), (2, 3, 2, 3, 2), 1, [1, 2, 1], [1, 1, 2], [1, 0, 1, 0, 2, 1], "NOTSET"),
+    ((1, 4, 7, 7), (4, 1, 3, 3), 4, [2, 2], [1, 1], None, "SAME_UPPER"),  # depthwise
+    ((2, 3, 8, 5), (5, 3, 2, 3), 1, [2, 3], [1, 1], None, "SAME_LOWER"),
+    ((1, 3, 9, 9), (2, 3, 3, 3), 1, [2, 2], [2, 1], None, "VALID"),
+    ((1, 6, 5, 5), (4, 6, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], "NOTSET"),  # pointwise
+    ((1, 2, 4, 4), (3, 2, 5, 5), 1, [1, 1], [1, 1], [2, 2, 2, 2], "NOTSET"),  # kernel > input
+]
+
+
+@pytest.mark.parametrize("chunk", [None, 1])
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_conv_matches_a_direct_convolution(case, chunk, monkeypatch) -> None:
+    """``chunk=1``: the columns are built one output row at a time."""
+    if chunk is not None:
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", chunk)
+    xs, ws, group, strides, dilations, pads, auto_pad = case
+    rng = np.random.default_rng(len(xs) + ws[0])
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    before = x.copy()
+    y = conv(
+        x, w, b, auto_pad=auto_pad, dilations=dilations, group=group, pads=pads, strides=strides
+    )
+    want = _direct(x, w, b, group, strides, dilations, pads, auto_pad)
+    assert y.shape == want.shape and y.dtype == np.float32
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(x, before)  # the input is never written
+
+
+def test_negative_pads_are_refused() -> None:
+    x = np.zeros((1, 1, 5, 5), np.float32)
+    w = np.zeros((1, 1, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="pads must be non-negative"):
+        conv(x, w, pads=[-1, 0, 0, 0])
