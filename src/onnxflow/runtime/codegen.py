@@ -145,6 +145,11 @@ class Twin:
             at, line = self.makers[slot]
             first[at] = f"{first[at]}; t{slot} = v{slot}"
             rest[at] = line
+        kept = {f"v{slot}" for slot in slots}  # their buffers live on: deleting saves nothing
+        for n, line in enumerate(rest):
+            if line.startswith("del "):
+                names = [v for v in line[4:].split(", ") if v not in kept]
+                rest[n] = f"del {', '.join(names)}" if names else "pass"
         return first, rest
 
 
