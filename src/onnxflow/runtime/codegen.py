@@ -86,7 +86,8 @@ class Twin:
     an iteration has passed every test and left its loop-carried values with the class, shape
     and dtype they came in with, the next iteration sees the same signatures throughout, if each
     step's output signature follows from its inputs' (:func:`steady_slots`): the tests can only
-    pass again. The driver then runs the rest of the loop on these lines.
+    pass again. The driver then runs the rest of the loop on these lines, and the values of
+    :meth:`scratch` in buffers its first iteration made (:meth:`with_scratch`).
     """
 
     #: Slots whose class, shape and dtype are the same in every iteration of a steady loop.
