@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +96,18 @@ def test_cli_progress_bar_counts_loop_iterations(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "rnn [" in err and "it/s" in err
     assert err.rstrip().split("\r")[-1].startswith("rnn [" + "#" * 30 + "] 3000/3000")
+
+
+def test_cli_output_to_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``onnxflow profile m.onnx | head`` : the reader goes away; no traceback, exit 141."""
+    read, write = os.pipe()
+    os.close(read)
+    stream = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        code = main(["profile", str(EXAMPLES / "rnn_scan.onnx"), "--dim", "S=3", "--dim", "B=1"])
+        stream.write("more\n")
+        stream.flush()  # now goes to os.devnull: no BrokenPipeError at exit either
+    finally:
+        stream.close()
+    assert code == 141
