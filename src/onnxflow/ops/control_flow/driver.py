@@ -175,8 +175,8 @@ def generate_driver(
             lines.append(f"{body}    if i < stop:")
             passes = list(twin.with_scratch(scratch))
         inner = body + "    "
-        for n, twin_lines in enumerate(passes):
-            if n == len(passes) - 1:
+        for twin_lines in passes:
+            if twin_lines is passes[-1]:
                 lines.append(f"{inner}while i < stop:")
             inner += "    "
             lines.extend(inner + line for line in head)
