@@ -2,8 +2,9 @@
 Col2Im.
 
 All work on channels-first tensors ``(N, C, D1, ..., Dn)`` of any spatial rank. A convolution is
-an im2col (one strided copy per kernel element into a ``(C, K, *out)`` column buffer, built per
-image in chunks of output rows) followed by one GEMM per group (a plain GEMM for 1x1 kernels);
+an im2col (one strided copy per kernel element, from the unpadded input, into a ``(C, K, *out)``
+column buffer zeroed only where windows reach into the padding, built per image in chunks of
+output rows) followed by one GEMM per group (a plain GEMM for 1x1 kernels);
 ConvTranspose and Col2Im are the reverse: a GEMM, then a scatter-add of the columns into the
 image ("fold"). float16 and bfloat16 are computed in float32
 and rounded back once; integer convolutions accumulate in float64, which is exact for 8-bit
@@ -151,8 +152,8 @@ def _conv(
         return y
     if min(*begin, *end) < 0:
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
-    strides = strides or [1] * len(kernel)
-    dilations = dilations or [1] * len(kernel)
+    strides = _per_axis(strides, len(kernel), "strides")
+    dilations = _per_axis(dilations, len(kernel), "dilations")
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: likewise

@@ -21,6 +21,7 @@ parameters through the environment (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_TH
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -40,17 +41,10 @@ USER_SETTINGS = (
     "GLIBC_TUNABLES",
 )
 
-_done: list[bool] = []
 
-
+@functools.cache
 def keep_freed_memory() -> bool:
     """Set glibc's mmap and trim thresholds (once per process); return whether they are set."""
-    if not _done:
-        _done.append(_tune())
-    return _done[0]
-
-
-def _tune() -> bool:
     if os.environ.get("ONNXFLOW_TUNE_MALLOC", "1") == "0":
         return False
     if any(name in os.environ for name in USER_SETTINGS):
