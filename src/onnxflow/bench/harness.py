@@ -276,12 +276,34 @@ def machine_info() -> dict[str, str]:
         "numpy": np.__version__,
         "onnx": onnx.__version__,
     }
+    blas = _blas()
+    if blas:
+        info["blas"] = blas
     for package in ("onnxruntime", "sklearn", "skl2onnx"):
         try:
             info[package] = __import__(package).__version__
         except ImportError:
             info[package] = "not installed"
     return info
+
+
+def _blas() -> str | None:
+    """NumPy's BLAS and the CPU kernels it chose (they set the speed of every MatMul and Conv).
+
+    ``OPENBLAS_CORETYPE`` in the environment overrides OpenBLAS's own choice, so it is shown
+    when set: on an AVX-512 machine forced to ``Haswell`` kernels, GEMM runs at about half speed.
+    Needs ``threadpoolctl`` (scikit-learn brings it); without it the line says nothing of BLAS.
+    """
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    for pool in threadpool_info():
+        if pool.get("user_api") == "blas":
+            text = f"{pool.get('internal_api')} {pool.get('version')} {pool.get('architecture')}"
+            forced = os.environ.get("OPENBLAS_CORETYPE")
+            return f"{text} (OPENBLAS_CORETYPE={forced})" if forced else text
+    return None
 
 
 def run_bench(names: list[str], repeats: int, quick: bool) -> Report:
