@@ -4,6 +4,7 @@ each other, or anything a later run reuses: mutate every output, run again, comp
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from model_builders import I64, B, F, const, counter_body, model, node_suite_cas
 from onnx import helper
 
 import onnxflow
+from onnxflow.runtime.observe import Observer
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 W = np.full((3, 2), 7.0, np.float32)
@@ -248,6 +250,25 @@ def test_feeds_reach_kernels_read_only() -> None:
     sess = onnxflow.InferenceSession(identity_of_an_input())
     (y,) = sess.run(None, {"X": x})
     assert x.flags.writeable and y.flags.writeable and not np.shares_memory(x, y)
+
+
+class _Inputs(Observer):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def node_start(self, scope, info, inputs) -> None:  # type: ignore[no-untyped-def]
+        self.seen.extend(inputs)
+
+
+@pytest.mark.parametrize("wrap", [dict, MappingProxyType], ids=["dict", "other_mapping"])
+def test_the_kernel_reads_a_read_only_view_of_the_feed(wrap: Callable[..., Any]) -> None:
+    """A dict of arrays takes the session's quick binding, another mapping the general one."""
+    x = X.copy()
+    sess = onnxflow.InferenceSession(the_same_value_twice())
+    watch = _Inputs()
+    sess.run(None, wrap({"X": x}), observers=[watch])
+    fed = watch.seen[0]  # what Relu, the first node, reads
+    assert np.shares_memory(fed, x) and not fed.flags.writeable and x.flags.writeable
 
 
 def test_fed_lists_and_scalars_are_not_written() -> None:
