@@ -112,3 +112,15 @@ def test_a_known_wrong_reference_is_named_in_the_match_column() -> None:
     got = _match({"onnxflow": ours, "onnx.reference": ref}, (1e-3, 1e-4), why)
     assert got == f"✗ (vs ref, expected: {why})"
     assert _match({"onnxflow": ours, "onnx.reference": ours}, (1e-3, 1e-4), why) == "✓ (vs ref)"
+
+
+def test_the_machine_line_names_numpys_blas_not_scipys() -> None:
+    """scikit-learn brings SciPy, whose BLAS is another library; the bench times NumPy's."""
+    pytest.importorskip("threadpoolctl", reason="the BLAS is named through threadpoolctl")
+    pytest.importorskip("scipy.linalg", reason="needs a second BLAS loaded to choose between")
+    from onnxflow.bench.harness import _blas
+
+    built = np.__config__.CONFIG["Build Dependencies"]["blas"]
+    if built.get("name") != "scipy-openblas":
+        pytest.skip(f"NumPy built with {built.get('name')}, not the OpenBLAS wheel")
+    assert f" {built['version']} " in f"{_blas()} "

@@ -298,12 +298,15 @@ def _blas() -> str | None:
         from threadpoolctl import threadpool_info
     except ImportError:
         return None
-    for pool in threadpool_info():
-        if pool.get("user_api") == "blas":
-            text = f"{pool.get('internal_api')} {pool.get('version')} {pool.get('architecture')}"
-            forced = os.environ.get("OPENBLAS_CORETYPE")
-            return f"{text} (OPENBLAS_CORETYPE={forced})" if forced else text
-    return None
+    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    # SciPy (under scikit-learn) may load a BLAS of its own: name NumPy's, which onnxflow calls
+    ours = [p for p in pools if "numpy" in os.path.basename(os.path.dirname(p["filepath"]))]
+    if not (ours or pools):
+        return None
+    pool = (ours or pools)[0]
+    text = f"{pool.get('internal_api')} {pool.get('version')} {pool.get('architecture')}"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    return f"{text} (OPENBLAS_CORETYPE={forced})" if forced else text
 
 
 def run_bench(names: list[str], repeats: int, quick: bool) -> Report:
