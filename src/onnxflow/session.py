@@ -277,9 +277,7 @@ class InferenceSession:
             value = feeds.get(name)
             if value.__class__ is not np.ndarray or not fast(value, dims):
                 return None
-            view = value.view()
-            view.setflags(write=False)
-            args.append(view)
+            args.append(_read_only(value))
         return args
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -301,9 +301,9 @@ def _blas() -> str | None:
     pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
     # SciPy (under scikit-learn) may load a BLAS of its own: name NumPy's, which onnxflow calls
     ours = [p for p in pools if "numpy" in os.path.basename(os.path.dirname(p["filepath"]))]
-    if not (ours or pools):
+    if not (chosen := ours or pools):
         return None
-    pool = (ours or pools)[0]
+    pool = chosen[0]
     text = f"{pool.get('internal_api')} {pool.get('version')} {pool.get('architecture')}"
     forced = os.environ.get("OPENBLAS_CORETYPE")
     return f"{text} (OPENBLAS_CORETYPE={forced})" if forced else text
