@@ -22,6 +22,7 @@ from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.runtime.codegen import many
 from onnxflow.runtime.context import current_run_options
@@ -57,9 +58,16 @@ class NodeContext:
     """What a builder kernel may know and do about its node at compile time."""
 
     def __init__(
-        self, builder: _GraphBuilder, node: NodeProto, opset: int, opsets: dict[str, int]
+        self,
+        builder: _GraphBuilder,
+        node: NodeProto,
+        opset: int,
+        opsets: dict[str, int],
+        traits: Traits = NONE,
     ) -> None:
         self._builder = builder
+        #: The traits the kernel is registered with; a builder refines them in its Built.
+        self.traits = traits
         self.name = node.name
         self.op_type = node.op_type
         self.domain = normalize_domain(node.domain)
@@ -194,6 +202,7 @@ class _GraphBuilder:
         self.input_slots: set[int] = set()
         self.fixed_initializers = False
         self.steps: list[tuple[Callable[..., Any], tuple[int, ...], Any]] = []
+        self.traits: list[Traits] = []
         self.infos: list[NodeInfo] = []
 
     # -- slots -------------------------------------------------------------------------------
@@ -257,6 +266,7 @@ class _GraphBuilder:
             output_names=tuple(outputs),
             output_slots=output_slots,
             steps=steps,
+            traits=tuple(self.traits),
             infos=tuple(self.infos),
             slot_names=tuple(self.slot_names),
             constant_slots=frozenset(self.constant_slots),
@@ -278,7 +288,7 @@ class _GraphBuilder:
             if kernel is None:
                 self._expand_or_record(node, domain, opset, opsets)
                 return
-            fn, ins = self._bind(kernel, node, opset, opsets)
+            fn, traits, ins = self._bind(kernel, node, opset, opsets)
         except OnnxflowError:
             raise
         except Exception as exc:  # a kernel's preparation failed on this node's attributes
@@ -288,19 +298,20 @@ class _GraphBuilder:
             ) from exc
         outs = self._define_outputs(node)
         multi = _multi_output(node, domain, opset)
-        if self._can_fold(kernel, node, ins) and self._fold(fn, ins, outs, multi):
+        if self._can_fold(traits, node, ins) and self._fold(fn, ins, outs, multi):
             return
         out: Any = outs if multi else outs[0]
         self.steps.append((fn, tuple(ins), out))
+        self.traits.append(traits)
         self.infos.append(
             NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
         )
 
-    def _can_fold(self, kernel: Kernel, node: NodeProto, ins: list[int]) -> bool:
+    def _can_fold(self, traits: Traits, node: NodeProto, ins: list[int]) -> bool:
         """Whether the node reads only this graph's constants and may be computed now."""
         return (
             self.compiler.optimize
-            and kernel.pure
+            and traits.pure
             and not any(
                 a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute
             )
@@ -343,20 +354,23 @@ class _GraphBuilder:
 
     def _bind(
         self, kernel: Kernel, node: NodeProto, opset: int, opsets: dict[str, int]
-    ) -> tuple[Callable[..., Any], list[int]]:
-        """Return the step function of a node and the slots it reads (captures last)."""
+    ) -> tuple[Callable[..., Any], Traits, list[int]]:
+        """Return the step function of a node, its traits and the slots it reads (captures
+        last)."""
         attrs = {a.name: decode_attribute(a) for a in node.attribute if not a.ref_attr_name}
         ins = [self.resolve(name) for name in node.input]
         if kernel.build:
-            ctx = NodeContext(self, node, opset, opsets)
+            ctx = NodeContext(self, node, opset, opsets, kernel.traits)
             try:
                 fn = kernel.fn(ctx, **attrs)
             except TypeError as exc:
                 raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
-            return fn, ins + [self.resolve(name) for name in ctx.captures]
-        if kernel.passthrough and len(ins) == 1 and len(node.output) == 1:
-            return passthrough, ins
-        return _bind_plain(kernel.fn, attrs, node, opset), ins
+            fn, traits = fn if isinstance(fn, Built) else (fn, kernel.traits)
+            return fn, traits, ins + [self.resolve(name) for name in ctx.captures]
+        if kernel.traits.passthrough and len(ins) == 1 and len(node.output) == 1:
+            return passthrough, kernel.traits, ins
+        fn = _bind_plain(kernel.fn, attrs, node, opset)
+        return fn, bind_attributes(kernel.traits.replace(passthrough=False), attrs), ins
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
         slots = []

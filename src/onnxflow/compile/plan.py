@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from onnxflow.traits import Traits
+
 NONE_SLOT = 0
 TRASH_SLOT = 1
 
@@ -51,6 +53,8 @@ class Plan:
     output_names: tuple[str, ...]
     output_slots: tuple[int, ...]
     steps: tuple[tuple[Any, ...], ...]
+    #: What each step's kernel promises (:class:`~onnxflow.traits.Traits`), step by step.
+    traits: tuple[Traits, ...]
     infos: tuple[NodeInfo, ...]
     slot_names: tuple[str, ...]
     constant_slots: frozenset[int] = field(default_factory=frozenset)

@@ -17,6 +17,7 @@ import numpy as np
 
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 
 def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -45,19 +46,18 @@ def _exp_linear(x: np.ndarray, alpha: float, scale: float = 1.0) -> np.ndarray:
 
 
 # -- rectifiers -------------------------------------------------------------------------------
-@op("Relu", 1, 6, 13, 14)
-def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
-    """Return max(x, 0)."""
-    return np.asarray(np.maximum(x, 0))
-
-
 def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     return np.maximum(x, 0, out=x)
 
 
-relu.fresh = True  # type: ignore[attr-defined]  # see runtime.codegen: Emitter._reusable
-relu.in_place = _relu_over_x  # type: ignore[attr-defined]
-relu.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+@op(
+    "Relu",
+    *(1, 6, 13, 14),
+    traits=Traits(fresh=True, in_place=_relu_over_x, static_shape=True, elementwise=True),
+)
+def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Return max(x, 0)."""
+    return np.asarray(np.maximum(x, 0))
 
 
 @op("LeakyRelu", 1, 6, 16)
@@ -127,13 +127,10 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 
 
 # -- smooth activations -----------------------------------------------------------------------
-@op("Sigmoid", 1, 6, 13)
+@op("Sigmoid", 1, 6, 13, traits=Traits(static_shape=True, elementwise=True))
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return 1 / (1 + exp(-x))."""
     return _like(_sigmoid(x), x)
-
-
-sigmoid.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("HardSigmoid", 1, 6, 22)
@@ -238,22 +235,16 @@ def _on_2d(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
     return _on_axis(fn, flat, 1).reshape(x.shape)
 
 
-@op("Softmax", 1, 11)
+@op("Softmax", 1, 11, traits=Traits(static_shape=True))
 def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return softmax over the columns of x coerced to 2-D at axis."""
     return _on_2d(_softmax, x, axis)
 
 
-softmax_2d.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
-
-
-@op("Softmax", 13)
+@op("Softmax", 13, traits=Traits(static_shape=True))
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return exp(x) / sum(exp(x)) along axis."""
     return _on_axis(_softmax, x, axis)
-
-
-softmax.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("LogSoftmax", 1, 11)

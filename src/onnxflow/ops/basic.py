@@ -11,10 +11,13 @@ from onnx import numpy_helper
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 from onnxflow.values import np_dtype
 
 
-@op("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25, passthrough=True)
+@op(
+    "Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25, traits=Traits(passthrough=True, elementwise=True)
+)
 def identity(x: Any) -> Any:
     """Return the input unchanged (tensors, sequences and optionals alike)."""
     return x

@@ -21,6 +21,7 @@ from onnx import TensorProto
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 from onnxflow.values import np_dtype
 
 STRING = np.dtype(object)
@@ -206,7 +207,12 @@ def _check_round_mode(round_mode: str) -> None:
         raise ValueError(f"round_mode must be one of {ROUND_MODES}, found {round_mode!r}")
 
 
-@op("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28, build=True)
+@op(
+    "Cast",
+    *(1, 6, 9, 13, 19, 21, 23, 24, 25, 28),
+    build=True,
+    traits=Traits(elementwise=True, static_shape=True),
+)
 def cast(
     node: NodeContext, *, to: int | str, saturate: int = 1, round_mode: str = "up"
 ) -> Callable[[np.ndarray], np.ndarray]:

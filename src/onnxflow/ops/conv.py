@@ -23,6 +23,7 @@ import numpy as np
 
 from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")
 
@@ -245,7 +246,7 @@ def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
 
 
 # -- kernels ------------------------------------------------------------------------------------
-@op("Conv", 1, 11, 22)
+@op("Conv", 1, 11, 22, traits=Traits(fresh=True))
 def conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -271,9 +272,6 @@ def conv(
         auto_pad,
     )
     return _add_bias(y, b).astype(x.dtype, copy=False)
-
-
-conv.fresh = True  # type: ignore[attr-defined]  # a new array: see codegen.Emitter._reusable
 
 
 def _check_kernel_shape(kernel_shape: list[int] | None, w: np.ndarray) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.ops.registry import op
-from onnxflow.runtime.codegen import WIDEN_LIMIT  # one limit for kernels and generated loops
+from onnxflow.traits import WIDEN_LIMIT, Built, Traits, ufunc_traits
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -48,16 +48,16 @@ def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int)
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return fn(x, out=...)  # type: ignore[call-overload]
 
-        kernel.inline_ufunc = fn  # type: ignore[attr-defined]
-
+        traits = ufunc_traits(fn)
     else:
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return np.asarray(fn(x))
 
+        traits = Traits(elementwise=True, static_shape=True)
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {getattr(fn, '__name__', op_type)}(x) elementwise, in x's dtype."
-    op(op_type, *versions)(kernel)
+    op(op_type, *versions, traits=traits)(kernel)
 
 
 def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -> None:
@@ -68,14 +68,14 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
 
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
-        def build(node: Any) -> Binary:
-            if _broadcasts(node):
-                return _widening(fn)  # type: ignore[arg-type]
-            return _inline(fn)  # type: ignore[arg-type]
+        def build(node: Any) -> Built:
+            if _broadcasts(node):  # the widening form: see _widening
+                return Built(_widening(fn), node.traits.replace(widens=True))
+            return Built(_inline(fn), node.traits)
 
         build.__name__ = build.__qualname__ = op_type
         build.__doc__ = f"Return {fn.__name__}(a, b) with NumPy-style broadcasting."
-        op(op_type, *versions, build=True)(build)
+        op(op_type, *versions, build=True, traits=ufunc_traits(fn))(build)
         versions = ()
 
     def legacy_kernel(
@@ -96,7 +96,7 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        op(op_type, *versions)(kernel)
+        op(op_type, *versions, traits=Traits(elementwise=True))(kernel)
 
 
 def _widening(ufunc: np.ufunc) -> Binary:
@@ -126,17 +126,15 @@ def _widening(ufunc: np.ufunc) -> Binary:
             memo[0] = _remember(kept, a, b, y.shape)
         return y
 
-    kernel.broadcast_ufunc = ufunc  # type: ignore[attr-defined]  # see Emitter.steps(fixed=...)
     return kernel
 
 
 def _inline(ufunc: np.ufunc) -> Binary:
-    """``ufunc(a, b, out=...)``, marked so generated code calls the ufunc itself."""
+    """``ufunc(a, b, out=...)``: generated code calls the ufunc itself (its traits say so)."""
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return ufunc(a, b, out=...)  # type: ignore[call-overload]
 
-    kernel.inline_ufunc = ufunc  # type: ignore[attr-defined]
     return kernel
 
 
@@ -380,11 +378,10 @@ def _variadic(op_type: str, ufunc: np.ufunc, versions: tuple[int, ...]) -> None:
             ufunc(first, x, out=first)
         return first  # type: ignore[return-value]
 
-    kernel.fresh = True  # type: ignore[attr-defined]  # see codegen.Emitter._reusable
-    kernel.in_place = over_first  # type: ignore[attr-defined]
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
-    op(op_type, *versions)(kernel)
+    traits = Traits(fresh=True, in_place=over_first, elementwise=True)
+    op(op_type, *versions, traits=traits)(kernel)
 
 
 _variadic("Sum", np.add, (1, 6, 8, 13))
@@ -402,13 +399,10 @@ def mean(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarra
 
 
 # -- selection --------------------------------------------------------------------------------
-@op("Where", 9, 16)
+@op("Where", 9, 16, traits=Traits(static_shape=True, elementwise=True))
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Return x where condition holds, else y, all three broadcast together."""
     return np.where(condition, x, y)
-
-
-where.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def _clip(x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
@@ -34,15 +35,12 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
     return tuple(grids)
 
 
-@op("Gather", 1, 11, 13)
+@op("Gather", 1, 11, 13, traits=Traits(static_shape=True))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)
     idx = _check_bounds(indices, data.shape[axis], "Gather")
     return np.asarray(np.take(data, idx, axis=axis))
-
-
-gather.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("GatherElements", 11, 13)

@@ -15,33 +15,30 @@ import numpy as np
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
+from onnxflow.traits import Built, Traits
 
 #: Dtypes whose products go to BLAS through np.dot.
 _BLAS = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
 
 
-@op("MatMul", 1, 9, 13, build=True)
-def build_matmul(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """MatMul's kernel, :func:`matmul`; marked for generated code to call np.dot directly (0.2 us
-    less a call) when both inputs are matrices, if static types say they will be."""
+def _rows(rank: int, others: tuple[int, ...]) -> int | None:
+    """MatMul of a stack of rows of rank ``rank`` by a fixed matrix or vector: rows map to rows
+    (a matrix keeps the rank, a vector drops the last axis); other weights broadcast."""
+    if rank < 1 or others[0] not in (1, 2):
+        return None
+    return rank if others[0] == 2 else rank - 1
+
+
+@op("MatMul", 1, 9, 13, build=True, traits=Traits(fresh=True, static_shape=True, rows=_rows))
+def build_matmul(node: NodeContext) -> Built:
+    """MatMul's kernel, :func:`matmul`; when static types say both inputs are matrices, generated
+    code calls np.dot directly (0.2 us less a call) behind a rank test, since static types are a
+    guess (a hoisted body sees a whole sequence where its type says one element): np.dot is
+    MatMul only when B is a matrix and A is not a scalar."""
     shapes = [node.input_shape(i) for i in range(2)]
     if all(s is not None and len(s) == 2 for s in shapes):
-        return _matrices
-    return matmul
-
-
-def _matrices(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`matmul`, for inputs that are expected to be matrices."""
-    return matmul(a, b)
-
-
-# Static types are a guess (a hoisted body sees a whole sequence where its type says one
-# element): np.dot is MatMul only when B is a matrix and A is not a scalar, so generated code
-# tests both ranks and falls back to the kernel.
-_matrices.inline_call = np.dot  # type: ignore[attr-defined]
-_matrices.inline_guard = "{1}.ndim == 2 == {0}.ndim"  # type: ignore[attr-defined]
-_matrices.fresh = True  # type: ignore[attr-defined]  # a new array: see codegen.Emitter._reusable
-_matrices.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
+        return Built(matmul, node.traits.replace(call=np.dot, guard="{1}.ndim == 2 == {0}.ndim"))
+    return Built(matmul, node.traits)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -61,10 +58,6 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if y.ndim == 0 or y.dtype != a.dtype:
         return np.asarray(y, dtype=a.dtype)
     return y
-
-
-matmul.fresh = True  # type: ignore[attr-defined]
-matmul.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def _gemm(
@@ -88,7 +81,7 @@ def _gemm(
     return np.asarray(y).astype(a.dtype, copy=False)
 
 
-@op("Gemm", 1, 6)
+@op("Gemm", 1, 6, traits=Traits(static_shape=True))
 def gemm_legacy(
     a: np.ndarray,
     b: np.ndarray,
@@ -110,10 +103,7 @@ def gemm_legacy(
     return _gemm(a, b, c, alpha, beta, transA, transB)
 
 
-gemm_legacy.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
-
-
-@op("Gemm", 7, 9, 11, 13)
+@op("Gemm", 7, 9, 11, 13, traits=Traits(static_shape=True))
 def gemm(
     a: np.ndarray,
     b: np.ndarray,
@@ -126,9 +116,6 @@ def gemm(
 ) -> np.ndarray:
     """Return alpha * A' @ B' + beta * C, with C (optional from 11) broadcast to (M, N)."""
     return _gemm(a, b, c, alpha, beta, transA, transB)
-
-
-gemm.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("Einsum", 12, 28)

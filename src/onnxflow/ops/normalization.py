@@ -21,6 +21,7 @@ from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
+from onnxflow.traits import NONE, RANDOM, Built, Traits
 from onnxflow.values import np_dtype
 
 
@@ -95,19 +96,17 @@ def _batch_norm(
     return (y, *(a.astype(mean.dtype, copy=False) for a in stats))
 
 
-def _batch_norm_kernel(
-    epsilon: float, momentum: float, training: bool, spatial: int
-) -> Callable[..., tuple[np.ndarray, ...]]:
+def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial: int) -> Built:
+    """The kernel of every BatchNormalization version. In inference mode its one output is a
+    new array, which it may compute over X's when X dies there (``fresh``, ``in_place``)."""
+
     def run(*args: np.ndarray) -> tuple[np.ndarray, ...]:
         return _batch_norm(*args, epsilon, momentum, training, spatial)
 
     def over_x(*args: np.ndarray) -> np.ndarray:
         return _batch_norm(*args, epsilon, momentum, training, spatial, in_place=True)[0]
 
-    if not training:  # one output, a new array; generated code may let it overwrite X
-        run.fresh = True  # type: ignore[attr-defined]
-        run.in_place = over_x  # type: ignore[attr-defined]
-    return run
+    return Built(run, NONE if training else Traits(fresh=True, in_place=over_x))
 
 
 @op("BatchNormalization", 1, 6, build=True)
@@ -119,7 +118,7 @@ def batch_normalization_1(
     is_test: int = 0,
     spatial: int = 1,
     consumed_inputs: list[int] | None = None,
-) -> Callable[..., tuple[np.ndarray, ...]]:
+) -> Built:
     """Batch statistics when the node lists the training outputs and is_test is 0."""
     return _batch_norm_kernel(epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
 
@@ -127,7 +126,7 @@ def batch_normalization_1(
 @op("BatchNormalization", 7, build=True)
 def batch_normalization_7(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1
-) -> Callable[..., tuple[np.ndarray, ...]]:
+) -> Built:
     """Batch statistics when the node lists the training outputs."""
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, spatial)
 
@@ -135,7 +134,7 @@ def batch_normalization_7(
 @op("BatchNormalization", 9, build=True)
 def batch_normalization_9(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9
-) -> Callable[..., tuple[np.ndarray, ...]]:
+) -> Built:
     """Batch statistics (per channel) when the node lists the training outputs."""
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, 1)
 
@@ -143,7 +142,7 @@ def batch_normalization_9(
 @op("BatchNormalization", 14, 15, build=True)
 def batch_normalization(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0
-) -> Callable[..., tuple[np.ndarray, ...]]:
+) -> Built:
     """Y, plus (running_mean, running_var) in training mode."""
     return _batch_norm_kernel(epsilon, momentum, bool(training_mode), 1)
 
@@ -289,7 +288,7 @@ def _identity_dropout(n_outputs: int, bool_mask: bool) -> Callable[..., Any]:
     return lambda data, *_: (data, np.ones(data.shape, data.dtype))
 
 
-@op("Dropout", 1, 6, build=True, pure=False)
+@op("Dropout", 1, 6, build=True, traits=RANDOM)
 def dropout_1(
     node: NodeContext,
     *,
@@ -301,19 +300,19 @@ def dropout_1(
     return _identity_dropout(node.n_outputs, False)
 
 
-@op("Dropout", 7, build=True, pure=False)
+@op("Dropout", 7, build=True, traits=RANDOM)
 def dropout_7(node: NodeContext, *, ratio: float = 0.5) -> Callable[..., Any]:
     """Inference: output = data, mask (of data's type) all ones."""
     return _identity_dropout(node.n_outputs, False)
 
 
-@op("Dropout", 10, build=True, pure=False)
+@op("Dropout", 10, build=True, traits=RANDOM)
 def dropout_10(node: NodeContext, *, ratio: float = 0.5) -> Callable[..., Any]:
     """Inference: output = data, boolean mask all true."""
     return _identity_dropout(node.n_outputs, True)
 
 
-@op("Dropout", 12, 13, 22, build=True, pure=False)
+@op("Dropout", 12, 13, 22, build=True, traits=RANDOM)
 def dropout(node: NodeContext, *, seed: int | None = None) -> Callable[..., Any]:
     """Identity unless ``training_mode`` is true; then zero a ``ratio`` of the elements and scale
     the rest by 1 / (1 - ratio). With ``seed`` the mask is that of NumPy's legacy generator

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxflow.ops.registry import op
+from onnxflow.traits import RANDOM
 from onnxflow.values import np_dtype
 
 _FLOAT_KINDS = ("float16", "bfloat16", "float32", "float64")
@@ -32,7 +33,7 @@ def _float_dtype(elem_type: int | None, like: np.ndarray | None, what: str) -> n
     return dtype
 
 
-@op("RandomNormal", 1, 22, pure=False)
+@op("RandomNormal", 1, 22, traits=RANDOM)
 def random_normal(
     *,
     shape: list[int],
@@ -46,7 +47,7 @@ def random_normal(
     return _rng(seed).normal(mean, scale, size=tuple(shape)).astype(out)
 
 
-@op("RandomNormalLike", 1, 22, pure=False)
+@op("RandomNormalLike", 1, 22, traits=RANDOM)
 def random_normal_like(
     x: np.ndarray,
     *,
@@ -60,7 +61,7 @@ def random_normal_like(
     return _rng(seed).normal(mean, scale, size=x.shape).astype(out)
 
 
-@op("RandomUniform", 1, 22, pure=False)
+@op("RandomUniform", 1, 22, traits=RANDOM)
 def random_uniform(
     *,
     shape: list[int],
@@ -74,7 +75,7 @@ def random_uniform(
     return _rng(seed).uniform(low, high, size=tuple(shape)).astype(out)
 
 
-@op("RandomUniformLike", 1, 22, pure=False)
+@op("RandomUniformLike", 1, 22, traits=RANDOM)
 def random_uniform_like(
     x: np.ndarray,
     *,
@@ -88,14 +89,14 @@ def random_uniform_like(
     return _rng(seed).uniform(low, high, size=x.shape).astype(out)
 
 
-@op("Bernoulli", 15, 22, pure=False)
+@op("Bernoulli", 15, 22, traits=RANDOM)
 def bernoulli(p: np.ndarray, *, dtype: int | None = None, seed: float | None = None) -> np.ndarray:
     """Return 1 with probability ``p`` and 0 otherwise, elementwise, in ``dtype`` or ``p``'s."""
     out = np_dtype(dtype) if dtype is not None else p.dtype
     return (_rng(seed).random(p.shape) < p.astype(np.float64)).astype(out)
 
 
-@op("Multinomial", 7, 22, pure=False)
+@op("Multinomial", 7, 22, traits=RANDOM)
 def multinomial(
     logits: np.ndarray, *, dtype: int = 6, sample_size: int = 1, seed: float | None = None
 ) -> np.ndarray:

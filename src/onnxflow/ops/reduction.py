@@ -20,6 +20,7 @@ import numpy as np
 
 from onnxflow.ops._common import PerDtype, accumulation_dtype
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
@@ -196,15 +197,13 @@ def _register(
         return _reduce(fn, data, axes, keepdims, noop_with_empty_axes)
 
     # the result's shape follows from data's, and from the axes' values when they are an input
-    with_axes_attribute.static_shape = True  # type: ignore[attr-defined]
-    with_axes_input.static_shape = (1,)  # type: ignore[attr-defined]
-    for kernel, versions in (
-        (with_axes_attribute, attr_versions),
-        (with_axes_input, input_versions),
+    for kernel, versions, traits in (
+        (with_axes_attribute, attr_versions, Traits(static_shape=True)),
+        (with_axes_input, input_versions, Traits(static_shape=(1,))),
     ):
         kernel.__doc__ = f"{name}: reduce ``data`` over ``axes`` ({fn.__name__.strip('_')})."
         kernel.__qualname__ = f"{name}.{kernel.__name__}"
-        op(name, *versions)(kernel)
+        op(name, *versions, traits=traits)(kernel)
 
 
 _register("ReduceL1", (1, 11, 13), (18,), _l1)

@@ -24,6 +24,7 @@ from typing import Any
 import onnx.defs
 
 from onnxflow.errors import OnnxflowError
+from onnxflow.traits import NONE, Traits
 
 ONNX_DOMAIN = ""
 
@@ -35,15 +36,15 @@ def normalize_domain(domain: str) -> str:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A registered kernel and the metadata the compiler reads instead of branching on names."""
+    """A registered kernel and what it promises (its :class:`~onnxflow.traits.Traits`), which
+    the compiler, the passes and the code generator read instead of branching on names."""
 
     domain: str
     op_type: str
     since: int
     fn: Callable[..., Any]
     build: bool = False
-    passthrough: bool = False
-    pure: bool = True
+    traits: Traits = NONE
 
 
 class RegistryError(OnnxflowError):
@@ -109,23 +110,21 @@ def op(
     *versions: int,
     domain: str = ONNX_DOMAIN,
     build: bool = False,
-    passthrough: bool = False,
-    pure: bool = True,
+    traits: Traits = NONE,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the kernel of ``op_type`` for each given version.
 
-    ``passthrough`` declares that the kernel returns its only input unchanged, so the compiled
-    plan may pass the value on without a call. ``pure=False`` declares that the same inputs may
-    give different outputs (random draws): such a node is never computed ahead of time.
+    ``traits`` are the kernel's promises (:class:`~onnxflow.traits.Traits`): for instance
+    ``passthrough`` (it returns its only input unchanged, so the plan passes the value on
+    without a call) or ``pure=False`` (the same inputs may give different outputs: such a node
+    is never computed ahead of time nor moved out of a loop).
     """
     if not versions:
         raise RegistryError(f"@op({op_type!r}) names no since_version")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         for since in versions:
-            REGISTRY.add(
-                Kernel(normalize_domain(domain), op_type, since, fn, build, passthrough, pure)
-            )
+            REGISTRY.add(Kernel(normalize_domain(domain), op_type, since, fn, build, traits))
         return fn
 
     return register

@@ -14,6 +14,7 @@ import numpy as np
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 
 def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
@@ -23,13 +24,10 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     return [int(v) for v in np.asarray(values).reshape(-1)]
 
 
-@op("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
+@op("Shape", 1, 13, 15, 19, 21, 23, 24, 25, traits=Traits(static_shape=True))
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
     return np.array(data.shape[start:end], dtype=np.int64)
-
-
-shape.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("Size", 1, 13, 19, 21, 23, 24, 25)
@@ -124,16 +122,13 @@ def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     return _unsqueeze(data, _ints(axes))
 
 
-@op("Concat", 1)
+@op("Concat", 1, traits=Traits(static_shape=True))
 def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     """Return the inputs joined along ``axis`` (default 1 in this version)."""
     return concat(*inputs, axis=axis)
 
 
-concat_v1.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
-
-
-@op("Concat", 4, 11, 13)
+@op("Concat", 4, 11, 13, traits=Traits(static_shape=True))
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
     if not inputs:
@@ -143,9 +138,6 @@ def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     if len(ranks) != 1:
         raise ValueError(f"Concat inputs must share one rank, found ranks {sorted(ranks)}")
     return np.concatenate(inputs, axis=normalize_axis(axis, rank))
-
-
-concat.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bool) -> tuple:
@@ -245,13 +237,10 @@ def slice_(
     )
 
 
-@op("Transpose", 1, 13, 21, 23, 24, 25)
+@op("Transpose", 1, 13, 21, 23, 24, 25, traits=Traits(static_shape=True))
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
     return np.transpose(data, perm)
-
-
-transpose.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
 
 
 @op("Expand", 8, 13)

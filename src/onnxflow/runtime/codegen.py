@@ -13,21 +13,23 @@ a local variable, each step one call, and each value is deleted after its last u
         return [v6]
 
 Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``.
-Kernels tell the emitter, by attributes, what it may write instead of a plain call:
+Each step's :class:`~onnxflow.traits.Traits` (``plan.traits``, declared where its kernel is
+registered) tell the emitter what it may write instead of a plain call:
 
-- ``inline_ufunc``: the kernel is exactly ``ufunc(inputs..., out=...)``; the ufunc is called.
-- ``inline_call`` with ``inline_guard``: the kernel is that call whenever the guard holds
-  (MatMul is ``np.dot`` for two matrices); the line tests the guard, else calls the kernel.
+- ``ufunc``: the kernel is exactly ``ufunc(inputs..., out=...)``; the ufunc is called.
+- ``call`` with ``guard``: the kernel is that call whenever the guard holds (MatMul is
+  ``np.dot`` for two matrices); the line tests the guard, else calls the kernel.
 - ``fresh``: the result is a new array. When such a value is read by one later step only, as
   that step's first input, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``)
   writes its result over it.
-- ``broadcast_ufunc``: in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is
-  kept widened to the result's shape in a local; a read-only one (a constant) stays widened
-  for the next runs while it is the same array.
-- ``static_shape``: the class, shape and dtype of the kernel's outputs follow from its inputs'
-  (True), or also from the values of the inputs at the positions it lists; ufuncs, passthroughs
-  and ``broadcast_ufunc`` kernels have it implicitly. A loop's :class:`Twin` drops the guards
-  of steps whose inputs are steady by this rule.
+- ``widens``: the kernel keeps a broadcast operand widened, so it is called rather than its
+  ufunc; in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is kept widened
+  to the result's shape in a local instead, and a read-only one (a constant) stays widened for
+  the next runs while it is the same array.
+- ``static_shape`` (:attr:`~onnxflow.traits.Traits.steady`): the class, shape and dtype of the
+  kernel's outputs follow from its inputs' (True), or also from the values of the inputs at the
+  positions it lists. A loop's :class:`Twin` drops the guards of steps whose inputs are steady
+  by this rule.
 
 A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
@@ -35,7 +37,6 @@ fails, the traceback's line number in the generated code names the step.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import weakref
 from collections import Counter
@@ -45,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, passthrough
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan
 from onnxflow.errors import CancelledError
+from onnxflow.traits import WIDEN_LIMIT, Traits
 
 Runner = Callable[..., list[Any]]
 
@@ -154,27 +156,14 @@ class Twin:
         return first, rest
 
 
-def steady_kind(fn: Any) -> Any:
-    """True when the class, shape and dtype of a kernel's outputs follow from those of its
-    inputs (and its attributes); a tuple of input positions when they also follow from those
-    inputs' values; None when not declared (``static_shape``)."""
-    if fn is passthrough:
-        return True
-    if getattr(fn, "inline_ufunc", None) is not None:
-        return True
-    if getattr(fn, "broadcast_ufunc", None) is not None:
-        return True
-    return kernel_trait(fn, "static_shape")
-
-
 def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozenset[int]:
     """The slots of ``plan`` whose signature (class, shape, dtype) is the same every time it
     runs, given that ``roots`` (arguments) have that property and ``fixed`` are the very same
     values. Constants and omitted inputs are fixed too."""
     fixed = fixed | {NONE_SLOT} | (plan.constant_slots - set(plan.arg_slots))
     stable = set(roots) | fixed
-    for fn, ins, out, _ in plan.steps:
-        kind = steady_kind(fn)
+    for (_, ins, out, _), traits in zip(plan.steps, plan.traits):
+        kind = traits.steady
         if not kind or not all(s in stable for s in ins):
             continue
         if kind is not True and not all(ins[p] in fixed for p in kind if p < len(ins)):
@@ -235,14 +224,14 @@ class Emitter:
         the guards that :attr:`Twin.stable` makes redundant, into ``twin.lines``; in ``lines``
         each such guard's fallback then sets ``ok = 0``.
         """
-        for i, (fn, ins, out, free) in enumerate(self.plan.steps):
+        for i, ((fn, ins, out, free), traits) in enumerate(zip(self.plan.steps, self.plan.traits)):
             if self.checked:
                 lines.append(f"{indent}if options.terminate: _cancel({i})")
                 if twin is not None:
                     twin.lines.append(f"if options.terminate: _cancel({i})")
             first = len(lines) + 1
-            reuse = self._reusable(fn, ins, out, free, keep)
-            general, plain = self._step(i, fn, ins, out, reuse, fixed, twin)
+            reuse = self._reusable(traits, ins, out, free, keep)
+            general, plain = self._step(i, fn, traits, ins, out, reuse, fixed, twin)
             lines.extend(indent + line for line in general)
             self.line_to_step.update(dict.fromkeys(range(first, len(lines) + 1), i))
             if twin is not None:
@@ -250,7 +239,7 @@ class Emitter:
                 twin.lines.extend(general if plain is None else plain)
                 twin.line_to_step.update(dict.fromkeys(range(start, len(twin.lines)), i))
             one = _single(out)
-            if one is not None and (reuse is not None or self._makes_fresh(fn, ins)):
+            if one is not None and (reuse is not None or self._makes_fresh(traits, ins)):
                 self.fresh.add(one)
             self.assigned.update((out,) if out.__class__ is int else out)
             dead = [
@@ -265,6 +254,7 @@ class Emitter:
         self,
         i: int,
         fn: Any,
+        traits: Traits,
         ins: tuple[int, ...],
         out: Any,
         reuse: Any,
@@ -274,11 +264,10 @@ class Emitter:
         """Step ``i``'s lines, unindented, and their guard-free form for ``twin`` (None when
         they have no guard it can drop). ``reuse``: the kernel that writes over input 0."""
         args = ", ".join(self.ref(s) for s in ins)
-        ufunc = getattr(fn, "inline_ufunc", None)
-        call_fn = getattr(fn, "inline_call", None)
-        widen = self._fixed_side(fn, ins, out, fixed)
+        ufunc = None if traits.widens else traits.ufunc
+        widen = self._fixed_side(traits, ins, out, fixed)
         if widen is not None:
-            return self._widened(i, fn.broadcast_ufunc, ins, out, widen, twin)
+            return self._widened(i, traits.ufunc, ins, out, widen, twin)
         if reuse is not None:  # the only input dies here: write the result over it
             self.namespace[f"f{i}"] = reuse
             x = self.ref(ins[0])
@@ -289,7 +278,7 @@ class Emitter:
             if reuse is not ufunc:
                 return [f"{t} = f{i}({args})"], None
             return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
-        if fn is passthrough:
+        if traits.passthrough:
             if twin is not None:
                 twin.held.update(ins)
             return [f"{_target(out)} = {self.ref(ins[0])}"], None
@@ -300,10 +289,10 @@ class Emitter:
             if twin is not None and not row:
                 twin.offer(out, line)
             return [line], row and [f"{_target(out)} = f{i}({args}, out={row})"]
-        if call_fn is not None:  # likewise, a kernel that is this call when guard holds
-            self.namespace[f"f{i}"] = call_fn
+        if traits.call is not None:  # likewise, a kernel that is this call when guard holds
+            self.namespace[f"f{i}"] = traits.call
             self.namespace[f"g{i}"] = fn
-            guard = fn.inline_guard.format(*(self.ref(s) for s in ins))
+            guard = traits.guard.format(*(self.ref(s) for s in ins))  # type: ignore[union-attr]
             t = _target(out)
             if twin is None or not twin.holds(ins):
                 return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
@@ -313,7 +302,7 @@ class Emitter:
                 f"{t} = f{i}({args})"
             ]
         self.namespace[f"f{i}"] = fn
-        if twin is not None and not kernel_trait(fn, "fresh"):  # it may keep or view them
+        if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
         call = f"f{i}({args})"
         if out.__class__ is int:
@@ -322,7 +311,12 @@ class Emitter:
         return [f"({targets},) = _many({call}, {len(out)})"], None
 
     def _reusable(
-        self, fn: Any, ins: tuple[int, ...], out: Any, free: tuple[int, ...], keep: frozenset[int]
+        self,
+        traits: Traits,
+        ins: tuple[int, ...],
+        out: Any,
+        free: tuple[int, ...],
+        keep: frozenset[int],
     ) -> Any:
         """The kernel to call so that it writes over input 0, or None.
 
@@ -336,26 +330,24 @@ class Emitter:
         x = ins[0]
         if x not in self.fresh or self.uses[x] != 1 or x not in free or x in keep:
             return None
-        ufunc = getattr(fn, "inline_ufunc", None)
+        ufunc = traits.ufunc
         if ufunc is not None:
-            return ufunc if len(ins) == 1 and keeps_dtype(ufunc) else None
-        return kernel_trait(fn, "in_place")
+            if traits.widens or len(ins) != 1 or not keeps_dtype(ufunc):
+                return None
+            return ufunc
+        return traits.in_place
 
-    def _makes_fresh(self, fn: Any, ins: tuple[int, ...]) -> bool:
+    def _makes_fresh(self, traits: Traits, ins: tuple[int, ...]) -> bool:
         """Whether the step's result is a new array that nothing else refers to."""
-        if fn is passthrough:  # an alias: fresh only if what it passes on was, and dies here
+        if traits.passthrough:  # an alias: fresh only if what it passes on was, and dies here
             return ins[0] in self.fresh and self.uses[ins[0]] == 1
-        return bool(
-            getattr(fn, "inline_ufunc", None) is not None
-            or getattr(fn, "broadcast_ufunc", None) is not None
-            or kernel_trait(fn, "fresh")
-        )
+        return traits.fresh
 
     def _fixed_side(
-        self, fn: Any, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
+        self, traits: Traits, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
     ) -> int | None:
-        """The position of a broadcasting binary step's only fixed operand, if it has one."""
-        if fixed is None or getattr(fn, "broadcast_ufunc", None) is None or len(ins) != 2:
+        """The position of a widening binary step's only fixed operand, if it has one."""
+        if fixed is None or not traits.widens or len(ins) != 2:
             return None
         if out.__class__ is not int:
             return None
@@ -412,11 +404,6 @@ class Emitter:
         return self.namespace[name]
 
 
-#: Broadcast operands are kept widened (by _widening kernels and generated loops) for results
-#: of at most this many elements.
-WIDEN_LIMIT = 4096
-
-
 def widen(ufunc: Any, a: Any, b: Any, side: int, seen: Any) -> tuple[Any, Any, Any]:
     """Return ``ufunc(a, b)``, the fixed operand (``side``) widened to the result's shape, and
     the shape the other operand must have for the widened one to be used.
@@ -461,17 +448,6 @@ def keeps_dtype(ufunc: np.ufunc) -> bool:
     if ufunc.nin != 1 or ufunc.nout != 1:
         return False
     return all(sig.split("->")[0] == sig.split("->")[1] for sig in ufunc.types)
-
-
-def kernel_trait(fn: Any, name: str) -> Any:
-    """A kernel's declared trait (``fresh``, ``in_place``), seen through attribute binding: a
-    callable trait gets the same bound attributes as the kernel."""
-    if isinstance(fn, functools.partial):
-        trait = getattr(fn.func, name, None)
-        if callable(trait):
-            return functools.partial(trait, *fn.args, **fn.keywords)
-        return trait
-    return getattr(fn, name, None)
 
 
 def _single(out: Any) -> int | None:

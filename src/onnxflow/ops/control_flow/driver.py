@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import Plan, passthrough
+from onnxflow.compile.plan import Plan
 from onnxflow.ops.control_flow.common import TRUE, Stacker, as_bool, terminated
 from onnxflow.runtime.codegen import Emitter, Twin, steady_slots
 
@@ -232,8 +232,8 @@ def _steady(
 def _aliases(plan: Plan) -> dict[int, int]:
     """Slot -> the slot it passes on unchanged (through Identity and its kind), for each alias."""
     roots: dict[int, int] = {}
-    for fn, ins, out, _ in plan.steps:
-        if fn is passthrough and out.__class__ is int:
+    for (_, ins, out, _), traits in zip(plan.steps, plan.traits):
+        if traits.passthrough and out.__class__ is int:
             roots[out] = roots.get(ins[0], ins[0])
     return roots
 

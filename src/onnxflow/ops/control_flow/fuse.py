@@ -23,6 +23,7 @@ from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 #: The private domain of fused nodes (never in a model: made by this rewrite only).
 FUSED_DOMAIN = "onnxflow.fused"
@@ -86,7 +87,7 @@ def _last_axis(node: NodeProto, consts: dict[str, TensorProto]) -> int | None:
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@op(_OP, 1, domain=FUSED_DOMAIN, build=True)
+@op(_OP, 1, domain=FUSED_DOMAIN, build=True, traits=Traits(static_shape=True))
 def row_squared_distances(
     node: Any, *, axis: int = -1, keepdims: int = 1
 ) -> Callable[..., np.ndarray]:
@@ -116,7 +117,6 @@ def row_squared_distances(
         rows = np.dot(kept[2], d)
         return rows[:, None] if keepdims else rows
 
-    run.static_shape = True  # type: ignore[attr-defined]  # see codegen.steady_slots
     return run
 
 

@@ -23,15 +23,7 @@ from onnx import AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProt
 
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import REGISTRY
-
-#: Ops that map each element of a sequence independently, with the ranks rule below.
-_ELEMENTWISE = frozenset(
-    (
-        *("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "Tanh", "Sigmoid", "Exp"),
-        *("Log", "Neg", "Abs", "Sqrt", "Sin", "Cos", "Erf", "Reciprocal", "Softplus", "Floor"),
-        *("Ceil", "Identity", "Cast", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater"),
-    )
-)
+from onnxflow.traits import Traits
 
 
 @dataclass(frozen=True)
@@ -84,23 +76,41 @@ def _classify(
     rank: Callable[[str], int | None],
     opset: int,
 ) -> int | None:
-    """-1 for an invariant node, the output rank for a batchable node, None to keep it."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    kernel = REGISTRY.lookup("", node.op_type, opset)
-    if kernel is None or not kernel.pure:  # random draws differ per iteration: never moved
+    """-1 for an invariant node, the output rank for a batchable node, None to keep it.
+
+    What a node may do is what its kernel's traits promise (:mod:`onnxflow.traits`): a pure
+    kernel whose inputs never change is invariant; an ``elementwise`` one, or one that maps
+    ``rows`` of input 0 independently, can run over the whole sequence at once.
+    """
+    traits = _traits(node, opset)
+    if traits is None or not traits.pure:  # random draws differ per iteration: never moved
         return None
     if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
         return None
     ins = [i for i in node.input if i]
     if all(i in invariant or i not in local for i in ins):
         return -1
-    if (
-        opset < 7
-        or not ins
-        or any(i not in sequence and i in local and i not in invariant for i in ins)
-    ):
+    if not ins or any(i not in sequence and i in local and i not in invariant for i in ins):
         return None
+    return _batched_rank(node, traits, ins, sequence, rank)
+
+
+def _traits(node: NodeProto, opset: int) -> Traits | None:
+    """The traits of the default-domain kernel running ``node``, or None."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    kernel = REGISTRY.lookup("", node.op_type, opset)
+    return None if kernel is None else kernel.traits
+
+
+def _batched_rank(
+    node: NodeProto,
+    traits: Traits,
+    ins: list[str],
+    sequence: dict[str, int | None],
+    rank: Callable[[str], int | None],
+) -> int | None:
+    """The per-element output rank of a node run over whole sequences, or None if it can't."""
     seq_ranks = {sequence[i] for i in ins if i in sequence}
     if len(seq_ranks) != 1 or None in seq_ranks:
         return None
@@ -108,13 +118,10 @@ def _classify(
     others = [rank(i) for i in ins if i not in sequence]
     if any(o is None for o in others):
         return None
-    if node.op_type in _ELEMENTWISE and len(node.output) == 1:
-        if node.attribute and node.op_type != "Cast":
-            return None
+    if traits.elementwise and len(node.output) == 1:
         return r if all(o <= r for o in others) else None  # type: ignore[operator]
-    if node.op_type == "MatMul" and node.input[0] in sequence and node.input[1] not in sequence:
-        w = others[0]
-        return (r if w == 2 else r - 1) if r >= 1 and w in (1, 2) else None
+    if traits.rows is not None and node.input[0] in sequence and len(others) == len(ins) - 1:
+        return traits.rows(r, tuple(others))  # type: ignore[arg-type]
     return None
 
 

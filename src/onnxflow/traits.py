@@ -1,0 +1,96 @@
+"""What a kernel promises: one typed record, given where the kernel is registered.
+
+The code generator (:mod:`onnxflow.runtime.codegen`), the loop generator and the compile passes
+read these promises instead of probing kernel functions or lists of op names. A plain kernel's
+traits are those of its registration, with its attributes bound into :attr:`Traits.in_place`; a
+builder kernel may return a :class:`Built` whose traits refine its registration's for one node
+(Add takes its widening form when the node's operands broadcast).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+#: The output rank of a row-independent kernel given input 0's rank per row and the other
+#: inputs' ranks; None when the kernel is not row-independent for those ranks.
+RowRank = Callable[[int, tuple[int, ...]], "int | None"]
+
+
+@dataclass(frozen=True)
+class Traits:
+    """The promises of one kernel. Every field defaults to "promises nothing"."""
+
+    #: The kernel is exactly ``ufunc(*inputs, out=...)``: generated code calls the ufunc.
+    ufunc: np.ufunc | None = None
+    #: With :attr:`ufunc` (binary): the kernel's own form keeps a broadcast operand widened (for
+    #: results of at most :data:`WIDEN_LIMIT` elements), so generated code calls the kernel, or
+    #: in a loop keeps an operand fixed for the whole loop widened itself.
+    widens: bool = False
+    #: The kernel is ``call(*inputs)`` whenever ``guard`` (a format string over the inputs'
+    #: expressions ``{0}``, ``{1}``...) holds: MatMul is ``np.dot`` for two matrices.
+    call: Callable[..., Any] | None = None
+    guard: str | None = None
+    #: The result is a new array that nothing else refers to (no view, no kept operand).
+    fresh: bool = False
+    #: A kernel computing the same result over input 0's array, for when that array dies here.
+    in_place: Callable[..., Any] | None = None
+    #: The class, shape and dtype of the outputs follow from the inputs' (True), or also from
+    #: the values of the inputs at the positions listed (a ReduceSum's ``axes`` input).
+    static_shape: bool | tuple[int, ...] = False
+    #: Each output element depends only on the inputs' elements at the same (broadcast) index.
+    elementwise: bool = False
+    #: Input 0 may be a stack of rows computed at once (the others fixed): see :data:`RowRank`.
+    rows: RowRank | None = None
+    #: The same inputs always give the same outputs (False: random draws).
+    pure: bool = True
+    #: The kernel returns its only input unchanged: the plan passes the value on, no call.
+    passthrough: bool = False
+
+    def replace(self, **changes: Any) -> Traits:
+        """These traits with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def steady(self) -> bool | tuple[int, ...]:
+        """:attr:`static_shape`, implied by the forms whose output signature follows from the
+        inputs' (a ufunc, a passthrough)."""
+        if self.passthrough or self.ufunc is not None:
+            return True
+        return self.static_shape
+
+
+#: Broadcast operands are kept widened (by widening kernels and generated loops) for results
+#: of at most this many elements.
+WIDEN_LIMIT = 4096
+
+#: The traits of a kernel that promises nothing.
+NONE = Traits()
+
+#: The traits of a kernel that draws random numbers: never folded, hoisted or batched.
+RANDOM = Traits(pure=False)
+
+
+def ufunc_traits(ufunc: np.ufunc, **more: Any) -> Traits:
+    """Traits of a kernel that is exactly ``ufunc`` applied elementwise."""
+    return Traits(ufunc=ufunc, elementwise=True, static_shape=True, fresh=True, **more)
+
+
+class Built(NamedTuple):
+    """What a builder kernel may return instead of a bare callable: the step function and its
+    traits for this node (refined from the registration's)."""
+
+    fn: Callable[..., Any]
+    traits: Traits
+
+
+def bind_attributes(traits: Traits, attrs: dict[str, Any]) -> Traits:
+    """``traits`` with the node's attributes bound into its in-place form as into the kernel."""
+    if traits.in_place is None or not attrs:
+        return traits
+    return traits.replace(in_place=functools.partial(traits.in_place, **attrs))
