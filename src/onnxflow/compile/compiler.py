@@ -22,11 +22,11 @@ from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
-from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.runtime.codegen import many
 from onnxflow.runtime.context import current_run_options
 from onnxflow.runtime.executor import runner
+from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.values import tensor_to_array, type_shape
 
 

@@ -8,7 +8,6 @@ otherwise lose precision or refuse the type.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
