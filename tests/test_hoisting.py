@@ -12,6 +12,7 @@ from onnxflow.compile.compiler import Compiler
 from onnxflow.ir.validate import opset_map
 from onnxflow.ops import load_all
 from onnxflow.ops.control_flow.hoist import split_body
+from onnxflow.runtime.executor import execute
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -126,7 +127,8 @@ def test_batched_scan_matches_numpy_and_unoptimized_compile() -> None:
     np.testing.assert_allclose(got_h, ys[-1], rtol=1e-5, atol=1e-6)
     load_all()
     plain = Compiler(optimize=False).compile_main(model.graph, opset_map(model.opset_import))
-    np.testing.assert_allclose(plain.run([np.zeros((2, 3), np.float32), x])[1], got_y, rtol=1e-6)
+    unoptimized = execute(plain, [np.zeros((2, 3), np.float32), x])
+    np.testing.assert_allclose(unoptimized[1], got_y, rtol=1e-6)
 
 
 def _constant_chain(shape: list[int]) -> onnx.ModelProto:

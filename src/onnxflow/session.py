@@ -21,7 +21,7 @@ from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
-from onnxflow.runtime.executor import runner
+from onnxflow.runtime.executor import execute, runner
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
@@ -212,13 +212,13 @@ class InferenceSession:
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
-            return (plan.runners.get("call") or runner(plan))(args)
+            return runner(plan)(args)
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:
             w.run_start()
         try:
-            return plan.run(args)
+            return execute(plan, args)
         finally:
             for w in watchers:
                 w.run_end()

@@ -20,12 +20,9 @@ from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.functions import expand_call, schema_function
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, many, passthrough
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
-from onnxflow.runtime.codegen import many
-from onnxflow.runtime.context import current_run_options
-from onnxflow.runtime.executor import runner
 from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.values import tensor_to_array, type_shape
 
@@ -40,18 +37,6 @@ class Subgraph:
     def bind(self, captured: tuple[Any, ...] | list[Any]) -> list[Any]:
         """Pick this subgraph's captured values out of the owning node's captured values."""
         return [captured[i] for i in self.positions]
-
-    def __call__(self, inputs: list[Any], captured: list[Any]) -> list[Any]:
-        """Run the subgraph once on formal inputs plus already bound captures."""
-        return self.runner()(inputs + captured)
-
-    def runner(self) -> Callable[[list[Any]], list[Any]]:
-        """Return the function that runs the body on ``[formal inputs..., bound captures...]``.
-
-        Fetch it once per operator call (it carries the current run's options), call it per
-        iteration.
-        """
-        return runner(self.plan, current_run_options())
 
 
 class NodeContext:

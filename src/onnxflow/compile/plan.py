@@ -25,6 +25,15 @@ def passthrough(value: Any) -> Any:
     return value
 
 
+def many(result: Any, n: int) -> tuple[Any, ...]:
+    """Return exactly ``n`` outputs from a kernel result (a tuple, or one value)."""
+    if result.__class__ is tuple:
+        if len(result) == n:
+            return result
+        return (result + (None,) * n)[:n]
+    return (result, *((None,) * (n - 1)))
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """What error messages, traces and profiles say about one step."""
@@ -37,12 +46,14 @@ class NodeInfo:
     outputs: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
     """A compiled graph: run it with :func:`onnxflow.runtime.executor.execute`.
 
     ``arg_slots`` are filled from the call's arguments: the graph's formal inputs first, then the
-    values captured from enclosing scopes (``capture_names``), in that order.
+    values captured from enclosing scopes (``capture_names``), in that order. A plan is
+    immutable and compared by identity: what is made from it to run it (generated functions)
+    is cached outside it, by the runtime.
     """
 
     graph_name: str
@@ -58,17 +69,8 @@ class Plan:
     infos: tuple[NodeInfo, ...]
     slot_names: tuple[str, ...]
     constant_slots: frozenset[int] = field(default_factory=frozenset)
-    #: Generated functions, made on first use (see onnxflow.runtime.codegen), keyed by whether
-    #: they check RunOptions.terminate; under "call", the unchecked one wrapped to name failures.
-    runners: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_inputs(self) -> int:
         """Number of formal inputs (captures not included)."""
         return len(self.input_names)
-
-    def run(self, args: list[Any] | tuple[Any, ...]) -> list[Any]:
-        """Run the plan on formal inputs followed by captured values; return its outputs."""
-        from onnxflow.runtime.executor import execute
-
-        return execute(self, args)

@@ -20,6 +20,7 @@ import onnx
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype, float_compute_dtype
 from onnxflow.ops.registry import op
+from onnxflow.runtime.executor import current_runner
 from onnxflow.values import np_dtype
 
 
@@ -416,10 +417,10 @@ def flex_attention(
         scores = np.matmul(q.astype(work), keys.swapaxes(-1, -2)) * work.type(factor)
         score_fn, prob_fn = mods
         if score_fn is not None:
-            scores = score_fn([scores], score_fn.bind(captured))[0]
+            scores = current_runner(score_fn.plan)([scores, *score_fn.bind(captured)])[0]
         probs = _softmax_rows(scores)
         if prob_fn is not None:
-            probs = prob_fn([probs], prob_fn.bind(captured))[0]
+            probs = current_runner(prob_fn.plan)([probs, *prob_fn.bind(captured)])[0]
         return np.matmul(probs, values).astype(q.dtype)
 
     return run

@@ -27,6 +27,7 @@ from onnx import GraphProto, NodeProto, helper
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.registry import op
+from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation
 
 TRAINING_DOMAIN = "ai.onnx.preview.training"
@@ -210,7 +211,7 @@ def gradient(
         if observation is not None:
             observation.enter(key, "forward", 1)
         try:
-            outs = sub(inputs, captured)
+            outs = current_runner(sub.plan)(inputs + captured)
         finally:
             if observation is not None:
                 observation.leave()

@@ -46,22 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many
 from onnxflow.errors import CancelledError
 from onnxflow.traits import WIDEN_LIMIT, Traits
 
 Runner = Callable[..., list[Any]]
 
 _ids = itertools.count()
-
-
-def many(result: Any, n: int) -> tuple[Any, ...]:
-    """Return exactly ``n`` outputs from a kernel result (a tuple, or one value)."""
-    if result.__class__ is tuple:
-        if len(result) == n:
-            return result
-        return (result + (None,) * n)[:n]
-    return (result, *((None,) * (n - 1)))
 
 
 def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:

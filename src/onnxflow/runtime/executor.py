@@ -9,17 +9,37 @@ a step needs was decided at compile time.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from onnxflow.compile.plan import Plan
+from onnxflow.compile.plan import Plan, many
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
-from onnxflow.runtime.codegen import failing_step, generate, many
+from onnxflow.runtime.codegen import failing_step, generate
 from onnxflow.runtime.context import check_terminate, current_run_options
 from onnxflow.runtime.observe import Observation, current_observation
 
 #: Graphs with more steps than this are interpreted rather than turned into one function.
 MAX_GENERATED_STEPS = 20_000
+
+#: What is made from each plan to run it, kept outside the immutable plan for as long as the
+#: plan lives: under ``True``/``False`` the generated function checking RunOptions.terminate or
+#: not, under ``"call"`` the unchecked one wrapped to name failures; loops keep their drivers.
+_MADE: weakref.WeakKeyDictionary[Plan, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def made_for(plan: Plan) -> dict[Any, Any]:
+    """The cache of functions made to run ``plan`` (see :data:`_MADE`)."""
+    made = _MADE.get(plan)
+    if made is None:
+        made = _MADE.setdefault(plan, {})
+    return made
+
+
+def current_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]]:
+    """:func:`runner` for the run in progress (its RunOptions): how loops and branches fetch a
+    body's runner once per operator call."""
+    return runner(plan, current_run_options())
 
 
 def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
@@ -42,13 +62,14 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     if len(plan.steps) > MAX_GENERATED_STEPS:
         return lambda args: interpret(plan, args, options)
     checked = options is not None
+    made = made_for(plan)
     if not checked:
-        plain = plan.runners.get("call")
+        plain = made.get("call")
         if plain is not None:
             return plain
-    generated = plan.runners.get(checked)
+    generated = made.get(checked)
     if generated is None:
-        generated = plan.runners[checked] = generate(plan, checked)
+        generated = made[checked] = generate(plan, checked)
     fn, lines = generated
 
     def call(args: Sequence[Any]) -> list[Any]:
@@ -60,7 +81,7 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
             raise step_failure(plan, failing_step(exc, fn, lines), exc) from exc
 
     if not checked:
-        plan.runners["call"] = call  # the same for every unchecked run: made once
+        made["call"] = call  # the same for every unchecked run: made once
     return call
 
 

@@ -15,12 +15,17 @@ from onnx import GraphProto
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.errors import OnnxflowError
 from onnxflow.ops.control_flow.common import BODY_ERRORS, Stacker, iteration_error
-from onnxflow.ops.control_flow.driver import Driver, Layout, generate_driver, iteration_of
+from onnxflow.ops.control_flow.driver import Layout, generate_driver, iteration_of
 from onnxflow.ops.control_flow.fuse import FUSED_DOMAIN, fuse_distances
 from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import current_run_options
-from onnxflow.runtime.executor import MAX_GENERATED_STEPS, step_failure
+from onnxflow.runtime.executor import (
+    MAX_GENERATED_STEPS,
+    current_runner,
+    made_for,
+    step_failure,
+)
 from onnxflow.runtime.observe import Observation, current_observation
 
 Step = Callable[[int, list[Any]], list[Any]]
@@ -41,7 +46,6 @@ class LoopBody:
         self.graph = graph
         self.key = node.key
         self.label = node.describe()
-        self._drivers: dict[tuple[bool, bool], tuple[Driver, dict[int, int]]] = {}
         head = 2 if counter else len(element_inputs)
         split = fused = None
         if node.optimize:
@@ -80,11 +84,12 @@ class LoopBody:
         the body's condition is false. Errors name this loop and the iteration.
         """
         options = current_run_options()
-        key = (options is not None, use_cond)
-        made = self._drivers.get(key)
+        key = (self.layout, options is not None, use_cond)
+        drivers = made_for(self.sub.plan)
+        made = drivers.get(key)
         if made is None:
-            made = self._drivers[key] = generate_driver(
-                self.sub.plan, self.layout, checked=key[0], use_cond=use_cond, label=self.label
+            made = drivers[key] = generate_driver(
+                self.sub.plan, self.layout, checked=key[1], use_cond=use_cond, label=self.label
             )
         fn, lines = made
         try:
@@ -108,7 +113,7 @@ class LoopBody:
         caps = self.sub.bind(captured)
         if self.pre is None:
             return list(sequences), caps
-        pre_out = self.pre.runner()([*sequences, *self.pre.bind(captured)])
+        pre_out = current_runner(self.pre.plan)([*sequences, *self.pre.bind(captured)])
         rows = pre_out[self.n_invariants :]
         return [*sequences, *rows], [*pre_out[: self.n_invariants], *caps]
 
@@ -131,7 +136,7 @@ class LoopBody:
         return self._fast(captured, sequences)
 
     def _fast(self, captured: Sequence[Any], sequences: Sequence[Any]) -> Step:
-        run = self.sub.runner()
+        run = current_runner(self.sub.plan)
         seqs, tail = self._bind(captured, sequences)
         rows = seqs[len(sequences) :]
         if not rows:
@@ -148,7 +153,7 @@ class LoopBody:
     ) -> Step:
         names = self.plain.plan.input_names
         if observation.node_events:  # every node of every iteration: the body as written
-            plain, caps = self.plain.runner(), self.plain.bind(captured)
+            plain, caps = current_runner(self.plain.plan), self.plain.bind(captured)
             run: Step = lambda t, head: plain(head + caps)  # noqa: E731
         else:
             run = self._fast(captured, sequences)

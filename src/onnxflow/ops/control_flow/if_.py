@@ -14,6 +14,7 @@ from onnx import GraphProto
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.common import as_bool
 from onnxflow.ops.registry import op
+from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation
 
 
@@ -39,10 +40,10 @@ def if_(
         sub = then_sub if taken else else_sub
         observation = current_observation()
         if observation is None:
-            return tuple(sub.runner()(sub.bind(captured)))
+            return tuple(current_runner(sub.plan)(sub.bind(captured)))
         observation.enter(key, "then_branch" if taken else "else_branch", 1)
         try:
-            return tuple(sub.runner()(sub.bind(captured)))
+            return tuple(current_runner(sub.plan)(sub.bind(captured)))
         finally:
             observation.leave()
 

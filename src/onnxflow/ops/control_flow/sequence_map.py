@@ -16,6 +16,7 @@ from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error, terminated
 from onnxflow.ops.registry import op
 from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation
 
 
@@ -50,7 +51,7 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         results: list[list[Any]] = [[] for _ in range(node.n_outputs)]
         options = current_run_options()
         observation = current_observation()
-        body_run = sub.runner()
+        body_run = current_runner(sub.plan)
         t = 0
         try:
             for t in range(count):
