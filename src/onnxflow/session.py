@@ -85,6 +85,8 @@ class InferenceSession:
         # Old models list their initializers as graph inputs, so a feed may override them. Runs
         # that do not use a plan in which they, and what they feed, are constants.
         self._default_plan: Plan | None = None
+        #: Per plan, the function running it when nothing observes the run (made on first use).
+        self._quick: dict[Plan, Any] = {}
         if self.options.optimize and initialized & {a.name for a in self._inputs}:
             self._default_plan = self._compiler(types).compile_main(
                 graph, self._opsets(), fixed_initializers=True
@@ -212,7 +214,10 @@ class InferenceSession:
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
-            return runner(plan)(args)
+            quick = self._quick.get(plan)
+            if quick is None:
+                quick = self._quick[plan] = runner(plan)
+            return quick(args)
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:

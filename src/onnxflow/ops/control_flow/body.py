@@ -84,12 +84,12 @@ class LoopBody:
         the body's condition is false. Errors name this loop and the iteration.
         """
         options = current_run_options()
-        key = (self.layout, options is not None, use_cond)
+        key = (options is not None, use_cond)  # the body plan is this loop's alone
         drivers = made_for(self.sub.plan)
         made = drivers.get(key)
         if made is None:
             made = drivers[key] = generate_driver(
-                self.sub.plan, self.layout, checked=key[1], use_cond=use_cond, label=self.label
+                self.sub.plan, self.layout, checked=key[0], use_cond=use_cond, label=self.label
             )
         fn, lines = made
         try:
