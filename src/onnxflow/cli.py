@@ -1,9 +1,10 @@
 """The ``onnxflow`` command: ``run`` a model on given or generated inputs, ``check`` a model,
-``profile`` one run."""
+``profile`` one run, print the ``code`` onnxflow runs for it."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -64,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto opens it)")
     profile.add_argument("--top", type=int, default=10, help="how many nodes and op types to list")
     profile.set_defaults(func=_profile)
+    code = sub.add_parser("code", help="print the Python that onnxflow runs for a model")
+    _add_feed_arguments(code)
+    code.add_argument(
+        "--no-run",
+        action="store_true",
+        help="do not run the model first (loops then show only their body's function)",
+    )
+    code.set_defaults(func=_code)
     return parser
 
 
@@ -207,6 +216,16 @@ def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
     print(f"saved {len(values) - len(skipped)} {what} to {out_dir}")
     if skipped:
         print(f"not saved (sequences, maps, empty optionals are not tensors): {skipped}")
+
+
+def _code(args: argparse.Namespace) -> int:
+    """Print the generated code; what the run says about its inputs goes to stderr."""
+    sess = InferenceSession(args.model)
+    if not args.no_run:
+        with contextlib.redirect_stdout(sys.stderr):
+            sess.run(None, _feeds(sess, args))
+    print(sess.source())
+    return 0
 
 
 def _profile(args: argparse.Namespace) -> int:

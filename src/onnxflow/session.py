@@ -21,7 +21,7 @@ from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
-from onnxflow.runtime.executor import execute, runner
+from onnxflow.runtime.executor import execute, runner, sources
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
@@ -129,6 +129,13 @@ class InferenceSession:
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Graph inputs that have an initializer: feeding them overrides the stored value."""
         return [a for a in self._inputs if a.name in self._defaults]
+
+    def source(self) -> str:
+        """The Python the plan runs: the main graph's generated function, then each subgraph's
+        (loop bodies, branches), each under a comment saying where it sits. A loop appears
+        also as the whole-loop function its runs generated, so run the model once first to
+        see those."""
+        return "\n\n".join(f"# {where}\n{text}" for where, text in sources(self.plan))
 
     def get_modelmeta(self) -> dict[str, Any]:
         """Producer, domain, version and metadata properties of the model."""

@@ -61,6 +61,8 @@ class NodeContext:
         self.inputs = tuple(node.input)
         self.outputs = tuple(node.output)
         self.captures: list[str] = []
+        #: The plans of the subgraphs compiled for this node.
+        self.plans: list[Plan] = []
 
     @property
     def key(self) -> str:
@@ -131,6 +133,7 @@ class NodeContext:
         """
         opsets = {**self.opsets, **extra_opsets} if extra_opsets else self.opsets
         plan = self._builder.compile_subgraph(graph, opsets)
+        self.plans.append(plan)
         positions = []
         for name in plan.capture_names:
             if name not in self.captures:
@@ -189,6 +192,7 @@ class _GraphBuilder:
         self.steps: list[tuple[Callable[..., Any], tuple[int, ...], Any]] = []
         self.traits: list[Traits] = []
         self.infos: list[NodeInfo] = []
+        self.children: list[tuple[int, Plan]] = []
 
     # -- slots -------------------------------------------------------------------------------
     def _new_slot(self, name: str, value: Any = None) -> int:
@@ -255,6 +259,7 @@ class _GraphBuilder:
             infos=tuple(self.infos),
             slot_names=tuple(self.slot_names),
             constant_slots=frozenset(self.constant_slots),
+            children=tuple(self.children),
         )
 
     def compile_subgraph(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:
@@ -273,7 +278,7 @@ class _GraphBuilder:
             if kernel is None:
                 self._expand_or_record(node, domain, opset, opsets)
                 return
-            fn, traits, ins = self._bind(kernel, node, opset, opsets)
+            fn, traits, ins, plans = self._bind(kernel, node, opset, opsets)
         except OnnxflowError:
             raise
         except Exception as exc:  # a kernel's preparation failed on this node's attributes
@@ -286,6 +291,7 @@ class _GraphBuilder:
         if self._can_fold(traits, node, ins) and self._fold(fn, ins, outs, multi):
             return
         out: Any = outs if multi else outs[0]
+        self.children.extend((len(self.steps), plan) for plan in plans)
         self.steps.append((fn, tuple(ins), out))
         self.traits.append(traits)
         self.infos.append(
@@ -339,9 +345,9 @@ class _GraphBuilder:
 
     def _bind(
         self, kernel: Kernel, node: NodeProto, opset: int, opsets: dict[str, int]
-    ) -> tuple[Callable[..., Any], Traits, list[int]]:
-        """Return the step function of a node, its traits and the slots it reads (captures
-        last)."""
+    ) -> tuple[Callable[..., Any], Traits, list[int], list[Plan]]:
+        """Return the step function of a node, its traits, the slots it reads (captures last)
+        and the plans of its subgraphs."""
         attrs = {a.name: decode_attribute(a) for a in node.attribute if not a.ref_attr_name}
         ins = [self.resolve(name) for name in node.input]
         if kernel.build:
@@ -351,11 +357,11 @@ class _GraphBuilder:
             except TypeError as exc:
                 raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
             fn, traits = fn if isinstance(fn, Built) else (fn, kernel.traits)
-            return fn, traits, ins + [self.resolve(name) for name in ctx.captures]
+            return fn, traits, ins + [self.resolve(name) for name in ctx.captures], ctx.plans
         if kernel.traits.passthrough and len(ins) == 1 and len(node.output) == 1:
-            return passthrough, kernel.traits, ins
+            return passthrough, kernel.traits, ins, []
         fn = _bind_plain(kernel.fn, attrs, node, opset)
-        return fn, bind_attributes(kernel.traits.replace(passthrough=False), attrs), ins
+        return fn, bind_attributes(kernel.traits.replace(passthrough=False), attrs), ins, []
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
         slots = []

@@ -69,6 +69,9 @@ class Plan:
     infos: tuple[NodeInfo, ...]
     slot_names: tuple[str, ...]
     constant_slots: frozenset[int] = field(default_factory=frozenset)
+    #: The subgraphs compiled for the steps, as (step index, plan): a loop's body (and the
+    #: forms the passes made of it), both branches of an If.
+    children: tuple[tuple[int, Plan], ...] = ()
 
     @property
     def n_inputs(self) -> int:

@@ -389,10 +389,42 @@ class Emitter:
         return [f"if {moving}.shape == {shape}: {call}", f"{fallback}; ok = 0"], [plain]
 
     def build(self, lines: list[str], name: str) -> Callable[..., Any]:
-        """Compile ``lines`` and return the function ``name`` they define."""
+        """Compile ``lines`` and return the function ``name`` they define (its source is kept
+        for :func:`source_of`)."""
         filename = f"<onnxflow plan {self.plan.graph_name!r} #{next(_ids)}>"
-        exec(compile("\n".join(lines), filename, "exec"), self.namespace)
-        return self.namespace[name]
+        text = "\n".join(lines)
+        exec(compile(text, filename, "exec"), self.namespace)
+        fn = self.namespace[name]
+        _SOURCES[fn] = "\n".join([text, *self._legend()])
+        return fn
+
+    def _legend(self) -> list[str]:
+        """Comment lines saying what each kernel name of the generated code is."""
+        legend = []
+        for name, value in self.namespace.items():
+            if name[:1] in "fg" and name[1:].isdigit():
+                info = self.plan.infos[int(name[1:])]
+                node = f"{info.op_type} {info.name!r}" if info.name else info.op_type
+                legend.append(f"# {name}: {_callable_name(value)}, for {node}")
+        return legend
+
+
+#: The source of every generated function, for as long as the function lives.
+_SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _callable_name(fn: Any) -> str:
+    """How a kernel reads in a legend: ``numpy.dot``, ``onnxflow.ops.shape.concat``..."""
+    if isinstance(fn, np.ufunc):
+        return f"numpy.{fn.__name__}"
+    inner = getattr(fn, "func", fn)  # a kernel with its attributes bound
+    module = getattr(inner, "__module__", None) or "numpy"
+    return f"{module}.{getattr(inner, '__qualname__', type(inner).__name__)}"
+
+
+def source_of(fn: Any) -> str | None:
+    """The Python source of a generated function (None for any other callable)."""
+    return _SOURCES.get(fn)
 
 
 def widen(ufunc: Any, a: Any, b: Any, side: int, seen: Any) -> tuple[Any, Any, Any]:

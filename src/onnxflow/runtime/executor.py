@@ -15,7 +15,7 @@ from typing import Any
 
 from onnxflow.compile.plan import Plan, many
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
-from onnxflow.runtime.codegen import failing_step, generate
+from onnxflow.runtime.codegen import failing_step, generate, source_of
 from onnxflow.runtime.context import check_terminate, current_run_options
 from onnxflow.runtime.observe import Observation, current_observation
 
@@ -86,6 +86,37 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     if not checked:
         made["call"] = call  # the same for every unchecked run: made once
     return call
+
+
+def sources(plan: Plan, where: str = "") -> list[tuple[str, str]]:
+    """``(where, source)`` of the Python that runs ``plan`` and, after it, its subgraphs: each
+    graph's generated function (made now if no run made it yet) and each loop function its
+    loops have generated so far (a loop's code depends on the inputs its run is given)."""
+    where = where or f"graph {plan.graph_name!r}"
+    if len(plan.steps) > MAX_GENERATED_STEPS:
+        found = [(where, f"# interpreted step by step: {len(plan.steps)} steps\n")]
+    else:
+        made = made_for(plan)
+        if False not in made:
+            made[False] = generate(plan, False)
+        found = [(where, source_of(made[False][0]) or "")]
+        for key, value in list(made.items()):
+            if isinstance(key, tuple):  # a loop's driver: (checked, uses the body's condition)
+                found.append((f"{where}, run as a loop{_loop_kind(key)}", source_of(value[0])))
+    for index, child in plan.children:
+        info = plan.infos[index]
+        forms = [c for i, c in plan.children if i == index and c.graph_name == child.graph_name]
+        nth = f" (form {forms.index(child) + 1} of {len(forms)})" if len(forms) > 1 else ""
+        inner = f"{where} > {info.op_type} {info.name!r} > graph {child.graph_name!r}{nth}"
+        found += sources(child, inner)
+    return found
+
+
+def _loop_kind(key: tuple[bool, bool]) -> str:
+    checked, use_cond = key
+    named = (("checking RunOptions", checked), ("with a condition", use_cond))
+    kinds = [kind for kind, on in named if on]
+    return f" ({', '.join(kinds)})" if kinds else ""
 
 
 def interpret(
