@@ -81,6 +81,20 @@ def test_compile_never_imports_the_runtime() -> None:
     assert _edges(_graph(), "onnxflow.compile", "onnxflow.runtime") == []
 
 
+def test_the_passes_reach_no_runtime_module() -> None:
+    """Nothing compile/passes imports, directly or through other modules, is in runtime/."""
+    graph = _graph()
+    seen: set[str] = set()
+    todo = [m for m in graph if m.startswith("onnxflow.compile.passes")]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    assert seen > {"onnxflow.compile.passes.hoist", "onnxflow.ops.registry"}
+    assert sorted(m for m in seen if m.startswith("onnxflow.runtime")) == []
+
+
 def test_the_runtime_knows_no_operators() -> None:
     """runtime/ reads kernels' promises (onnxflow.traits), never a kernel module."""
     assert _edges(_graph(), "onnxflow.runtime", "onnxflow.ops") == []

@@ -8,8 +8,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 import onnxflow
+from onnxflow.compile.passes.hoist import split_body
 from onnxflow.ops import load_all
-from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.ops.registry import REGISTRY
 from onnxflow.traits import Traits, bind_attributes
 

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.defs
-from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
+from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
 from onnxflow.compile.attributes import decode_attribute
-from onnxflow.compile.functions import expand_call, schema_function
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, many, passthrough
+from onnxflow.compile.passes.fold import fold, frozen, may_fold
+from onnxflow.compile.passes.functions import expand_call, function_for, function_opsets
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.traits import NONE, Built, Traits, bind_attributes
@@ -288,7 +289,7 @@ class _GraphBuilder:
             ) from exc
         outs = self._define_outputs(node)
         multi = _multi_output(node, domain, opset)
-        if self._can_fold(traits, node, ins) and self._fold(fn, ins, outs, multi):
+        if self._fold(fn, traits, node, ins, outs, multi):
             return
         out: Any = outs if multi else outs[0]
         self.children.extend((len(self.steps), plan) for plan in plans)
@@ -298,35 +299,28 @@ class _GraphBuilder:
             NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
         )
 
-    def _can_fold(self, traits: Traits, node: NodeProto, ins: list[int]) -> bool:
-        """Whether the node reads only this graph's constants and may be computed now."""
-        return (
-            self.compiler.optimize
-            and traits.pure
-            and not any(
-                a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute
-            )
-            and all(
-                s == NONE_SLOT or (s in self.constant_slots and s not in self.input_slots)
-                for s in ins
-            )
-        )
-
     def _fold(
-        self, fn: Callable[..., Any], ins: list[int], outs: tuple[int, ...], multi: bool
+        self,
+        fn: Callable[..., Any],
+        traits: Traits,
+        node: NodeProto,
+        ins: list[int],
+        outs: tuple[int, ...],
+        multi: bool,
     ) -> bool:
-        """Compute a constant node at compile time; False leaves it (and its error) to run time."""
-        try:
-            with np.errstate(all="ignore"):
-                result = fn(*[self.template[s] for s in ins])
-        except Exception:
+        """Compute now a node that reads only this graph's constants (:mod:`.passes.fold`);
+        False leaves it to run time."""
+        constant = all(
+            s == NONE_SLOT or (s in self.constant_slots and s not in self.input_slots) for s in ins
+        )
+        if not (self.compiler.optimize and may_fold(traits, node, constant)):
             return False
-        values = many(result, len(outs)) if multi else (result,)
-        if any(isinstance(v, np.ndarray) and v.nbytes > FOLD_LIMIT_BYTES for v in values):
+        values = fold(fn, [self.template[s] for s in ins], len(outs), multi)
+        if values is None:
             return False
         for slot, value in zip(outs, values):
             if slot != TRASH_SLOT:
-                self.template[slot] = _frozen(value)
+                self.template[slot] = frozen(value)
                 self.constant_slots.add(slot)
         return True
 
@@ -334,14 +328,15 @@ class _GraphBuilder:
         self, node: NodeProto, domain: str, opset: int, opsets: dict[str, int]
     ) -> None:
         """Compile a function call as its body's nodes, or record the operator as missing."""
-        body = self._function_for(node, domain, opset)
+        compiler = self.compiler
+        body = function_for(node, domain, opset, compiler.functions, compiler.value_types)
         if body is None:
-            self.compiler.missing.append((domain, node.op_type, opset))
+            compiler.missing.append((domain, node.op_type, opset))
             self._define_outputs(node)
             return
-        fn_opsets = {normalize_domain(o.domain): o.version for o in body.opset_import}
+        body_opsets = function_opsets(body, opsets)
         for inner in expand_call(node, body):
-            self.compile_node(inner, {**opsets, **fn_opsets})
+            self.compile_node(inner, body_opsets)
 
     def _bind(
         self, kernel: Kernel, node: NodeProto, opset: int, opsets: dict[str, int]
@@ -376,27 +371,6 @@ class _GraphBuilder:
             else:
                 slots.append(self._new_slot(name))
         return tuple(slots) or (TRASH_SLOT,)
-
-    def _function_for(self, node: NodeProto, domain: str, opset: int) -> FunctionProto | None:
-        local = self.compiler.functions.get((domain, node.op_type))
-        if local is not None:
-            return local
-        types = [self.compiler.value_types.get(name) if name else None for name in node.input]
-        return schema_function(node, opset, types)
-
-
-#: A constant node whose output is larger than this is computed at run time instead.
-FOLD_LIMIT_BYTES = 256 * 2**20
-
-
-def _frozen(value: Any) -> Any:
-    """Mark arrays (also inside sequences) read-only: constants are shared by every run."""
-    if isinstance(value, np.ndarray):
-        value.flags.writeable = False
-    elif isinstance(value, list):
-        for v in value:
-            _frozen(v)
-    return value
 
 
 def _bind_plain(

@@ -218,6 +218,11 @@ _register("ReduceSum", (1, 11), (13,), _sum)
 _register("ReduceSumSquare", (1, 11, 13), (18,), _sum_square)
 
 
+def reduce_sum_square(x: np.ndarray, axes: Sequence[int], keepdims: int = 1) -> np.ndarray:
+    """ReduceSumSquare of ``x`` over ``axes`` (not empty), as the operator's kernel computes it."""
+    return _reduce(_sum_square, x, axes, keepdims, 0)
+
+
 # -- losses ------------------------------------------------------------------------------------
 
 

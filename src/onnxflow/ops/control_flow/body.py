@@ -13,11 +13,10 @@ from typing import Any
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.passes import loop_body_forms
 from onnxflow.errors import OnnxflowError
 from onnxflow.ops.control_flow.common import BODY_ERRORS, Stacker, iteration_error
 from onnxflow.ops.control_flow.driver import Layout, generate_driver, iteration_of
-from onnxflow.ops.control_flow.fuse import FUSED_DOMAIN, fuse_distances
-from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import current_run_options
 from onnxflow.runtime.executor import (
@@ -47,20 +46,16 @@ class LoopBody:
         self.key = node.key
         self.label = node.describe()
         head = 2 if counter else len(element_inputs)
-        split = fused = None
+        forms = None
         if node.optimize:
             rank = _rank_lookup(node, graph)
-            split = split_body(graph, list(element_inputs), rank, node.opset_of(""))
-            fused = fuse_distances(graph if split is None else split.body, rank)
+            forms = loop_body_forms(graph, element_inputs, rank, node.opset_of(""))
         self.plain = node.subgraph(graph)  # observed runs show every node of every iteration
-        self.pre = None if split is None else node.subgraph(split.pre)
-        self.n_invariants = 0 if split is None else len(split.invariants)
-        if fused is not None:
-            self.sub = node.subgraph(fused, {FUSED_DOMAIN: 1})
-        else:
-            self.sub = self.plain if split is None else node.subgraph(split.body)
+        self.pre = None if forms is None or forms.pre is None else node.subgraph(forms.pre)
+        self.n_invariants = 0 if forms is None else len(forms.invariants)
+        self.sub = self.plain if forms is None else node.subgraph(forms.body, forms.opsets)
         self._small = len(self.sub.plan.steps) <= MAX_GENERATED_STEPS
-        n_rows = 0 if split is None else len(split.batched)
+        n_rows = 0 if forms is None else len(forms.batched)
         self.layout = Layout(counter, len(graph.input) - head, len(element_inputs) + n_rows)
 
     def fused(self) -> bool:

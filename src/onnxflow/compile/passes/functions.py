@@ -1,4 +1,4 @@
-"""Expanding function calls into the nodes of their bodies.
+"""Function expansion: a call is compiled as the nodes of the function's body.
 
 Two kinds of functions run this way: model-local functions (``ModelProto.functions``) and
 operators whose schema defines them by a function body, when onnxflow has no direct kernel.
@@ -9,7 +9,7 @@ node, serves both with one mechanism and keeps the function's own opset imports 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import onnx
 import onnx.defs
@@ -19,6 +19,30 @@ from onnxflow.ir.walk import subgraphs
 from onnxflow.ops.registry import normalize_domain
 
 _counter = itertools.count()
+
+
+def function_for(
+    node: NodeProto,
+    domain: str,
+    opset: int,
+    local: Mapping[tuple[str, str], FunctionProto],
+    value_types: Mapping[str, TypeProto],
+) -> FunctionProto | None:
+    """Return the function that defines ``node``'s operator: the model-local one (``local``, by
+    domain and name), else its schema's at ``opset``; None when there is neither.
+
+    ``value_types`` are the types shape inference found, for schemas whose body depends on them.
+    """
+    found = local.get((domain, node.op_type))
+    if found is not None:
+        return found
+    types = [value_types.get(name) if name else None for name in node.input]
+    return schema_function(node, opset, types)
+
+
+def function_opsets(fn: FunctionProto, opsets: Mapping[str, int]) -> dict[str, int]:
+    """Return the opsets a call's body runs under: the caller's ``opsets``, then ``fn``'s own."""
+    return {**opsets, **{normalize_domain(o.domain): o.version for o in fn.opset_import}}
 
 
 def schema_function(

@@ -1,4 +1,4 @@
-"""The loop-body fusion of row distances (ops/control_flow/fuse.py).
+"""The loop-body fusion of row distances (compile/passes/fuse_distances.py, ops/fused.py).
 
 ``ReduceSumSquare(Sub(A, b), axes=[-1])`` in a Scan body runs as one kernel that keeps A
 transposed while A stays the same object. Values must match the body as written (observed runs)
@@ -12,8 +12,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
+from onnxflow.compile.passes import fuse_distances as fusion
+from onnxflow.compile.passes.forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.fuse_distances import fuse_distances
 from onnxflow.observers import Trace
-from onnxflow.ops.control_flow.fuse import fuse_distances, row_squared_distances
+from onnxflow.ops.fused import row_squared_distances
+from onnxflow.ops.registry import Registry
 
 F = TensorProto.FLOAT
 
@@ -96,6 +100,16 @@ def test_only_the_pattern_is_fused() -> None:
     assert fuse_distances(twice, _rank({"A": 2, "b_t": 1})) is None
     first = _knn_scan(13, 0, 0, False).graph.node[0].attribute[0].g  # axes=[0]
     assert fuse_distances(first, _rank({"A": 2, "b_t": 1})) is None
+
+
+def test_nothing_is_fused_without_the_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = _knn_scan(13, 0, 1, False).graph.node[0].attribute[0].g
+    facts = BodyFacts(("b_t",), _rank({"A": 2, "b_t": 1}), 13)
+    fused = fusion.fuse(BodyForms(body), facts)
+    assert fused is not None
+    assert fused.opsets == {fusion.FUSED_DOMAIN: 1}
+    monkeypatch.setattr(fusion, "REGISTRY", Registry())
+    assert fusion.fuse(BodyForms(body), facts) is None
 
 
 def test_kernel_falls_back_for_inputs_the_types_did_not_promise() -> None:

@@ -9,9 +9,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.compile.compiler import Compiler
+from onnxflow.compile.passes.hoist import split_body
 from onnxflow.ir.validate import opset_map
 from onnxflow.ops import load_all
-from onnxflow.ops.control_flow.hoist import split_body
 from onnxflow.runtime.executor import execute
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -129,45 +129,3 @@ def test_batched_scan_matches_numpy_and_unoptimized_compile() -> None:
     plain = Compiler(optimize=False).compile_main(model.graph, opset_map(model.opset_import))
     unoptimized = execute(plain, [np.zeros((2, 3), np.float32), x])
     np.testing.assert_allclose(unoptimized[1], got_y, rtol=1e-6)
-
-
-def _constant_chain(shape: list[int]) -> onnx.ModelProto:
-    """y = x + Reshape(ConstantOfShape([4]) * 2, shape): everything but the Add is constant."""
-    graph = helper.make_graph(
-        [
-            helper.make_node(
-                "ConstantOfShape",
-                ["dims"],
-                ["ones"],
-                value=numpy_helper.from_array(np.array([1.0], np.float32)),
-            ),
-            helper.make_node("Mul", ["ones", "two"], ["twos"]),
-            helper.make_node("Reshape", ["twos", "shape"], ["w"], name="constant_reshape"),
-            helper.make_node("Add", ["x", "w"], ["y"]),
-        ],
-        "g",
-        [helper.make_tensor_value_info("x", F, [4])],
-        [helper.make_tensor_value_info("y", F, [4])],
-        [
-            numpy_helper.from_array(np.array([4], np.int64), "dims"),
-            numpy_helper.from_array(np.array(2.0, np.float32), "two"),
-            numpy_helper.from_array(np.array(shape, np.int64), "shape"),
-        ],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-
-
-def test_constant_nodes_are_computed_once_at_load() -> None:
-    sess = onnxflow.InferenceSession(_constant_chain([4]))
-    assert [info.op_type for info in sess.plan.infos] == ["Add"]
-    x = np.arange(4, dtype=np.float32)
-    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x + 2)
-    plain = onnxflow.InferenceSession(_constant_chain([4]), onnxflow.SessionOptions(optimize=False))
-    assert len(plain.plan.infos) == 4
-    np.testing.assert_array_equal(plain.run(None, {"x": x})[0], x + 2)
-
-
-def test_a_failing_constant_node_fails_at_run_time_naming_it() -> None:
-    sess = onnxflow.InferenceSession(_constant_chain([3]))  # 4 values cannot become [3]
-    with pytest.raises(onnxflow.RuntimeFailure, match="constant_reshape"):
-        sess.run(None, {"x": np.zeros(4, np.float32)})

@@ -1,4 +1,4 @@
-"""Fusing a loop body's row distances: ``ReduceSumSquare(Sub(A, b), axes=[-1])``.
+"""Loop-body pass: fusing row distances, ``ReduceSumSquare(Sub(A, b), axes=[-1])``.
 
 A Scan that measures the distance from every row of a matrix A to each scanned vector b (the
 k-nearest-neighbours models skl2onnx writes) computes per iteration ``A - b``, a broadcast over
@@ -6,7 +6,8 @@ rows of a few elements each that NumPy runs one short row at a time, then the sq
 When A stays the same object across iterations, the fused kernel keeps A transposed: the
 difference then runs along long contiguous rows, and the sum over the short axis is one BLAS
 product (a knn iteration: 6.0 -> 3.8 us). The values are the same differences and squares; only
-the order of the additions in each row sum differs.
+the order of the additions in each row sum differs. The fused kernel is
+:func:`onnxflow.ops.fused.row_squared_distances`.
 
 Like hoisting, this rewrites the body the generated loop runs; observed runs see the body as
 written.
@@ -14,20 +15,34 @@ written.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
+from onnxflow.compile.passes.forms import BodyFacts, BodyForms
 from onnxflow.ir.walk import subgraph_reads
-from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.ops.registry import REGISTRY
 
-#: The private domain of fused nodes (never in a model: made by this rewrite only).
+#: The private domain of fused nodes (never in a model: made by the passes only).
 FUSED_DOMAIN = "onnxflow.fused"
-_OP = "RowSquaredDistances"
+#: The op type of the fused node.
+ROW_SQUARED_DISTANCES = "RowSquaredDistances"
+
+
+def fuse(forms: BodyForms, facts: BodyFacts) -> BodyForms | None:
+    """The pass: ``forms`` with the pairs of the per-iteration body fused, or None if none is.
+
+    Nothing is fused while the fused kernel is not registered.
+    """
+    if not REGISTRY.has_op(FUSED_DOMAIN, ROW_SQUARED_DISTANCES):
+        return None
+    body = fuse_distances(forms.body, facts.rank)
+    if body is None:
+        return None
+    return dataclasses.replace(forms, body=body, opsets={**forms.opsets, FUSED_DOMAIN: 1})
 
 
 def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> GraphProto | None:
@@ -57,7 +72,7 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
             continue
         keep = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
         fused[id(node)] = helper.make_node(
-            _OP,
+            ROW_SQUARED_DISTANCES,
             list(sub.input),
             list(node.output),
             name=node.name or sub.name,
@@ -82,46 +97,3 @@ def _last_axis(node: NodeProto, consts: dict[str, TensorProto]) -> int | None:
     if axes is None and len(node.input) > 1 and node.input[1] in consts:
         axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
     return axes[0] if axes in ([1], [-1]) else None
-
-
-_FAST = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-@op(_OP, 1, domain=FUSED_DOMAIN, build=True, traits=Traits(static_shape=True))
-def row_squared_distances(
-    node: Any, *, axis: int = -1, keepdims: int = 1
-) -> Callable[..., np.ndarray]:
-    """``ReduceSumSquare(A - b, axes=[axis])`` for a matrix A and a vector b (see the module
-    doc); other inputs run the two nodes as written."""
-    # (A seen last, its transpose once seen twice in a row, ones): one tuple, swapped whole, so
-    # concurrent runs of a session each read a consistent one
-    memo: list[Any] = [None]
-
-    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        kept = memo[0]
-        fast = (
-            a.ndim == 2
-            and b.ndim == 1
-            and a.dtype in _FAST
-            and b.dtype is a.dtype
-            and a.shape[1] == b.shape[0]
-            and a.size
-        )
-        if not fast or kept is None or kept[0] is not a:
-            memo[0] = (a, None, None) if fast else None
-            return _unfused(a, b, axis, keepdims)
-        if kept[1] is None:
-            kept = memo[0] = (a, np.ascontiguousarray(a.T), np.ones(a.shape[1], a.dtype))
-        d = np.subtract(kept[1], b[:, None])
-        np.square(d, out=d)
-        rows = np.dot(kept[2], d)
-        return rows[:, None] if keepdims else rows
-
-    return run
-
-
-def _unfused(a: np.ndarray, b: np.ndarray, axis: int, keepdims: int) -> np.ndarray:
-    """The two nodes as written: Sub, then ReduceSumSquare over ``axis``."""
-    from onnxflow.ops.reduction import _reduce, _sum_square
-
-    return _reduce(_sum_square, np.subtract(a, b), [axis], keepdims, 0)

@@ -1,4 +1,4 @@
-"""Moving work out of loop bodies, once, at compile time.
+"""Loop-body pass: moving work out of loop bodies, once, at compile time.
 
 A body node whose inputs never change across iterations (outer-scope values, body initializers,
 constants, and what is computed from those alone) is *invariant*: it runs once before the first
@@ -7,41 +7,43 @@ iteration instead of every time. In a Scan, a node that maps each scan element i
 it runs once over the whole sequence and each iteration reads its row ``t``. The spec's RNN input
 projection ``X_t · Wᵀ`` becomes one matrix product.
 
-The split is expressed as two graphs: ``pre`` (formal inputs: the whole scan sequences, time
-first, under the body's element input names) computing the invariant and batched values, and the
-remaining ``body`` taking, after the original inputs, one input per batched value (its row) and
-per invariant value. The pre-graph runs only when the loop runs at least once, so a node that
-would fail is never run by a loop of zero iterations.
+The split is expressed as two graphs (:class:`~onnxflow.compile.passes.forms.BodyForms`):
+``pre`` (formal inputs: the whole scan sequences, time first, under the body's element input
+names) computing the invariant and batched values, and the remaining ``body`` taking, after the
+original inputs, one input per batched value (its row) and per invariant value. The pre-graph
+runs only when the loop runs at least once, so a node that would fail is never run by a loop of
+zero iterations.
+
+What may move is what the kernels' traits promise: ``pure`` (never a random draw), and for
+batching ``elementwise`` or ``rows`` (row-independent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 from onnx import AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProto, helper
 
+from onnxflow.compile.passes.forms import BodyFacts, BodyForms
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import REGISTRY
 from onnxflow.traits import Traits
 
 
-@dataclass(frozen=True)
-class BodySplit:
-    """A body split into a pre-graph (run once) and the per-iteration remainder."""
+def hoist(forms: BodyForms, facts: BodyFacts) -> BodyForms | None:
+    """The pass: ``forms.body`` split by :func:`split_body`, or None when nothing can move.
 
-    pre: GraphProto
-    body: GraphProto
-    invariants: tuple[str, ...]
-    batched: tuple[str, ...]
+    It splits the body as written, so it runs before any other loop-body pass.
+    """
+    return split_body(forms.body, facts.element_inputs, facts.rank, facts.opset)
 
 
 def split_body(
     body: GraphProto,
-    element_inputs: list[str],
+    element_inputs: Sequence[str],
     rank: Callable[[str], int | None],
     opset: int,
-) -> BodySplit | None:
+) -> BodyForms | None:
     """Split ``body`` or return None when nothing can move.
 
     ``element_inputs`` are the body inputs that take one element of a scanned sequence (none for
@@ -128,10 +130,10 @@ def _batched_rank(
 def _rewrite(
     body: GraphProto,
     moved: list[NodeProto],
-    element_inputs: list[str],
+    element_inputs: Sequence[str],
     invariant: set[str],
     batched: list[str],
-) -> BodySplit | None:
+) -> BodyForms | None:
     moved_ids = {id(n) for n in moved}
     kept = [n for n in body.node if id(n) not in moved_ids]
     needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
@@ -159,7 +161,7 @@ def _rewrite(
         list(body.output),
         [t for t in body.initializer if t.name in needed],
     )
-    return BodySplit(pre, rest, inv_out, bat_out)
+    return BodyForms(rest, pre, inv_out, bat_out)
 
 
 def _untyped(name: str) -> ValueInfoProto:

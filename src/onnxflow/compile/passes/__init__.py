@@ -1,0 +1,53 @@
+"""Graph rewrites, one per module, each with its own tests.
+
+- :mod:`.fold`: constant folding, node by node as the compiler meets them;
+- :mod:`.functions`: function expansion, for nodes no kernel serves;
+- :data:`BODY_PASSES`: the loop-body passes, run by :func:`loop_body_forms` in this order:
+  :mod:`.hoist` (invariant hoisting and scan-input batching), then :mod:`.fuse_distances`.
+
+A pass reads what an op is from its kernel's registration (:class:`onnxflow.traits.Traits`),
+never from lists of op names; a fusion names only the ops of the pattern it matches.
+
+To add a loop-body fusion: write one module here with its pattern, replacement and a pass
+function ``(forms, facts) -> BodyForms | None`` (:data:`~.forms.BodyPass`; see
+:func:`.fuse_distances.fuse`), register the fused node's kernel in :mod:`onnxflow.ops.fused`,
+add its test under ``tests/passes/``, and add the pass function to :data:`BODY_PASSES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from onnx import GraphProto
+
+from onnxflow.compile.passes import fuse_distances, hoist
+from onnxflow.compile.passes.forms import BodyFacts, BodyForms, BodyPass
+
+__all__ = ["BODY_PASSES", "BodyFacts", "BodyForms", "BodyPass", "loop_body_forms"]
+
+#: The loop-body passes in the order they run: hoisting first, as it splits the body as written.
+BODY_PASSES: tuple[BodyPass, ...] = (
+    hoist.hoist,
+    fuse_distances.fuse,
+)
+
+
+def loop_body_forms(
+    graph: GraphProto,
+    element_inputs: Sequence[str],
+    rank: Callable[[str], int | None],
+    opset: int,
+) -> BodyForms | None:
+    """``graph``, a loop body, as :data:`BODY_PASSES` rewrite it; None when none changes it.
+
+    ``element_inputs`` are the body inputs that take one element of a scanned sequence (none for
+    Loop); ``rank`` gives a value's static rank when known; ``opset`` is the ai.onnx opset.
+    """
+    facts = BodyFacts(tuple(element_inputs), rank, opset)
+    forms = BodyForms(graph)
+    changed = False
+    for run in BODY_PASSES:
+        new = run(forms, facts)
+        if new is not None:
+            forms, changed = new, True
+    return forms if changed else None
