@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.observers import Trace
-from onnxflow.runtime.codegen import Emitter, keeps_dtype
+from onnxflow.runtime.codegen import Block, Emitter, keeps_dtype
 
 F = TensorProto.FLOAT
 W = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
@@ -34,9 +34,9 @@ def _model(nodes, outputs, inits=(), x_type=F) -> helper.ModelProto:
 
 def _lines(sess: onnxflow.InferenceSession) -> list[str]:
     """The generated lines of the session's main graph."""
-    lines: list[str] = []
-    Emitter(sess.plan, checked=False).steps(lines, "")
-    return lines
+    block = Block()
+    Emitter(sess.plan, checked=False).steps(block)
+    return block.texts()
 
 
 def _run_both(model, feeds):

@@ -1,4 +1,4 @@
-"""The generated loop driver (ops/control_flow/driver.py) against the per-iteration path.
+"""The generated loop driver (runtime/loopgen.py) against the per-iteration path.
 
 Observed runs take the per-iteration path, plain runs the generated driver: both must give the
 same values for bodies that swap loop-carried values, pass an outer value or a constant straight
@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.observers import Trace
-from onnxflow.runtime.codegen import Emitter
+from onnxflow.runtime.codegen import Block, Emitter
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -182,8 +182,8 @@ def test_failure_in_the_generated_loop_names_node_and_iteration() -> None:
 
 
 def test_stacker_with_an_upper_bound() -> None:
-    from onnxflow.ops.control_flow import common
-    from onnxflow.ops.control_flow.common import Stacker
+    from onnxflow.runtime import stacking as common
+    from onnxflow.runtime.stacking import Stacker
 
     early = Stacker("s", 100, at_most=True)  # a Loop with M = 100 whose condition stops it at 3
     for v in range(3):
@@ -209,11 +209,11 @@ def test_a_loop_run_once_runs_specialized_bytecode(monkeypatch: pytest.MonkeyPat
     made = []
     build = Emitter.build
 
-    def spy(self: Emitter, lines: list[str], name: str) -> object:
-        fn = build(self, lines, name)
+    def spy(self: Emitter, source: Block, name: str) -> object:
+        fn, line_to_step = build(self, source, name)
         if name == "drive":
             made.append(fn)
-        return fn
+        return fn, line_to_step
 
     monkeypatch.setattr(Emitter, "build", spy)
     sess = onnxflow.InferenceSession(_swap_loop(3))

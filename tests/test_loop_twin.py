@@ -1,4 +1,4 @@
-"""The guard-free twin of a generated loop (ops/control_flow/driver.py, runtime/codegen.Twin).
+"""The guard-free twin of a generated loop (runtime/loopgen.py, runtime/codegen.Twin).
 
 A generated loop runs its first iterations with every guard, then, once an iteration passed them
 all and left its loop-carried values with their shapes and dtypes, the rest on a twin without
@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.observers import Trace
-from onnxflow.runtime.codegen import Emitter
+from onnxflow.runtime.codegen import Block, Emitter
 from onnxflow.spec_models import rnn_scan
 from oracles import loop_oracle, scan_oracle
 
@@ -47,10 +47,10 @@ def _drivers(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     made: list[list[str]] = []
     build = Emitter.build
 
-    def spy(self: Emitter, lines: list[str], name: str) -> object:
+    def spy(self: Emitter, source: Block, name: str) -> object:
         if name == "drive":
-            made.append(list(lines))
-        return build(self, lines, name)
+            made.append(source.texts())
+        return build(self, source, name)
 
     monkeypatch.setattr(Emitter, "build", spy)
     return made

@@ -21,23 +21,18 @@ from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.passes.fold import fold, frozen, may_fold
 from onnxflow.compile.passes.functions import expand_call, function_for, function_opsets
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, NodeInfo, Plan, passthrough
+from onnxflow.compile.plan import (
+    NONE_SLOT,
+    TRASH_SLOT,
+    NodeInfo,
+    Plan,
+    Subgraph,
+    passthrough,
+)
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.values import tensor_to_array, type_shape
-
-
-@dataclass(frozen=True)
-class Subgraph:
-    """A compiled subgraph and where its captures sit in the owning node's captured values."""
-
-    plan: Plan
-    positions: tuple[int, ...]
-
-    def bind(self, captured: tuple[Any, ...] | list[Any]) -> list[Any]:
-        """Pick this subgraph's captured values out of the owning node's captured values."""
-        return [captured[i] for i in self.positions]
 
 
 class NodeContext:

@@ -77,3 +77,52 @@ class Plan:
     def n_inputs(self) -> int:
         """Number of formal inputs (captures not included)."""
         return len(self.input_names)
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A compiled subgraph and where its captures sit in the owning node's captured values."""
+
+    plan: Plan
+    positions: tuple[int, ...]
+
+    def bind(self, captured: tuple[Any, ...] | list[Any]) -> list[Any]:
+        """Pick this subgraph's captured values out of the owning node's captured values."""
+        return [captured[i] for i in self.positions]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a body plan's per-iteration values sit among its arguments and outputs.
+
+    Arguments: ``(i, cond)`` first when ``counter`` (Loop), then ``n_states`` loop-carried
+    values, then ``n_indexed`` values read as row ``i`` of a sequence (Scan's elements, batched
+    rows, SequenceMap's inputs), then values fixed for the whole loop. Outputs: the condition
+    first when ``counter``, then the new loop-carried values, then one value per scan output.
+    """
+
+    counter: bool
+    n_states: int
+    n_indexed: int
+
+
+@dataclass(frozen=True, eq=False)
+class LoopPlan:
+    """What the runtime's one loop engine (:mod:`onnxflow.runtime.loop`) needs to run the
+    iterations of a Loop, Scan or SequenceMap node.
+
+    ``body`` runs each iteration after the passes moved work out of it into ``pre`` (run once
+    before the first iteration, on the whole scanned sequences: its first ``n_invariants``
+    outputs are fixed values, the others whole sequences read a row per iteration); ``plain``
+    is the body as written, which observed runs step through node by node. ``body.plan``'s
+    arguments follow ``layout`` (with ``pre``'s rows after the node's own indexed values, and
+    its invariants before the captures).
+    """
+
+    label: str
+    key: str
+    layout: Layout
+    plain: Subgraph
+    body: Subgraph
+    pre: Subgraph | None = None
+    n_invariants: int = 0

@@ -13,8 +13,10 @@ a local variable, each step one call, and each value is deleted after its last u
         return [v6]
 
 Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``.
-Each step's :class:`~onnxflow.traits.Traits` (``plan.traits``, declared where its kernel is
-registered) tell the emitter what it may write instead of a plain call:
+Lines are written in blocks (:class:`Block`), each line with the step it runs, so that a
+failing line's number names the step. Each step's :class:`~onnxflow.traits.Traits`
+(``plan.traits``, declared where its kernel is registered) tell the emitter what it may write
+instead of a plain call:
 
 - ``ufunc``: the kernel is exactly ``ufunc(inputs..., out=...)``; the ufunc is called.
 - ``call`` with ``guard``: the kernel is that call whenever the guard holds (MatMul is
@@ -47,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many
-from onnxflow.errors import CancelledError
+from onnxflow.runtime.context import before_step, cancelled
 from onnxflow.traits import WIDEN_LIMIT, Traits
 
 Runner = Callable[..., list[Any]]
@@ -61,13 +63,50 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
     The function takes ``(args)``, or ``(args, options)`` when ``checked``.
     """
     emitter = Emitter(plan, checked)
-    params = "args, options" if checked else "args"
-    lines = [f"def run({params}):"]
+    body = Block()
+    emitter.steps(body)
+    source = Block()
+    source.add(f"def run({'args, options' if checked else 'args'}):")
     if plan.arg_slots:
-        lines.append(f"    ({', '.join(f'v{s}' for s in plan.arg_slots)},) = args")
-    emitter.steps(lines, "    ")
-    lines.append(f"    return [{', '.join(emitter.ref(s) for s in plan.output_slots)}]")
-    return emitter.build(lines, "run"), emitter.line_to_step
+        source.add(f"    ({', '.join(f'v{s}' for s in plan.arg_slots)},) = args")
+    source.extend(body, "    ")
+    source.add(f"    return [{', '.join(emitter.ref(s) for s in plan.output_slots)}]")
+    return emitter.build(source, "run")
+
+
+class Block:
+    """Lines of generated source, each with the index of the plan step it runs (or None).
+
+    Code is written in blocks and blocks are put together, indented, into one function: the
+    map from a line to its step is made once, from the finished function (:meth:`render`).
+    """
+
+    def __init__(self, lines: list[tuple[str, int | None]] | None = None) -> None:
+        self.lines: list[tuple[str, int | None]] = lines or []
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add(self, text: str, step: int | None = None) -> None:
+        """Append one line."""
+        self.lines.append((text, step))
+
+    def extend(self, other: Block, indent: str = "") -> None:
+        """Append ``other``'s lines, indented."""
+        self.lines.extend((indent + text, step) for text, step in other.lines)
+
+    def texts(self) -> list[str]:
+        """The lines, without their steps."""
+        return [text for text, _ in self.lines]
+
+    def copy(self) -> Block:
+        """A block with the same lines, to change apart from this one."""
+        return Block(list(self.lines))
+
+    def render(self) -> tuple[str, dict[int, int]]:
+        """The source text, and the step of each line (1-based, as tracebacks count)."""
+        steps = {n: step for n, (_, step) in enumerate(self.lines, 1) if step is not None}
+        return "\n".join(self.texts()), steps
 
 
 @dataclass
@@ -85,9 +124,7 @@ class Twin:
 
     #: Slots whose class, shape and dtype are the same in every iteration of a steady loop.
     stable: frozenset[int]
-    lines: list[str] = field(default_factory=list)
-    #: Index in :attr:`lines` (0-based) -> the step that line runs.
-    line_to_step: dict[int, int] = field(default_factory=dict)
+    lines: Block = field(default_factory=Block)
     #: How many guards the twin goes without.
     dropped: int = 0
     #: Slot -> the scan output whose buffer row ``b<k>[i]`` the twin's ufunc may write it to.
@@ -131,19 +168,20 @@ class Twin:
         """
         return sorted(s for s in self.makers if s not in self.held and s not in outputs)
 
-    def with_scratch(self, slots: list[int]) -> tuple[list[str], list[str]]:
+    def with_scratch(self, slots: list[int]) -> tuple[Block, Block]:
         """The twin's lines for its first iteration (each ``slots`` value kept as its scratch
         buffer) and for the next ones (each written into it); line for line as :attr:`lines`."""
-        first, rest = list(self.lines), list(self.lines)
+        first, rest = self.lines.copy(), self.lines.copy()
         for slot in slots:
             at, line = self.makers[slot]
-            first[at] = f"{first[at]}; t{slot} = v{slot}"
-            rest[at] = line
+            text, step = first.lines[at]
+            first.lines[at] = (f"{text}; t{slot} = v{slot}", step)
+            rest.lines[at] = (line, step)
         kept = {f"v{slot}" for slot in slots}  # their buffers live on: deleting saves nothing
-        for n, line in enumerate(rest):
+        for n, (line, step) in enumerate(rest.lines):
             if line.startswith("del "):
                 names = [v for v in line[4:].split(", ") if v not in kept]
-                rest[n] = f"del {', '.join(names)}" if names else "pass"
+                rest.lines[n] = (f"del {', '.join(names)}" if names else "pass", step)
         return first, rest
 
 
@@ -167,8 +205,7 @@ class Emitter:
     """Writes a plan's steps as Python source lines, each slot a local ``v<slot>``.
 
     Constants become globals ``c<slot>`` of the generated code and kernels ``f<step>``; the
-    namespace also holds ``_many`` and ``_cancel(step)``. ``line_to_step`` maps a source line
-    (1-based, as in tracebacks) to the step it calls.
+    namespace also holds ``_many`` and ``_cancel(step)``.
     """
 
     def __init__(self, plan: Plan, checked: bool) -> None:
@@ -176,7 +213,6 @@ class Emitter:
         self.checked = checked
         self.namespace: dict[str, Any] = {"_many": many, "_cancel": self._cancel}
         self.assigned = set(plan.arg_slots)
-        self.line_to_step: dict[int, int] = {}
         #: Lines to run once before the steps (set up by fixed-operand broadcasts).
         self.prologue: list[str] = []
         #: Slots holding an array a step of this plan made, that nothing else refers to.
@@ -184,11 +220,7 @@ class Emitter:
         self.uses = Counter(s for _, ins, _, _ in plan.steps for s in ins)
 
     def _cancel(self, step: int) -> None:
-        info = self.plan.infos[step]
-        raise CancelledError(
-            f"run terminated by RunOptions.terminate in graph {self.plan.graph_name!r} before "
-            f"{info.op_type} {info.name!r}"
-        )
+        raise cancelled(before_step(self.plan, step))
 
     def ref(self, slot: int) -> str:
         """The expression reading ``slot``: None, a constant's global, or a local."""
@@ -201,45 +233,44 @@ class Emitter:
 
     def steps(
         self,
-        lines: list[str],
-        indent: str,
+        block: Block,
         keep: frozenset[int] = frozenset(),
         fixed: frozenset[int] | None = None,
         twin: Twin | None = None,
     ) -> None:
-        """Append one line per step (and its ``del`` line) to ``lines``; never delete ``keep``.
+        """Append each step's lines (and its ``del`` line) to ``block``; never delete ``keep``.
 
         ``fixed``: slots that hold the same value every time these lines run (a loop's
         invariants); a broadcasting binary step with one fixed operand then keeps that operand
         widened in a local set up by :attr:`prologue`. ``twin``: also write the steps, without
-        the guards that :attr:`Twin.stable` makes redundant, into ``twin.lines``; in ``lines``
+        the guards that :attr:`Twin.stable` makes redundant, into ``twin.lines``; in ``block``
         each such guard's fallback then sets ``ok = 0``.
         """
+        blocks = [block] if twin is None else [block, twin.lines]
         for i, ((fn, ins, out, free), traits) in enumerate(zip(self.plan.steps, self.plan.traits)):
             if self.checked:
-                lines.append(f"{indent}if options.terminate: _cancel({i})")
-                if twin is not None:
-                    twin.lines.append(f"if options.terminate: _cancel({i})")
-            first = len(lines) + 1
+                for b in blocks:
+                    b.add(f"if options.terminate: _cancel({i})")
             reuse = self._reusable(traits, ins, out, free, keep)
             general, plain = self._step(i, fn, traits, ins, out, reuse, fixed, twin)
-            lines.extend(indent + line for line in general)
-            self.line_to_step.update(dict.fromkeys(range(first, len(lines) + 1), i))
+            for line in general:
+                block.add(line, i)
             if twin is not None:
-                start = len(twin.lines)
-                twin.lines.extend(general if plain is None else plain)
-                twin.line_to_step.update(dict.fromkeys(range(start, len(twin.lines)), i))
-            one = _single(out)
-            if one is not None and (reuse is not None or self._makes_fresh(traits, ins)):
-                self.fresh.add(one)
-            self.assigned.update((out,) if out.__class__ is int else out)
+                for line in general if plain is None else plain:
+                    twin.lines.add(line, i)
+            self._assigned(traits, ins, out, reuse)
             dead = [
                 f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
             ]
-            if dead:
-                lines.append(f"{indent}del {', '.join(dead)}")
-                if twin is not None:
-                    twin.lines.append(f"del {', '.join(dead)}")
+            for b in blocks if dead else ():
+                b.add(f"del {', '.join(dead)}")
+
+    def _assigned(self, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any) -> None:
+        """Record a step's outputs as assigned, and as fresh arrays when they are."""
+        one = _single(out)
+        if one is not None and (reuse is not None or self._makes_fresh(traits, ins)):
+            self.fresh.add(one)
+        self.assigned.update((out,) if out.__class__ is int else out)
 
     def _step(
         self,
@@ -254,52 +285,71 @@ class Emitter:
     ) -> tuple[list[str], list[str] | None]:
         """Step ``i``'s lines, unindented, and their guard-free form for ``twin`` (None when
         they have no guard it can drop). ``reuse``: the kernel that writes over input 0."""
-        args = ", ".join(self.ref(s) for s in ins)
-        ufunc = None if traits.widens else traits.ufunc
         widen = self._fixed_side(traits, ins, out, fixed)
         if widen is not None:
             return self._widened(i, traits.ufunc, ins, out, widen, twin)
         if reuse is not None:  # the only input dies here: write the result over it
-            self.namespace[f"f{i}"] = reuse
-            x = self.ref(ins[0])
-            t = _target(_single(out))
-            row = _row(twin, out) if reuse is ufunc else None
-            if twin is not None and not row:  # the result is the input's array
-                twin.held.update(ins)
-            if reuse is not ufunc:
-                return [f"{t} = f{i}({args})"], None
-            return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
+            return self._over_input(i, traits, ins, out, reuse, twin)
         if traits.passthrough:
             if twin is not None:
                 twin.held.update(ins)
             return [f"{_target(out)} = {self.ref(ins[0])}"], None
-        if ufunc is not None:  # the kernel is this call: make it here, one Python call less
-            self.namespace[f"f{i}"] = ufunc
-            row = _row(twin, out)
-            line = f"{_target(out)} = f{i}({args}, out=...)"
-            if twin is not None and not row:
-                twin.offer(out, line)
-            return [line], row and [f"{_target(out)} = f{i}({args}, out={row})"]
-        if traits.call is not None:  # likewise, a kernel that is this call when guard holds
-            self.namespace[f"f{i}"] = traits.call
-            self.namespace[f"g{i}"] = fn
-            guard = traits.guard.format(*(self.ref(s) for s in ins))  # type: ignore[union-attr]
-            t = _target(out)
-            if twin is None or not twin.holds(ins):
-                return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
-            twin.dropped += 1
-            twin.offer(out, f"{t} = f{i}({args}, out=...)")
-            return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
-                f"{t} = f{i}({args})"
-            ]
+        if traits.ufunc is not None and not traits.widens:
+            return self._ufunc(i, traits.ufunc, ins, out, twin)
+        if traits.call is not None:
+            return self._guarded(i, fn, traits, ins, out, twin)
         self.namespace[f"f{i}"] = fn
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
-        call = f"f{i}({args})"
+        call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
         if out.__class__ is int:
             return [f"{_target(out)} = {call}"], None
         targets = ", ".join(_target(s) for s in out)
         return [f"({targets},) = _many({call}, {len(out)})"], None
+
+    def _over_input(
+        self, i: int, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any, twin: Twin | None
+    ) -> tuple[list[str], list[str] | None]:
+        """A step whose kernel writes its result over input 0 (a ufunc with ``out=x``)."""
+        self.namespace[f"f{i}"] = reuse
+        x = self.ref(ins[0])
+        t = _target(_single(out))  # type: ignore[arg-type]
+        ufunc = reuse is traits.ufunc
+        row = _row(twin, out) if ufunc else None
+        if twin is not None and not row:  # the result is the input's array
+            twin.held.update(ins)
+        if not ufunc:
+            return [f"{t} = f{i}({', '.join(self.ref(s) for s in ins)})"], None
+        return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
+
+    def _ufunc(
+        self, i: int, ufunc: Any, ins: tuple[int, ...], out: Any, twin: Twin | None
+    ) -> tuple[list[str], list[str] | None]:
+        """A kernel that is exactly a ufunc: called here, one Python call less."""
+        self.namespace[f"f{i}"] = ufunc
+        args = ", ".join(self.ref(s) for s in ins)
+        row = _row(twin, out)
+        line = f"{_target(out)} = f{i}({args}, out=...)"
+        if twin is not None and not row:
+            twin.offer(out, line)
+        return [line], row and [f"{_target(out)} = f{i}({args}, out={row})"]
+
+    def _guarded(
+        self, i: int, fn: Any, traits: Traits, ins: tuple[int, ...], out: Any, twin: Twin | None
+    ) -> tuple[list[str], list[str] | None]:
+        """A kernel that is ``traits.call`` whenever its guard holds; else the kernel runs."""
+        self.namespace[f"f{i}"] = traits.call
+        self.namespace[f"g{i}"] = fn
+        args = ", ".join(self.ref(s) for s in ins)
+        guard = traits.guard.format(*(self.ref(s) for s in ins))  # type: ignore[union-attr]
+        t = _target(out)
+        if twin is None or not twin.holds(ins):
+            return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
+        twin.dropped += 1
+        twin.offer(out, f"{t} = f{i}({args}, out=...)")
+        return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
+            f"{t} = f{i}({args})"
+        ]
 
     def _reusable(
         self,
@@ -388,15 +438,15 @@ class Emitter:
         twin.dropped += 1
         return [f"if {moving}.shape == {shape}: {call}", f"{fallback}; ok = 0"], [plain]
 
-    def build(self, lines: list[str], name: str) -> Callable[..., Any]:
-        """Compile ``lines`` and return the function ``name`` they define (its source is kept
-        for :func:`source_of`)."""
+    def build(self, source: Block, name: str) -> tuple[Callable[..., Any], dict[int, int]]:
+        """Compile ``source`` and return the function ``name`` it defines, with the step of
+        each of its lines (its text is kept for :func:`source_of`)."""
         filename = f"<onnxflow plan {self.plan.graph_name!r} #{next(_ids)}>"
-        text = "\n".join(lines)
+        text, line_to_step = source.render()
         exec(compile(text, filename, "exec"), self.namespace)
         fn = self.namespace[name]
         _SOURCES[fn] = "\n".join([text, *self._legend()])
-        return fn
+        return fn, line_to_step
 
     def _legend(self) -> list[str]:
         """Comment lines saying what each kernel name of the generated code is."""

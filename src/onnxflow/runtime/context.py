@@ -27,7 +27,13 @@ def current_run_options() -> Any:
     return _CURRENT.get()
 
 
-def check_terminate(options: Any, where: str) -> None:
-    """Raise CancelledError if ``options`` asks the run to terminate."""
-    if options is not None and options.terminate:
-        raise CancelledError(f"run terminated by RunOptions.terminate during {where}")
+def cancelled(where: str) -> CancelledError:
+    """The one error of a run that RunOptions.terminate stopped; ``where`` says where, as in
+    "in graph 'g' before Neg 'n3'" (a loop adds its node and iteration)."""
+    return CancelledError(f"run terminated by RunOptions.terminate {where}".rstrip())
+
+
+def before_step(plan: Any, index: int) -> str:
+    """Where a run stopped before step ``index`` of ``plan``, for :func:`cancelled`."""
+    info = plan.infos[index]
+    return f"in graph {plan.graph_name!r} before {info.op_type} {info.name!r}"

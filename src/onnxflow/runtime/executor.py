@@ -16,7 +16,7 @@ from typing import Any
 from onnxflow.compile.plan import Plan, many
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
 from onnxflow.runtime.codegen import failing_step, generate, source_of
-from onnxflow.runtime.context import check_terminate, current_run_options
+from onnxflow.runtime.context import before_step, cancelled, current_run_options
 from onnxflow.runtime.observe import Observation, current_observation
 
 #: Graphs with more steps than this are interpreted rather than turned into one function.
@@ -132,22 +132,9 @@ def interpret(
     index = 0
     try:
         for index, (fn, ins, out, free) in enumerate(plan.steps):
-            if options is not None:
-                check_terminate(options, f"graph {plan.graph_name!r} before step {index}")
-            inputs = [frame[i] for i in ins]
-            if observation is not None:
-                for o in observation.observers:
-                    o.node_start(observation.scope, plan.infos[index], inputs)
-            start = time.perf_counter()
-            result = fn(*inputs)
-            seconds = time.perf_counter() - start
-            slots = (out,) if out.__class__ is int else out
-            outputs = (result,) if out.__class__ is int else many(result, len(out))
-            for slot, value in zip(slots, outputs):
-                frame[slot] = value
-            if observation is not None:
-                for o in observation.observers:
-                    o.node_end(observation.scope, plan.infos[index], inputs, outputs, seconds)
+            if options is not None and options.terminate:
+                raise cancelled(before_step(plan, index))
+            _interpret_step(frame, plan.infos[index], fn, ins, out, observation)
             for slot in free:
                 frame[slot] = None
     except OnnxflowError:
@@ -155,6 +142,30 @@ def interpret(
     except Exception as exc:
         raise step_failure(plan, index, exc) from exc
     return [frame[i] for i in plan.output_slots]
+
+
+def _interpret_step(
+    frame: list[Any],
+    info: Any,
+    fn: Callable[..., Any],
+    ins: tuple[int, ...],
+    out: Any,
+    observation: Observation | None,
+) -> None:
+    """Run one step on ``frame``, between the observers' node_start and node_end."""
+    inputs = [frame[i] for i in ins]
+    observers = () if observation is None else observation.observers
+    for o in observers:
+        o.node_start(observation.scope, info, inputs)  # type: ignore[union-attr]
+    start = time.perf_counter()
+    result = fn(*inputs)
+    seconds = time.perf_counter() - start
+    slots = (out,) if out.__class__ is int else out
+    outputs = (result,) if out.__class__ is int else many(result, len(out))
+    for slot, value in zip(slots, outputs):
+        frame[slot] = value
+    for o in observers:
+        o.node_end(observation.scope, info, inputs, outputs, seconds)  # type: ignore[union-attr]
 
 
 def step_failure(plan: Plan, index: int | None, exc: Exception) -> RuntimeFailure:

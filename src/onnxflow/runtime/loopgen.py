@@ -56,26 +56,46 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import Plan
-from onnxflow.ops.control_flow.common import TRUE, Stacker, as_bool, terminated
-from onnxflow.runtime.codegen import Emitter, Twin, steady_slots
+from onnxflow.compile.plan import Layout, Plan
+from onnxflow.runtime.codegen import Block, Emitter, Twin, steady_slots
+from onnxflow.runtime.context import cancelled
+from onnxflow.runtime.stacking import TRUE, Stacker, as_bool
 
 Driver = Callable[..., tuple[int, list[Any]]]
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Where a body plan's per-iteration values sit among its arguments and outputs.
+class _Slots:
+    """Where a loop's values sit among its body plan's arguments and outputs (see Layout)."""
 
-    Arguments: ``(i, cond)`` first when ``counter`` (Loop), then ``n_states`` loop-carried
-    values, then ``n_indexed`` values read as row ``i`` of a sequence (Scan's elements, batched
-    rows), then values fixed for the whole loop. Outputs: the condition first when ``counter``,
-    then the new loop-carried values, then one value per scan output.
-    """
+    index: int | None  # Loop's iteration number
+    cond: int | None  # Loop's condition input
+    states: list[int]
+    indexed: list[int]
+    fixed: list[int]
+    cond_out: int | None
+    new_states: list[int]
+    scan_outs: list[int]
+    #: Slots some step or output reads.
+    reads: frozenset[int]
 
-    counter: bool
-    n_states: int
-    n_indexed: int
+    @classmethod
+    def of(cls, plan: Plan, layout: Layout) -> _Slots:
+        args, outs = list(plan.arg_slots), list(plan.output_slots)
+        head = 2 if layout.counter else 0
+        rows = head + layout.n_states
+        new_states = outs[1 if layout.counter else 0 :][: layout.n_states]
+        return cls(
+            index=args[0] if layout.counter else None,
+            cond=args[1] if layout.counter else None,
+            states=args[head:rows],
+            indexed=args[rows : rows + layout.n_indexed],
+            fixed=args[rows + layout.n_indexed :],
+            cond_out=outs[0] if layout.counter else None,
+            new_states=new_states,
+            scan_outs=outs[len(new_states) + (1 if layout.counter else 0) :],
+            reads=frozenset({s for _, ins, _, _ in plan.steps for s in ins} | set(outs)),
+        )
 
 
 def generate_driver(
@@ -88,18 +108,38 @@ def generate_driver(
     ``sinks`` are called with each scan output value. ``options.terminate`` is tested before
     every iteration and step when ``checked``. ``label`` names the loop in condition errors.
     """
+    slots = _Slots.of(plan, layout)
     em = Emitter(plan, checked)
-    args = list(plan.arg_slots)
-    head = 2 if layout.counter else 0
-    index_slot, cond_slot = (args[0], args[1]) if layout.counter else (None, None)
-    states = args[head : head + layout.n_states]
-    indexed = args[head + layout.n_states : head + layout.n_states + layout.n_indexed]
-    fixed = args[head + layout.n_states + layout.n_indexed :]
-    outs = list(plan.output_slots)
-    cond_out = outs[0] if layout.counter else None
-    new_states = outs[1 if layout.counter else 0 :][: layout.n_states]
-    scan_outs = outs[len(new_states) + (1 if layout.counter else 0) :]
-    reads = {s for _, ins, _, _ in plan.steps for s in ins} | set(outs)
+    em.namespace.update(_helpers(label))
+    keep = frozenset(slots.fixed) | ({slots.cond} if slots.cond is not None else set())
+    roots, twin = _steady(plan, slots.states, slots.new_states, {*slots.indexed, slots.index}, keep)
+    roots_of = _aliases(plan)
+    for k, slot in enumerate(slots.scan_outs):  # the twin computes a scan output in its row
+        root = roots_of.get(slot, slot)
+        if slot in twin.stable and root not in twin.rows and root not in plan.arg_slots:
+            twin.rows[root] = k
+    steps = Block()
+    em.steps(steps, keep, fixed=keep, twin=twin)
+    tail, twin_tail = _tails(em, twin, slots, use_cond, roots_of)
+    head = _head(slots, checked)
+    iteration = Block()
+    if twin.dropped:
+        iteration.add("ok = ok0")
+    for block in (head, steps, tail):
+        iteration.extend(block)
+    if twin.dropped:
+        iteration.extend(_to_twin(twin, roots, head, twin_tail, set(plan.output_slots)))
+    source = _prelude(slots, em.prologue, twin.dropped > 0)
+    source.add("    while i < stop:")
+    source.extend(iteration, "        ")
+    source.extend(_epilogue(slots, twin, roots_of), "    ")
+    fn, line_to_step = em.build(source, "drive")
+    _warm(fn, len(slots.states), len(slots.indexed), len(slots.fixed), len(slots.scan_outs))
+    return fn, line_to_step
+
+
+def _helpers(label: str) -> dict[str, Any]:
+    """The names generated loops call besides the body's kernels."""
 
     def truth(value: Any, i: int) -> bool:
         if value.__class__ is np.ndarray and value.ndim == 0:
@@ -107,101 +147,95 @@ def generate_driver(
         return as_bool(value, f"{label}: body condition at iteration {i}")
 
     def stopped() -> None:
-        raise terminated()
+        raise cancelled("")
 
-    keep = frozenset(fixed) | ({cond_slot} if cond_slot is not None else set())
-    roots, twin = _steady(plan, states, new_states, {*indexed, index_slot}, keep)
-    em.namespace.update(
-        _TRUE=TRUE,
-        _index=_index,
-        _truth=truth,
-        _stopped=stopped,
-        _sink=_sink,
-        _ndarray=np.ndarray,
-        _signature=_signature,
-        _arrays=_arrays,
-        _own=_own,
-    )
-    lines = ["def drive(i, stop, states, seqs, tail, sinks, options):"]
-    for names, source in ((states, "states"), (fixed, "tail")):
+    return {
+        "_TRUE": TRUE,
+        "_index": _index,
+        "_truth": truth,
+        "_stopped": stopped,
+        "_sink": _sink,
+        "_ndarray": np.ndarray,
+        "_signature": _signature,
+        "_arrays": _arrays,
+        "_own": _own,
+    }
+
+
+def _prelude(slots: _Slots, prologue: list[str], use_twin: bool) -> Block:
+    """The function's first lines: arguments unpacked, buffers unset, fixed work done."""
+    source = Block()
+    source.add("def drive(i, stop, states, seqs, tail, sinks, options):")
+    for names, given in ((slots.states, "states"), (slots.fixed, "tail")):
         if names:
-            lines.append(f"    ({', '.join(f'v{s}' for s in names)},) = {source}")
-    if indexed:
-        lines.append(f"    ({', '.join(f'q{k}' for k in range(len(indexed)))},) = seqs")
-    if scan_outs:
-        lines.append(f"    ({', '.join(f's{k}' for k in range(len(scan_outs)))},) = sinks")
-        for k in range(len(scan_outs)):
-            lines.append(f"    b{k} = z{k} = d{k} = None")
-    if cond_slot is not None:
-        lines.append(f"    v{cond_slot} = _TRUE")
-    # one iteration: its head, the body's steps (each line mapped to its step), its tail
-    head = []
-    if checked:
-        head.append("if options.terminate: _stopped()")
-    if index_slot is not None and index_slot in reads:
-        head.append(f"v{index_slot} = _index(i)")
-    for k, slot in enumerate(indexed):
-        if slot in reads:  # a Scan element only read by hoisted work is not fetched
-            head.append(f"v{slot} = q{k}[i]")
-    roots_of = _aliases(plan)
-    for k, slot in enumerate(scan_outs):  # the twin computes a scan output in its buffer row
-        root = roots_of.get(slot, slot)
-        if slot in twin.stable and root not in twin.rows and root not in plan.arg_slots:
-            twin.rows[root] = k
-    steps: list[str] = []
-    em.steps(steps, "", keep, fixed=keep, twin=twin)
-    cond = cond_out if use_cond else None
-    tail, twin_tail = _tails(em, twin, scan_outs, cond, states, new_states, roots_of)
-    use_twin = twin.dropped > 0
-    body = "        "
+            source.add(f"    ({', '.join(f'v{s}' for s in names)},) = {given}")
+    if slots.indexed:
+        source.add(f"    ({', '.join(f'q{k}' for k in range(len(slots.indexed)))},) = seqs")
+    if slots.scan_outs:
+        source.add(f"    ({', '.join(f's{k}' for k in range(len(slots.scan_outs)))},) = sinks")
+        for k in range(len(slots.scan_outs)):
+            source.add(f"    b{k} = z{k} = d{k} = None")
+    if slots.cond is not None:
+        source.add(f"    v{slots.cond} = _TRUE")
     if use_twin:  # rows of arrays all have one signature
-        lines.append(f"    p = q = None; ok0 = {'_arrays(seqs)' if indexed else '1'}")
-    head_end = len(lines)
-    lines.append("    while i < stop:")
-    if use_twin:
-        lines.append(f"{body}ok = ok0")
-    lines.extend(body + line for line in head)
-    at = len(lines)
-    lines.extend(body + line for line in steps)
-    line_to_step = {at + n: step for n, step in em.line_to_step.items()}
-    lines.extend(body + line for line in tail)
-    if use_twin:
-        lines.append(f"{body}if ok: q = _signature({', '.join(f'v{s}' for s in roots)})")
-        lines.append(f"{body}else: p = q = None")
-        lines.append(f"{body}if q is not None and q == p:  # steady: the rest runs on the twin")
-        scratch = twin.scratch(set(outs))
-        passes = [twin.lines]
-        if scratch:  # the first twin iteration makes the buffers the next ones write into
-            lines.append(f"{body}    if i < stop:")
-            passes = list(twin.with_scratch(scratch))
-        inner = body + "    "
-        for twin_lines in passes:
-            if twin_lines is passes[-1]:
-                lines.append(f"{inner}while i < stop:")
-            inner += "    "
-            lines.extend(inner + line for line in head)
-            at = len(lines)
-            lines.extend(inner + line for line in twin_lines)
-            line_to_step.update({at + n + 1: step for n, step in twin.line_to_step.items()})
-            lines.extend(inner + line for line in twin_tail)
-        lines.append(f"{body}    break")
-        lines.append(f"{body}p = q")
-    for k in range(len(scan_outs)):
-        lines.append(f"    s{k}.n = i")
-    # a loop-carried value the twin wrote into a scan output's buffer goes out as a copy
+        source.add(f"    p = q = None; ok0 = {'_arrays(seqs)' if slots.indexed else '1'}")
+    for line in prologue:
+        source.add(f"    {line}")
+    return source
+
+
+def _head(slots: _Slots, checked: bool) -> Block:
+    """An iteration's first lines: the cancellation test and the iteration's own inputs."""
+    head = Block()
+    if checked:
+        head.add("if options.terminate: _stopped()")
+    if slots.index is not None and slots.index in slots.reads:
+        head.add(f"v{slots.index} = _index(i)")
+    for k, slot in enumerate(slots.indexed):
+        if slot in slots.reads:  # a Scan element only read by hoisted work is not fetched
+            head.add(f"v{slot} = q{k}[i]")
+    return head
+
+
+def _to_twin(twin: Twin, roots: list[int], head: Block, tail: Block, outputs: set[int]) -> Block:
+    """The lines ending a guarded iteration: once two iterations in a row passed every guard
+    with the same signatures, the rest of the loop runs on the twin (its first iteration making
+    the scratch buffers the next ones write into)."""
+    block = Block()
+    block.add(f"if ok: q = _signature({', '.join(f'v{s}' for s in roots)})")
+    block.add("else: p = q = None")
+    block.add("if q is not None and q == p:  # steady: the rest runs on the twin")
+    scratch = twin.scratch(outputs)
+    if scratch:
+        first, rest = twin.with_scratch(scratch)
+        block.add("    if i < stop:")
+        for part in (head, first, tail):
+            block.extend(part, "        ")
+        block.add("        while i < stop:")
+        indent = "            "
+    else:
+        rest = twin.lines
+        block.add("    while i < stop:")
+        indent = "        "
+    for part in (head, rest, tail):
+        block.extend(part, indent)
+    block.add("    break")
+    block.add("p = q")
+    return block
+
+
+def _epilogue(slots: _Slots, twin: Twin, roots_of: dict[int, int]) -> Block:
+    """The lines after the loop: the sinks told their counts, the states returned (a state the
+    twin wrote into a scan output's buffer goes out as a copy)."""
+    block = Block()
+    for k in range(len(slots.scan_outs)):
+        block.add(f"s{k}.n = i")
     owned = []
-    for s, n in zip(states, new_states):
+    for s, n in zip(slots.states, slots.new_states):
         root = roots_of.get(n, n)
         owned.append(f"_own(v{s}, b{twin.rows[root]})" if root in twin.written else f"v{s}")
-    lines.append(f"    return i, [{', '.join(owned)}]")
-    if em.prologue:  # before the loop: line numbers after it shift
-        lines[head_end:head_end] = [f"    {line}" for line in em.prologue]
-        shift = len(em.prologue)
-        line_to_step = {n + shift: step for n, step in line_to_step.items()}
-    em.line_to_step = line_to_step
-    fn = em.build(lines, "drive")
-    _warm(fn, len(states), len(indexed), len(fixed), len(scan_outs))
-    return fn, em.line_to_step
+    block.add(f"return i, [{', '.join(owned)}]")
+    return block
 
 
 def _steady(
@@ -261,55 +295,60 @@ def _arrays(values: Any) -> bool:
 
 
 def _tails(
-    em: Emitter,
-    twin: Twin,
-    scan_outs: list[int],
-    cond_out: int | None,
-    states: list[int],
-    new_states: list[int],
-    roots_of: dict[int, int],
-) -> tuple[list[str], list[str]]:
+    em: Emitter, twin: Twin, slots: _Slots, use_cond: bool, roots_of: dict[int, int]
+) -> tuple[Block, Block]:
     """An iteration's last lines, as run until the loop is steady and in ``twin``: scan outputs
     written to their buffers, the condition tested, loop-carried values swapped, ``i`` counted.
     """
-    lines, twin_lines = [], []
-    for k, slot in enumerate(scan_outs):  # into the stacker's buffer once it has one
-        v = em.ref(slot)
-        write = f"b{k}[i] = {v}"
-        lines.append(
-            f"if {v}.__class__ is _ndarray and {v}.shape == z{k} and {v}.dtype is d{k}: {write}"
-        )
-        fallback = f"else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)"
-        if slot in twin.stable:  # the buffer fits every row once it fits one
-            lines.append(f"{fallback}; ok = 0")
-            root = roots_of.get(slot, slot)
-            if root not in twin.written or twin.rows[root] != k:  # not computed in its row
-                twin_lines.append(write)
-            twin.dropped += 1
-        else:
-            lines.append(fallback)
-            twin_lines.extend(lines[-2:])
+    lines, twin_lines = _scan_writes(em, twin, slots.scan_outs, roots_of)
+    cond_out = slots.cond_out if use_cond else None
     if cond_out is not None:
         c = em.ref(cond_out)  # a 0-d array is tested here; anything else by _truth
-        lines.append(
+        lines.add(
             f"go = bool({c}) if {c}.__class__ is _ndarray and {c}.ndim == 0 else _truth({c}, i)"
         )
         if cond_out in twin.stable:  # one element, since it had one in a steady iteration
-            twin_lines.append(f"go = bool({c})")
+            twin_lines.add(f"go = bool({c})")
             twin.dropped += 1
         else:
-            twin_lines.append(lines[-1])
-    if states:
-        lines.append(
-            f"({', '.join(f'v{s}' for s in states)},) = "
-            f"({', '.join(em.ref(s) for s in new_states)},)"
+            twin_lines.add(lines.lines[-1][0])
+    common = []
+    if slots.states:
+        common.append(
+            f"({', '.join(f'v{s}' for s in slots.states)},) = "
+            f"({', '.join(em.ref(s) for s in slots.new_states)},)"
         )
-        twin_lines.append(lines[-1])
-    lines.append("i += 1")
-    twin_lines.append("i += 1")
+    common.append("i += 1")
     if cond_out is not None:
-        lines.append("if not go: break")
-        twin_lines.append("if not go: break")
+        common.append("if not go: break")
+    for line in common:
+        lines.add(line)
+        twin_lines.add(line)
+    return lines, twin_lines
+
+
+def _scan_writes(
+    em: Emitter, twin: Twin, scan_outs: list[int], roots_of: dict[int, int]
+) -> tuple[Block, Block]:
+    """Each scan output written into its stacker's buffer once it has one, as run until the
+    loop is steady and in ``twin`` (where the buffer fits every row once it fits one)."""
+    lines, twin_lines = Block(), Block()
+    for k, slot in enumerate(scan_outs):
+        v = em.ref(slot)
+        write = f"b{k}[i] = {v}"
+        test = f"if {v}.__class__ is _ndarray and {v}.shape == z{k} and {v}.dtype is d{k}: {write}"
+        fallback = f"else: b{k}, z{k}, d{k} = _sink(s{k}, {v}, i)"
+        lines.add(test)
+        if slot in twin.stable:
+            lines.add(f"{fallback}; ok = 0")
+            root = roots_of.get(slot, slot)
+            if root not in twin.written or twin.rows[root] != k:  # not computed in its row
+                twin_lines.add(write)
+            twin.dropped += 1
+        else:
+            lines.add(fallback)
+            twin_lines.add(test)
+            twin_lines.add(fallback)
     return lines, twin_lines
 
 

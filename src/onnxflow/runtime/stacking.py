@@ -1,4 +1,5 @@
-"""What the control-flow operators share: collecting per-iteration outputs, typed empties."""
+"""What loops collect and test: scan outputs stacked per iteration (or listed, for
+SequenceMap), typed empties, conditions and trip counts."""
 
 from __future__ import annotations
 
@@ -7,21 +8,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, ValueInfoProto
 
-from onnxflow.errors import CancelledError, RuntimeFailure
 from onnxflow.values import np_dtype
-
-#: Errors from inside a body that get the owning node and iteration added to their message.
-BODY_ERRORS = (RuntimeFailure, CancelledError)
-
-
-def terminated() -> CancelledError:
-    """The error a loop raises when RunOptions.terminate is set between iterations."""
-    return CancelledError("run terminated by RunOptions.terminate")
-
-
-def iteration_error(label: str, iteration: int, exc: Exception) -> Exception:
-    """Return ``exc`` again, its message prefixed with the loop node and the iteration."""
-    return type(exc)(f"{label} at iteration {iteration}: {exc}")
 
 
 def as_bool(value: Any, what: str) -> bool:
@@ -129,3 +116,22 @@ class Stacker:
         if self.dtype.kind == "O":  # type: ignore[union-attr]
             return np.stack(self.items)
         return np.array(self.items, dtype=self.dtype)  # in C: 5-12x faster than np.stack
+
+
+class Lister:
+    """Collects one value of any kind per iteration into a list (SequenceMap's outputs).
+
+    It offers a loop what a :class:`Stacker` does, but never a buffer to write rows into.
+    """
+
+    buffer = None
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.items: list[Any] = []
+
+    def add(self, value: Any) -> None:
+        """Append one iteration's value."""
+        del self.items[self.n :]  # a generated loop sets n itself before adding
+        self.items.append(value)
+        self.n = len(self.items)

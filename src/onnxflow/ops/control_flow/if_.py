@@ -12,10 +12,10 @@ from typing import Any
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
-from onnxflow.ops.control_flow.common import as_bool
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.stacking import as_bool
 
 
 @op("If", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)

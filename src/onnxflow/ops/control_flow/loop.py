@@ -15,36 +15,51 @@ given and each scan output is empty, with the rank and dtype the body declares.
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.errors import OnnxflowWarning
-from onnxflow.ops.control_flow.body import LoopBody
-from onnxflow.ops.control_flow.common import (
-    BODY_ERRORS,
-    TRUE,
-    Stacker,
-    as_bool,
-    as_count,
-    iteration_error,
-    terminated,
-)
+from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import current_run_options
-
-#: The stop of a loop with no trip count: it ends by its condition (or runs forever).
-_FOREVER = sys.maxsize
+from onnxflow.runtime.loop import FOREVER, run_loop
+from onnxflow.runtime.stacking import Stacker, as_bool, as_count
 
 
 @op("Loop", 1, 11, 13, 16, 19, 21, 23, 24, 25, build=True)
 def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
     """Compile the body once; return the callable that runs the loop."""
+    n_states, n_scans = _check_arity(node, body)
+    plan = loop_plan(node, body, [], counter=True)
+    scan_decls = list(body.output)[1 + n_states :]
+    label = node.describe()
+    honour_body_cond = node.loop_condition == "always"
+    if not honour_body_cond and node.inputs[0] and not node.inputs[1]:
+        _warn_if_condition_ignored(node, body)
+
+    what_m, what_cond = f"{label}: trip count M", f"{label}: condition"
+    what_scans = [f"{label}: scan output {k}" for k in range(n_scans)]
+
+    def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
+        states, captured = list(rest[:n_states]), rest[n_states:]
+        trips = None if m is None else as_count(m, what_m)
+        use_cond = cond is not None or honour_body_cond
+        scans = [Stacker(what, trips, at_most=True) for what in what_scans]
+        if cond is None or as_bool(cond, what_cond):
+            stop = FOREVER if trips is None else trips
+            states = run_loop(
+                plan, captured, states, (), stop, scans, use_cond=use_cond, total=trips
+            )
+        return (*states, *[s.result(d) for s, d in zip(scans, scan_decls)])
+
+    return run
+
+
+def _check_arity(node: NodeContext, body: GraphProto) -> tuple[int, int]:
+    """Return (N loop-carried values, K scan outputs) after checking node and body agree."""
     n_states = node.n_inputs - 2
     if n_states < 0:
         raise node.error(f"expects inputs (M, cond, v_initial...), found {node.n_inputs} inputs")
@@ -64,48 +79,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
             f"node has {node.n_outputs} outputs, expected at most {n_states} loop-carried + "
             f"{n_scans} scan outputs = {n_states + n_scans}"
         )
-    compiled = LoopBody(node, body, [], counter=True)
-    scan_decls = list(body.output)[1 + n_states :]
-    label = node.describe()
-    honour_body_cond = node.loop_condition == "always"
-    if not honour_body_cond and node.inputs[0] and not node.inputs[1]:
-        _warn_if_condition_ignored(node, body)
-
-    what_m, what_cond = f"{label}: trip count M", f"{label}: condition"
-    what_scans = [f"{label}: scan output {k}" for k in range(n_scans)]
-
-    def run(m: Any, cond: Any, *rest: Any) -> tuple[Any, ...]:
-        states, captured = list(rest[:n_states]), rest[n_states:]
-        trips = None if m is None else as_count(m, what_m)
-        keep_going = True if cond is None else as_bool(cond, what_cond)
-        use_cond = cond is not None or honour_body_cond
-        scans = [Stacker(what, trips, at_most=True) for what in what_scans]
-        if keep_going and (trips is None or trips > 0) and compiled.fused():
-            stop = _FOREVER if trips is None else trips
-            _, states = compiled.drive(captured, (), states, stop, scans, use_cond=use_cond)
-            return (*states, *[s.result(d) for s, d in zip(scans, scan_decls)])
-        options = current_run_options()
-        step = None
-        i = 0
-        try:
-            while keep_going and (trips is None or i < trips):
-                if options is not None and options.terminate:
-                    raise terminated()
-                if step is None:
-                    step = compiled.start(captured, total=trips)
-                outs = step(i, [np.array(i, dtype=np.int64), TRUE, *states])
-                if use_cond:
-                    keep_going = as_bool(outs[0], f"{label}: body condition at iteration {i}")
-                states = outs[1 : 1 + n_states]
-                for stacker, value in zip(scans, outs[1 + n_states :]):
-                    stacker.add(value)
-                i += 1
-        except BODY_ERRORS as exc:
-            raise iteration_error(label, i, exc) from exc
-        stacked = [s.result(d) for s, d in zip(scans, scan_decls)]
-        return (*states, *stacked)
-
-    return run
+    return n_states, n_scans
 
 
 def _warn_if_condition_ignored(node: NodeContext, body: GraphProto) -> None:

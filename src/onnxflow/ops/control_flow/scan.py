@@ -7,23 +7,17 @@ outputs are N final states then K stacked scan outputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
-from onnxflow.ops.control_flow.body import LoopBody
-from onnxflow.ops.control_flow.common import (
-    BODY_ERRORS,
-    Stacker,
-    empty_element,
-    iteration_error,
-    terminated,
-)
+from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.loop import run_loop
+from onnxflow.runtime.stacking import Stacker, empty_element
 
 
 def _check_arity(node: NodeContext, body: GraphProto, n_inputs: int, m: int) -> tuple[int, int]:
@@ -51,38 +45,6 @@ def _normalize_axes(axes: list[int] | None, count: int, what: str) -> list[int]:
     return axes
 
 
-def _iterate(
-    body: LoopBody,
-    states: list[Any],
-    sequences: list[np.ndarray],
-    length: int,
-    captured: Sequence[Any],
-    scans: list[Stacker],
-    label: str,
-    batch: int | None = None,
-) -> list[Any]:
-    """Run the body over ``length`` steps of ``sequences`` (axis 0); return the final states."""
-    if length == 0:
-        return states
-    if body.fused():
-        return body.drive(captured, sequences, states, length, scans)[1]
-    n = len(states)
-    options = current_run_options()
-    t = 0
-    try:
-        step = body.start(captured, sequences, length, batch)
-        for t in range(length):
-            if options is not None and options.terminate:
-                raise terminated()
-            outs = step(t, [*states, *(s[t] for s in sequences)])
-            states = outs[:n]
-            for stacker, value in zip(scans, outs[n:]):
-                stacker.add(value)
-    except BODY_ERRORS as exc:
-        raise iteration_error(label, t, exc) from exc
-    return states
-
-
 @op("Scan", 9, 11, 16, 19, 21, 23, 24, 25, build=True)
 def scan(
     node: NodeContext,
@@ -101,7 +63,7 @@ def scan(
     in_dirs = _normalize_axes(scan_input_directions, m, "scan_input_directions")
     out_axes = _normalize_axes(scan_output_axes, k, "scan_output_axes")
     out_dirs = _normalize_axes(scan_output_directions, k, "scan_output_directions")
-    compiled = LoopBody(node, body, [vi.name for vi in body.input[n:]])
+    plan = loop_plan(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
 
@@ -121,7 +83,7 @@ def scan(
                 )
         length = sequences[0].shape[0]
         scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
-        states = _iterate(compiled, states, sequences, length, captured, scans, label)
+        states = run_loop(plan, captured, states, sequences, length, scans, total=length)
         outputs = []
         for stacker, decl, axis, reverse in zip(scans, decls, out_axes, out_dirs):
             y = stacker.result(decl)
@@ -145,7 +107,7 @@ def scan_8(
     m = num_scan_inputs
     n, k = _check_arity(node, body, node.n_inputs - 1, m)
     dirs = _normalize_axes(directions, m, "directions")
-    compiled = LoopBody(node, body, [vi.name for vi in body.input[n:]])
+    plan = loop_plan(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
 
@@ -170,8 +132,8 @@ def scan_8(
             length = lens[b]
             seqs = [x[b, :length][::-1] if d else x[b, :length] for x, d in zip(inputs, dirs)]
             scans = [Stacker(f"{label}: scan output {j}", length) for j in range(k)]
-            states = _iterate(
-                compiled, [s[b] for s in inits], seqs, length, captured, scans, label, b
+            states = run_loop(
+                plan, captured, [s[b] for s in inits], seqs, length, scans, total=length, batch=b
             )
             for j, s in enumerate(states):
                 finals[j].append(s)

@@ -13,11 +13,10 @@ from typing import Any
 from onnx import GraphProto
 
 from onnxflow.compile.compiler import NodeContext
-from onnxflow.ops.control_flow.common import BODY_ERRORS, iteration_error, terminated
+from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import current_run_options
-from onnxflow.runtime.executor import current_runner
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.loop import Every, run_loop
+from onnxflow.runtime.stacking import Lister
 
 
 @op("SequenceMap", 17, build=True)
@@ -30,13 +29,12 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         raise node.error(
             f"body has {len(body.output)} outputs, expected {node.n_outputs} (the node's)"
         )
-    sub = node.subgraph(body)
-    names = [vi.name for vi in body.input]
+    # every body input is read as a row: an element of a sequence, or a tensor every time
+    plan = loop_plan(node, body, [vi.name for vi in body.input], passes=False)
     label = node.describe()
-    key = node.key
 
     def run(*args: Any) -> tuple[list[Any], ...]:
-        inputs, captured = args[:n_in], sub.bind(args[n_in:])
+        inputs, captured = args[:n_in], args[n_in:]
         if not isinstance(inputs[0], list):
             raise TypeError(
                 f"{label}: input 0 must be a sequence, found {type(inputs[0]).__name__}"
@@ -48,28 +46,9 @@ def sequence_map(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
                     f"{label}: sequence input {i} has {len(x)} elements, expected {count} "
                     "(the length of input 0)"
                 )
-        results: list[list[Any]] = [[] for _ in range(node.n_outputs)]
-        options = current_run_options()
-        observation = current_observation()
-        body_run = current_runner(sub.plan)
-        t = 0
-        try:
-            for t in range(count):
-                if options is not None and options.terminate:
-                    raise terminated()
-                elements = [x[t] if isinstance(x, list) else x for x in inputs]
-                if observation is not None:
-                    observation.enter(key, t, count)
-                    observation.inputs(names, elements)
-                try:
-                    values = body_run([*elements, *captured])
-                finally:
-                    if observation is not None:
-                        observation.leave()
-                for out, value in zip(results, values):
-                    out.append(value)
-        except BODY_ERRORS as exc:
-            raise iteration_error(label, t, exc) from exc
-        return tuple(results)
+        rows = [x if isinstance(x, list) else Every(x) for x in inputs]
+        sinks = [Lister() for _ in range(node.n_outputs)]
+        run_loop(plan, captured, [], rows, count, sinks, total=count)
+        return tuple(sink.items for sink in sinks)
 
     return run
