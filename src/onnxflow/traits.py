@@ -51,6 +51,10 @@ class Traits:
     pure: bool = True
     #: The kernel returns its only input unchanged: the plan passes the value on, no call.
     passthrough: bool = False
+    #: Makes a form of the kernel that keeps a memo between calls (an operand it has widened
+    #: or transposed). The plan holds the stateless kernel; each generated function makes its
+    #: own stateful form, so run state lives with the runner, never in the immutable plan.
+    stateful: Callable[[], Callable[..., Any]] | None = None
 
     def replace(self, **changes: Any) -> Traits:
         """These traits with ``changes`` applied."""

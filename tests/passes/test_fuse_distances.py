@@ -7,6 +7,8 @@ and NumPy; pairs that do not have the pattern's shape are left alone.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -18,6 +20,7 @@ from onnxflow.compile.passes.fuse_distances import fuse_distances
 from onnxflow.observers import Trace
 from onnxflow.ops.fused import row_squared_distances
 from onnxflow.ops.registry import Registry
+from onnxflow.traits import Traits
 
 F = TensorProto.FLOAT
 
@@ -113,7 +116,8 @@ def test_nothing_is_fused_without_the_fused_kernel(monkeypatch: pytest.MonkeyPat
 
 
 def test_kernel_falls_back_for_inputs_the_types_did_not_promise() -> None:
-    kernel = row_squared_distances(None, axis=-1, keepdims=0)
+    built = row_squared_distances(SimpleNamespace(traits=Traits()), axis=-1, keepdims=0)
+    kernel = built.traits.stateful()  # the form generated code calls, with its memo
     a = np.arange(24, dtype=np.float32).reshape(2, 4, 3)  # rank 3, not a matrix
     b = np.array([1, 2, 3], np.float32)
     for _ in range(3):  # repeated calls with the same A would take the transposed path

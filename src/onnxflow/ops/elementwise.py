@@ -69,8 +69,9 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def build(node: Any) -> Built:
-            if _broadcasts(node):  # the widening form: see _widening
-                return Built(_widening(fn), node.traits.replace(widens=True))
+            if _broadcasts(node):  # generated code keeps the operand widened: see _widening
+                widening = functools.partial(_widening, fn)
+                return Built(_inline(fn), node.traits.replace(widens=True, stateful=widening))
             return Built(_inline(fn), node.traits)
 
         build.__name__ = build.__qualname__ = op_type

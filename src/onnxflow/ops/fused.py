@@ -15,20 +15,27 @@ import numpy as np
 from onnxflow.compile.passes.fuse_distances import FUSED_DOMAIN, ROW_SQUARED_DISTANCES
 from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Built, Traits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @op(ROW_SQUARED_DISTANCES, 1, domain=FUSED_DOMAIN, build=True, traits=Traits(static_shape=True))
-def row_squared_distances(
-    node: Any, *, axis: int = -1, keepdims: int = 1
-) -> Callable[..., np.ndarray]:
+def row_squared_distances(node: Any, *, axis: int = -1, keepdims: int = 1) -> Built:
     """``ReduceSumSquare(A - b, axes=[axis])`` for a matrix A and a vector b, A kept transposed
-    while it stays the same object (see :mod:`~onnxflow.compile.passes.fuse_distances`); other
-    inputs run the two nodes as written."""
-    # (A seen last, its transpose once seen twice in a row, ones): one tuple, swapped whole, so
-    # concurrent runs of a session each read a consistent one
+    while it stays the same object (see :mod:`~onnxflow.compile.passes.fuse_distances`) by the
+    stateful form each generated function makes; other inputs, and the plan's stateless form,
+    run the two nodes as written."""
+
+    def unfused(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _unfused(a, b, axis, keepdims)
+
+    return Built(unfused, node.traits.replace(stateful=lambda: _transposing(axis, keepdims)))
+
+
+def _transposing(axis: int, keepdims: int) -> Callable[..., np.ndarray]:
+    """The kernel with its memo: A seen last, its transpose once seen twice in a row, and ones,
+    in one tuple swapped whole, so concurrent runs each read a consistent one."""
     memo: list[Any] = [None]
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -24,6 +24,8 @@ instead of a plain call:
 - ``fresh``: the result is a new array. When such a value is read by one later step only, as
   that step's first input, a kernel with ``in_place`` (or a dtype-keeping ufunc, with ``out=x``)
   writes its result over it.
+- ``stateful``: the kernel keeps a memo between calls; each generated function calls its own
+  instance (the plan holds the stateless kernel).
 - ``widens``: the kernel keeps a broadcast operand widened, so it is called rather than its
   ufunc; in a loop (``steps(fixed=...)``), an operand fixed for the whole loop is kept widened
   to the result's shape in a local instead, and a read-only one (a constant) stays widened for
@@ -298,7 +300,7 @@ class Emitter:
             return self._ufunc(i, traits.ufunc, ins, out, twin)
         if traits.call is not None:
             return self._guarded(i, fn, traits, ins, out, twin)
-        self.namespace[f"f{i}"] = fn
+        self.namespace[f"f{i}"] = fn if traits.stateful is None else traits.stateful()
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
         call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
