@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from onnxflow.compile.plan import (
     passthrough,
 )
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.ir.walk import scope_types
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.traits import NONE, Built, Traits, bind_attributes
 from onnxflow.values import tensor_to_array, type_shape
@@ -79,7 +81,7 @@ class NodeContext:
         """Return the statically known type of input ``i``, if shape inference found one."""
         if i >= len(self.inputs) or not self.inputs[i]:
             return None
-        return self._builder.compiler.value_types.get(self.inputs[i])
+        return self._builder.types.get(self.inputs[i])
 
     def input_shape(self, i: int) -> tuple[int | str | None, ...] | None:
         """Return input ``i``'s static shape (dims int, symbol or None), if known.
@@ -97,8 +99,9 @@ class NodeContext:
         return None if dims is None else tuple(dims)
 
     def value_type(self, name: str) -> TypeProto | None:
-        """Return the statically known type of a value of the model, if inference found one."""
-        return self._builder.compiler.value_types.get(name)
+        """Return the statically known type of a value in this node's scope, if inference found
+        one."""
+        return self._builder.types.get(name)
 
     def opset_of(self, domain: str) -> int:
         """Return the opset this node's scope imports for ``domain`` (0 when not imported)."""
@@ -122,13 +125,26 @@ class NodeContext:
         """Return a validation error about this node."""
         return ValidationError(f"{self.describe()}: {message}")
 
-    def subgraph(self, graph: GraphProto, extra_opsets: dict[str, int] | None = None) -> Subgraph:
+    def types_in(self, graph: GraphProto) -> Mapping[str, TypeProto]:
+        """The static types of the values a subgraph of this node may read: its own
+        declarations, then this node's scope's."""
+        return ChainMap(scope_types(graph), self._builder.types)
+
+    def subgraph(
+        self,
+        graph: GraphProto,
+        extra_opsets: dict[str, int] | None = None,
+        *,
+        declared: GraphProto | None = None,
+    ) -> Subgraph:
         """Compile a subgraph attribute once; its outer-scope reads become this node's captures.
 
-        ``extra_opsets``: domains the subgraph may use beyond the node's (a rewrite's own).
+        ``extra_opsets``: domains the subgraph may use beyond the node's (a rewrite's own);
+        ``declared``: the graph whose declarations type the values (by default ``graph``; for
+        a rewrite of a body, the body as written, whose values keep their names and types).
         """
         opsets = {**self.opsets, **extra_opsets} if extra_opsets else self.opsets
-        plan = self._builder.compile_subgraph(graph, opsets)
+        plan = self._builder.compile_subgraph(graph, opsets, declared)
         self.plans.append(plan)
         positions = []
         for name in plan.capture_names:
@@ -143,7 +159,6 @@ class Compiler:
     """Compiles graphs of one model; collects every unsupported operator before failing."""
 
     functions: dict[tuple[str, str], FunctionProto] = field(default_factory=dict)
-    value_types: dict[str, TypeProto] = field(default_factory=dict)
     registry: Registry = REGISTRY
     base_dir: str | None = None
     optimize: bool = True
@@ -155,10 +170,13 @@ class Compiler:
     ) -> Plan:
         """Compile the main graph; raise UnsupportedOperatorError listing every missing op.
 
+        Give the graph as shape inference returns it: kernels read the static types of their
+        inputs from each scope's ``value_info``.
+
         With ``fixed_initializers``, graph inputs that have an initializer count as constants
         (for runs that do not override them), so what depends on them only can be folded.
         """
-        builder = _GraphBuilder(self, graph, None)
+        builder = _GraphBuilder(self, graph, None, {})
         builder.fixed_initializers = fixed_initializers
         plan = builder.build(opsets)
         if self.missing:
@@ -174,10 +192,19 @@ class Compiler:
 class _GraphBuilder:
     """Builds one Plan: assigns slots, resolves names, compiles each node."""
 
-    def __init__(self, compiler: Compiler, graph: GraphProto, outer: frozenset[str] | None) -> None:
+    def __init__(
+        self,
+        compiler: Compiler,
+        graph: GraphProto,
+        outer: frozenset[str] | None,
+        outer_types: Mapping[str, TypeProto],
+    ) -> None:
         self.compiler = compiler
         self.graph = graph
         self.outer = outer
+        #: Types of the values this graph may read: its own declarations, then its enclosing
+        #: scopes' (lexical scoping: a sibling graph's types never leak in).
+        self.types: Mapping[str, TypeProto] = ChainMap(scope_types(graph), outer_types)
         self.slots: dict[str, int] = {}
         self.slot_names: list[str] = ["<none>", "<omitted>"]
         self.template: list[Any] = [None, None]
@@ -258,8 +285,13 @@ class _GraphBuilder:
             children=tuple(self.children),
         )
 
-    def compile_subgraph(self, graph: GraphProto, opsets: dict[str, int]) -> Plan:
-        return _GraphBuilder(self.compiler, graph, self.visible()).build(opsets)
+    def compile_subgraph(
+        self, graph: GraphProto, opsets: dict[str, int], declared: GraphProto | None = None
+    ) -> Plan:
+        types = self.types
+        if declared is not None:
+            types = ChainMap(scope_types(declared), types)
+        return _GraphBuilder(self.compiler, graph, self.visible(), types).build(opsets)
 
     def compile_node(self, node: NodeProto, opsets: dict[str, int]) -> None:
         domain = normalize_domain(node.domain)
@@ -324,7 +356,7 @@ class _GraphBuilder:
     ) -> None:
         """Compile a function call as its body's nodes, or record the operator as missing."""
         compiler = self.compiler
-        body = function_for(node, domain, opset, compiler.functions, compiler.value_types)
+        body = function_for(node, domain, opset, compiler.functions, self.types)
         if body is None:
             compiler.missing.append((domain, node.op_type, opset))
             self._define_outputs(node)

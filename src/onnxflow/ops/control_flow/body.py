@@ -38,8 +38,11 @@ def loop_plan(
         rank = _rank_lookup(node, graph)
         forms = loop_body_forms(graph, element_inputs, rank, node.opset_of(""))
     plain = node.subgraph(graph)  # observed runs show every node of every iteration
+    # the pre-plan sees whole sequences where the body has rows: the body's types do not apply
     pre = None if forms is None or forms.pre is None else node.subgraph(forms.pre)
-    body = plain if forms is None else node.subgraph(forms.body, forms.opsets)
+    body = plain
+    if forms is not None:  # the same values as the body as written, rows of batched ones too
+        body = node.subgraph(forms.body, forms.opsets, declared=graph)
     n_rows = 0 if forms is None else len(forms.batched)
     return LoopPlan(
         label=node.describe(),
@@ -53,17 +56,10 @@ def loop_plan(
 
 
 def _rank_lookup(node: NodeContext, graph: GraphProto) -> Callable[[str], int | None]:
-    declared: dict[str, int | None] = {}
-    for vi in graph.input:
-        tt = vi.type.tensor_type
-        declared[vi.name] = len(tt.shape.dim) if tt.HasField("shape") else None
-    for t in graph.initializer:
-        declared[t.name] = len(t.dims)
+    types = node.types_in(graph)
 
     def rank(name: str) -> int | None:
-        if name in declared:
-            return declared[name]
-        tp = node.value_type(name)
+        tp = types.get(name)
         if tp is None or not tp.tensor_type.HasField("shape"):
             return None
         return len(tp.tensor_type.shape.dim)
