@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from onnx import AttributeProto, numpy_helper
@@ -14,40 +15,34 @@ def _decode_string(raw: bytes) -> str | bytes:
         return raw
 
 
+A = AttributeProto
+
+#: How each attribute type decodes (graphs stay GraphProtos for builders to compile).
+_DECODERS: dict[int, Callable[[AttributeProto], Any]] = {
+    A.FLOAT: lambda a: float(a.f),
+    A.INT: lambda a: int(a.i),
+    A.STRING: lambda a: _decode_string(a.s),
+    A.TENSOR: lambda a: numpy_helper.to_array(a.t),
+    A.SPARSE_TENSOR: lambda a: a.sparse_tensor,
+    A.GRAPH: lambda a: a.g,
+    A.TYPE_PROTO: lambda a: a.tp,
+    A.FLOATS: lambda a: [float(x) for x in a.floats],
+    A.INTS: lambda a: [int(x) for x in a.ints],
+    A.STRINGS: lambda a: [_decode_string(s) for s in a.strings],
+    A.TENSORS: lambda a: [numpy_helper.to_array(x) for x in a.tensors],
+    A.GRAPHS: lambda a: list(a.graphs),
+    A.SPARSE_TENSORS: lambda a: list(a.sparse_tensors),
+    A.TYPE_PROTOS: lambda a: list(a.type_protos),
+}
+
+
 def decode_attribute(attr: AttributeProto) -> Any:
     """Return the Python value of an attribute; graphs stay GraphProtos for builders to compile.
 
     INT -> int, FLOAT -> float, STRING -> str, TENSOR -> ndarray, GRAPH -> GraphProto,
     TYPE_PROTO -> TypeProto, and the plural kinds -> lists of those.
     """
-    t = attr.type
-    A = AttributeProto
-    if t == A.FLOAT:
-        return float(attr.f)
-    if t == A.INT:
-        return int(attr.i)
-    if t == A.STRING:
-        return _decode_string(attr.s)
-    if t == A.TENSOR:
-        return numpy_helper.to_array(attr.t)
-    if t == A.SPARSE_TENSOR:
-        return attr.sparse_tensor
-    if t == A.GRAPH:
-        return attr.g
-    if t == A.TYPE_PROTO:
-        return attr.tp
-    if t == A.FLOATS:
-        return [float(x) for x in attr.floats]
-    if t == A.INTS:
-        return [int(x) for x in attr.ints]
-    if t == A.STRINGS:
-        return [_decode_string(s) for s in attr.strings]
-    if t == A.TENSORS:
-        return [numpy_helper.to_array(x) for x in attr.tensors]
-    if t == A.GRAPHS:
-        return list(attr.graphs)
-    if t == A.SPARSE_TENSORS:
-        return list(attr.sparse_tensors)
-    if t == A.TYPE_PROTOS:
-        return list(attr.type_protos)
-    raise ValueError(f"attribute {attr.name!r} has unknown type {t}")
+    decode = _DECODERS.get(attr.type)
+    if decode is None:
+        raise ValueError(f"attribute {attr.name!r} has unknown type {attr.type}")
+    return decode(attr)

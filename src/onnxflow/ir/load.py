@@ -126,35 +126,55 @@ def _location(tensor: TensorProto) -> str:
     return next((e.value for e in tensor.external_data if e.key == "location"), "")
 
 
-def _read_external(tensor: TensorProto, base_dir: Path) -> None:
-    info = {e.key: e.value for e in tensor.external_data}
-    location = info.get("location", "")
-    what = f"external data of tensor {tensor.name!r} at location {location!r}"
+def _check_location(location: str, what: str) -> None:
+    """Refuse an empty, NUL-holding or absolute location."""
     if not location:
         raise ExternalDataError(f"{what}: no location given")
     if "\0" in location:
         raise ExternalDataError(f"{what}: the location contains a NUL character")
     if os.path.isabs(location) or Path(location).drive:
         raise ExternalDataError(f"{what}: absolute locations are refused")
+
+
+def _span(info: dict[str, str], what: str) -> tuple[int, int | None]:
+    """The offset and length (None: to the end) an external data entry names."""
     try:
         offset = int(info.get("offset", 0))
         length = int(info["length"]) if "length" in info else None
     except ValueError as exc:
         raise ExternalDataError(f"{what}: offset/length are not integers") from exc
+    return offset, length
+
+
+def _inside(base_dir: Path, location: str, what: str) -> Path:
+    """The file ``location`` names, which must resolve inside ``base_dir``."""
+    root = base_dir.resolve()
+    target = (root / location).resolve()
+    if not target.is_relative_to(root):
+        raise ExternalDataError(f"{what}: resolves outside the model directory {str(root)!r}")
+    return target
+
+
+def _regular_size(target: Path, what: str) -> int:
+    """The size of ``target``, which must be a regular file."""
+    info = target.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ExternalDataError(f"{what}: not a regular file")
+    return info.st_size
+
+
+def _read_external(tensor: TensorProto, base_dir: Path) -> None:
+    """Read ``tensor``'s external data into ``raw_data``: only a regular file inside
+    ``base_dir``, only the bytes its offset and length name."""
+    info = {e.key: e.value for e in tensor.external_data}
+    location = info.get("location", "")
+    what = f"external data of tensor {tensor.name!r} at location {location!r}"
+    _check_location(location, what)
+    offset, length = _span(info, what)
     try:
-        root = base_dir.resolve()
-        target = (root / location).resolve()
-        if not target.is_relative_to(root):
-            raise ExternalDataError(f"{what}: resolves outside the model directory {str(root)!r}")
-        info_stat = target.stat()
-        if not stat.S_ISREG(info_stat.st_mode):
-            raise ExternalDataError(f"{what}: not a regular file")
-        size = info_stat.st_size
-        if (
-            offset < 0
-            or offset > size
-            or (length is not None and (length < 0 or offset + length > size))
-        ):
+        target = _inside(base_dir, location, what)
+        size = _regular_size(target, what)
+        if offset < 0 or offset > size or (length is not None and not 0 <= length <= size - offset):
             raise ExternalDataError(
                 f"{what}: offset {offset} and length {length} do not fit the file of {size} bytes"
             )
@@ -164,5 +184,7 @@ def _read_external(tensor: TensorProto, base_dir: Path) -> None:
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ExternalDataError(f"{what}: cannot read: {reason}") from exc
+    except MemoryError as exc:
+        raise ExternalDataError(f"{what}: too large to read into memory") from exc
     del tensor.external_data[:]
     tensor.data_location = TensorProto.DEFAULT

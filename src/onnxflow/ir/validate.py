@@ -61,7 +61,7 @@ def validate_model(model: ModelProto, run_checker: bool = True) -> None:
     opsets = opset_map(model.opset_import)
     for vi in [*model.graph.input, *model.graph.output]:
         _check_value_type(vi.type, f"graph {model.graph.name!r}: {vi.name!r}", problems)
-    _check_graph(model.graph, opsets, frozenset(), problems)
+    _check_graph(model.graph, opsets, (), problems)
     for fn in model.functions:
         fn_opsets = opset_map(fn.opset_import)
         for node in fn.node:
@@ -174,39 +174,50 @@ def _check_tensor(t: TensorProto, problems: list[str]) -> None:
     """The element type is known and the stored data has exactly the element count of dims."""
     dims = list(t.dims)
     label = f"tensor {t.name!r} (dims {dims})"
+    problem = _header_problem(t, dims)
+    if problem is None and t.data_location != TensorProto.EXTERNAL:
+        problem = _data_problem(t, math.prod(dims))
+    if problem is not None:
+        problems.append(f"{label}: {problem}")
+
+
+def _header_problem(t: TensorProto, dims: list[int]) -> str | None:
+    """What is wrong with the element type, dims or layout of ``t``, if anything."""
     if t.data_type == TensorProto.UNDEFINED or t.data_type not in TensorProto.DataType.values():
-        problems.append(f"{label}: unknown element type {t.data_type}")
-        return
+        return f"unknown element type {t.data_type}"
     if any(d < 0 for d in dims):
-        problems.append(f"{label}: negative dimension")
-        return
+        return "negative dimension"
     if t.HasField("segment"):
-        problems.append(f"{label}: segmented tensors are not supported")
-        return
-    if t.data_location == TensorProto.EXTERNAL:
-        return
-    n = math.prod(dims)
+        return "segmented tensors are not supported"
+    return None
+
+
+def _data_problem(t: TensorProto, n: int) -> str | None:
+    """What is wrong with the stored data of ``t``, which must hold ``n`` elements."""
     type_name = TensorProto.DataType.Name(t.data_type).lower()
     if t.data_type == TensorProto.STRING:
-        found = len(t.string_data)
-        if found != n:
-            problems.append(f"{label}: {type_name} tensor needs {n} strings, found {found}")
-        elif any(_not_utf8(s) for s in t.string_data):
-            problems.append(f"{label}: a string element is not valid UTF-8")
-        return
+        if len(t.string_data) != n:
+            return f"{type_name} tensor needs {n} strings, found {len(t.string_data)}"
+        if any(_not_utf8(s) for s in t.string_data):
+            return "a string element is not valid UTF-8"
+        return None
     bits = _PACKED_BITS.get(t.data_type)
     if t.HasField("raw_data"):
         if bits is None:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-            want = n * itemsize
+            want = n * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         else:
             want = -(-n * bits // 8)
-        if len(t.raw_data) != want:
-            problems.append(
-                f"{label}: {type_name} data needs {want} bytes of raw_data for {n} elements, "
-                f"found {len(t.raw_data)}"
-            )
-        return
+        if len(t.raw_data) == want:
+            return None
+        return (
+            f"{type_name} data needs {want} bytes of raw_data for {n} elements, "
+            f"found {len(t.raw_data)}"
+        )
+    return _typed_field_problem(t, n, bits, type_name)
+
+
+def _typed_field_problem(t: TensorProto, n: int, bits: int | None, type_name: str) -> str | None:
+    """What is wrong with data stored in the typed field (``float_data``, ...) of ``t``."""
     field = onnx.helper.tensor_dtype_to_field(t.data_type)
     if t.data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128):
         want = 2 * n
@@ -216,12 +227,12 @@ def _check_tensor(t: TensorProto, problems: list[str]) -> None:
         want = n
     found = len(getattr(t, field))
     others = [f for f in _TYPED_FIELDS if f != field and len(getattr(t, f))]
-    if found != want or others:
-        extra = f" (and data in {others}, which this type does not use)" if others else ""
-        problems.append(
-            f"{label}: {type_name} data needs {want} entries of {field} for {n} elements, "
-            f"found {found}{extra}"
-        )
+    if found == want and not others:
+        return None
+    extra = f" (and data in {others}, which this type does not use)" if others else ""
+    return (
+        f"{type_name} data needs {want} entries of {field} for {n} elements, found {found}{extra}"
+    )
 
 
 def _not_utf8(data: bytes) -> bool:
@@ -249,61 +260,88 @@ def _check_node_domain(
         )
 
 
+#: The scopes a graph sees, innermost first: each enclosing graph's names defined so far.
+Scopes = tuple[set[str] | frozenset[str], ...]
+
+
 def _check_graph(
-    graph: GraphProto, opsets: dict[str, int], outer: frozenset[str], problems: list[str]
+    graph: GraphProto, opsets: dict[str, int], outer: Scopes, problems: list[str]
 ) -> None:
-    label = f"graph {graph.name!r}"
-    defined: set[str] = set()
-    producers = {o: n for n in graph.node for o in n.output if o}
-
-    def define(name: str, what: str) -> None:
-        if not name:
-            return
-        if name in outer:
-            problems.append(f"{label}: {what} redefines {name!r} from an enclosing scope")
-        elif name in defined:
-            problems.append(f"{label}: {what} assigns {name!r}, which is already defined")
-        defined.add(name)
-
-    for vi in graph.input:
-        define(vi.name, "graph input")
-    inputs = {vi.name for vi in graph.input}
-    for t in graph.initializer:
-        if t.name not in inputs:
-            define(t.name, "initializer")
-    for t in graph.sparse_initializer:
-        define(t.values.name, "sparse initializer")
+    """SSA, scoping and order in ``graph`` and its subgraphs; ``outer`` are the names of its
+    enclosing scopes, searched one by one (never copied: checking is linear in the nodes)."""
+    check = _GraphCheck(graph, outer, problems)
+    check.define_inputs()
     for node in graph.node:
-        desc = where(
-            node.name,
-            node.op_type,
-            normalize_domain(node.domain),
-            opsets.get(normalize_domain(node.domain)),
-        )
-        _check_node_domain(node, opsets, label, problems)
-        for name in node.input:
-            if name and name not in defined and name not in outer:
-                later = producers.get(name)
-                if later is not None:
-                    problems.append(
-                        f"{label}: nodes are not topologically sorted: {desc} reads {name!r}, "
-                        f"which is produced later by "
-                        f"{where(later.name, later.op_type, later.domain, None)}"
-                    )
-                else:
-                    problems.append(f"{label}: {desc} reads {name!r}, which is never defined")
-        visible = outer | defined
-        for sub in subgraphs(node):
-            _check_graph(sub, opsets, frozenset(visible), problems)
+        domain = normalize_domain(node.domain)
+        desc = where(node.name, node.op_type, domain, opsets.get(domain))
+        _check_node_domain(node, opsets, check.label, problems)
+        check.reads(node, desc)
+        for sub in subgraphs(node):  # checked now: it sees exactly the names defined so far
+            _check_graph(sub, opsets, (check.defined, *outer), problems)
         for name in node.output:
-            define(name, f"output of {desc}")
+            check.define(name, f"output of {desc}")
     for vi in graph.output:
-        if vi.name not in defined and vi.name not in outer:
-            problems.append(f"{label}: graph output {vi.name!r} is never defined")
-    cycle = _find_cycle(graph, producers)
+        if not check.visible(vi.name):
+            problems.append(f"{check.label}: graph output {vi.name!r} is never defined")
+    cycle = _find_cycle(graph, check.producers)
     if cycle:
         path = " -> ".join(where(n.name, n.op_type, n.domain, None) for n in cycle)
-        problems.append(f"{label}: the nodes form a cycle: {path}")
+        problems.append(f"{check.label}: the nodes form a cycle: {path}")
+
+
+class _GraphCheck:
+    """The names one graph has defined so far, and the problems found defining and reading."""
+
+    def __init__(self, graph: GraphProto, outer: Scopes, problems: list[str]) -> None:
+        self.graph = graph
+        self.label = f"graph {graph.name!r}"
+        self.outer = outer
+        self.problems = problems
+        self.defined: set[str] = set()
+        self.producers = {o: n for n in graph.node for o in n.output if o}
+
+    def in_outer(self, name: str) -> bool:
+        return any(name in scope for scope in self.outer)
+
+    def visible(self, name: str) -> bool:
+        return name in self.defined or self.in_outer(name)
+
+    def define(self, name: str, what: str) -> None:
+        if not name:
+            return
+        if self.in_outer(name):
+            self.problems.append(f"{self.label}: {what} redefines {name!r} from an enclosing scope")
+        elif name in self.defined:
+            self.problems.append(f"{self.label}: {what} assigns {name!r}, which is already defined")
+        self.defined.add(name)
+
+    def define_inputs(self) -> None:
+        """Define the graph inputs, the initializers that are not inputs too, and the sparse
+        initializers."""
+        graph = self.graph
+        for vi in graph.input:
+            self.define(vi.name, "graph input")
+        inputs = {vi.name for vi in graph.input}
+        for t in graph.initializer:
+            if t.name not in inputs:
+                self.define(t.name, "initializer")
+        for t in graph.sparse_initializer:
+            self.define(t.values.name, "sparse initializer")
+
+    def reads(self, node: NodeProto, desc: str) -> None:
+        """A problem for each input of ``node`` not defined yet: produced later, or never."""
+        for name in node.input:
+            if not name or self.visible(name):
+                continue
+            later = self.producers.get(name)
+            if later is not None:
+                self.problems.append(
+                    f"{self.label}: nodes are not topologically sorted: {desc} reads {name!r}, "
+                    f"which is produced later by "
+                    f"{where(later.name, later.op_type, later.domain, None)}"
+                )
+            else:
+                self.problems.append(f"{self.label}: {desc} reads {name!r}, which is never defined")
 
 
 def _reads(node: NodeProto) -> set[str]:

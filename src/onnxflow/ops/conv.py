@@ -44,12 +44,7 @@ def spatial_geometry(
     dilations = _per_axis(dilations, n, "dilations")
     extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     if auto_pad in _SAME:
-        out = [-(-size // s) for size, s in zip(spatial, strides)]
-        total = [
-            max(0, (o - 1) * s + e - size) for o, s, e, size in zip(out, strides, extent, spatial)
-        ]
-        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
-        return out, begin, [t - b for t, b in zip(total, begin)]
+        return _same_geometry(spatial, extent, strides, auto_pad)
     if auto_pad == "VALID":
         out = [(size - e) // s + 1 for size, e, s in zip(spatial, extent, strides)]
         return out, [0] * n, [0] * n
@@ -59,16 +54,30 @@ def spatial_geometry(
         )
     pads = _per_axis(pads, 2 * n, "pads", fill=0)
     begin, end = list(pads[:n]), list(pads[n:])
-    out = []
-    for size, e, s, b, a in zip(spatial, extent, strides, begin, end):
-        span = size + b + a - e
-        if span < 0:
-            raise ValueError(f"kernel extent {e} exceeds the padded input size {size + b + a}")
-        o = -(-span // s) + 1 if ceil_mode else span // s + 1
-        if ceil_mode and (o - 1) * s >= size + b:
-            o -= 1  # a window may not start in the end padding
-        out.append(o)
+    out = [_explicit_size(*axis, ceil_mode) for axis in zip(spatial, extent, strides, begin, end)]
     return out, begin, end
+
+
+def _same_geometry(
+    spatial: Sequence[int], extent: list[int], strides: list[int], auto_pad: str
+) -> tuple[list[int], list[int], list[int]]:
+    """Output sizes and pads for SAME_UPPER / SAME_LOWER: the output is ceil(size / stride)."""
+    out = [-(-size // s) for size, s in zip(spatial, strides)]
+    total = [max(0, (o - 1) * s + e - size) for o, s, e, size in zip(out, strides, extent, spatial)]
+    begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+    return out, begin, [t - b for t, b in zip(total, begin)]
+
+
+def _explicit_size(size: int, e: int, s: int, b: int, a: int, ceil_mode: int) -> int:
+    """The output size of one axis of ``size`` with explicit pads ``b`` and ``a``, window extent
+    ``e`` and stride ``s``."""
+    span = size + b + a - e
+    if span < 0:
+        raise ValueError(f"kernel extent {e} exceeds the padded input size {size + b + a}")
+    o = -(-span // s) + 1 if ceil_mode else span // s + 1
+    if ceil_mode and (o - 1) * s >= size + b:
+        o -= 1  # a window may not start in the end padding
+    return o
 
 
 def _per_axis(values: Sequence[int] | None, n: int, name: str, fill: int = 1) -> list[int]:
@@ -131,33 +140,20 @@ def _conv(
 ) -> np.ndarray:
     """Return the convolution of ``x`` with ``w`` (no bias), in x's dtype."""
     n, c, *spatial = x.shape
-    m, cg, *kernel = w.shape
-    if len(spatial) != len(kernel) or not spatial:
-        raise ValueError(
-            f"X has shape {x.shape} and W {w.shape}: expected equal spatial ranks >= 1"
-        )
-    if cg * group != c or m % group:
-        raise ValueError(
-            f"X has {c} channels and W shape {w.shape} with group={group}: expected "
-            f"W.shape[1] * group == C and W.shape[0] divisible by group"
-        )
+    m, _, *kernel = w.shape
+    _check_conv_shapes(x.shape, w.shape, group)
     out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
     wm = w.reshape(group, m // group, -1)
     pointwise = math.prod(kernel) == 1 and not any(begin + end)
     if pointwise and all(s == 1 for s in strides or ()):
-        if n == 1:  # the product is the output: no copy into a preallocated one
-            return _grouped_gemm(wm, x[0].reshape(c, -1)).reshape(1, m, *out)
-        y = np.empty((n, m, *out), dtype=x.dtype)
-        for b in range(n):
-            y[b] = _grouped_gemm(wm, x[b].reshape(c, -1)).reshape(m, *out)
-        return y
+        return _pointwise_conv(x, wm, m, out)
     if min(*begin, *end) < 0:
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
     strides = _per_axis(strides, len(kernel), "strides")
     dilations = _per_axis(dilations, len(kernel), "dilations")
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
-    if n == 1 and step >= out[0]:  # one image in one chunk: likewise
+    if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
         cols = _im2col(x[0], kernel, out, strides, dilations, begin)
         return _grouped_gemm(wm, cols).reshape(1, m, *out)
     y = np.empty((n, m, *out), dtype=x.dtype)
@@ -166,6 +162,28 @@ def _conv(
             r1 = min(out[0], r0 + step)
             cols = _im2col(x[b], kernel, [r1 - r0, *out[1:]], strides, dilations, begin, r0)
             y[b, :, r0:r1] = _grouped_gemm(wm, cols).reshape(m, r1 - r0, *out[1:])
+    return y
+
+
+def _check_conv_shapes(x: tuple[int, ...], w: tuple[int, ...], group: int) -> None:
+    """X is (N, C, *spatial) and W (M, C / group, *kernel), with M divisible by ``group``."""
+    if len(x) != len(w) or len(x) < 3:
+        raise ValueError(f"X has shape {x} and W {w}: expected equal spatial ranks >= 1")
+    if w[1] * group != x[1] or w[0] % group:
+        raise ValueError(
+            f"X has {x[1]} channels and W shape {w} with group={group}: expected "
+            f"W.shape[1] * group == C and W.shape[0] divisible by group"
+        )
+
+
+def _pointwise_conv(x: np.ndarray, wm: np.ndarray, m: int, out: list[int]) -> np.ndarray:
+    """A 1x1 convolution with stride 1 and no padding: one GEMM per image."""
+    n, c = x.shape[:2]
+    if n == 1:  # the product is the output: no copy into a preallocated one
+        return _grouped_gemm(wm, x[0].reshape(c, -1)).reshape(1, m, *out)
+    y = np.empty((n, m, *out), dtype=x.dtype)
+    for b in range(n):
+        y[b] = _grouped_gemm(wm, x[b].reshape(c, -1)).reshape(m, *out)
     return y
 
 

@@ -147,31 +147,39 @@ def _plan_sizes(
     the roi of tf_crop_and_resize does not shrink it (pass ``sizes`` to set it exactly).
     """
     in_sizes = [shape[a] for a in axes]
-    if sizes is not None and sizes.size:
-        if scales is not None and scales.size:
-            raise ValueError("Resize takes scales or sizes, not both")
-        want = [int(s) for s in sizes.reshape(-1)]
-        _check_count("sizes", want, axes)
-        if policy == "stretch":
-            return want, [w / n for w, n in zip(want, in_sizes)]
-        ratios = [w / n for w, n in zip(want, in_sizes)]
-        if policy == "not_larger":
-            common = min(ratios)
-        elif policy == "not_smaller":
-            common = max(ratios)
-        else:
-            raise ValueError(
-                f"keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, "
-                f"found {policy!r}"
-            )
-        return [int(np.floor(common * n + 0.5)) for n in in_sizes], [common] * len(axes)
+    given = sizes is not None and sizes.size
+    if given and scales is not None and scales.size:
+        raise ValueError("Resize takes scales or sizes, not both")
+    if given:
+        return _from_sizes(in_sizes, [int(v) for v in sizes.reshape(-1)], axes, policy)
     if scales is None or not scales.size:
         raise ValueError("Resize needs one of scales or sizes, found neither")
-    factors = [float(s) for s in scales.reshape(-1)]
+    factors = [float(v) for v in scales.reshape(-1)]
     _check_count("scales", factors, axes)
     if any(f <= 0 for f in factors):
         raise ValueError(f"scales must be positive, found {factors}")
     return [int(np.floor(n * f)) for n, f in zip(in_sizes, factors)], factors
+
+
+#: keep_aspect_ratio_policy -> how one common scale is chosen from the per-axis ratios.
+_COMMON_SCALE = {"not_larger": min, "not_smaller": max}
+
+
+def _from_sizes(
+    in_sizes: list[int], want: list[int], axes: list[int], policy: str
+) -> tuple[list[int], list[float]]:
+    """Extents and scales for the requested ``sizes`` under ``keep_aspect_ratio_policy``."""
+    _check_count("sizes", want, axes)
+    ratios = [w / n for w, n in zip(want, in_sizes)]
+    if policy == "stretch":
+        return want, ratios
+    pick = _COMMON_SCALE.get(policy)
+    if pick is None:
+        raise ValueError(
+            f"keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, found {policy!r}"
+        )
+    common = pick(ratios)
+    return [int(np.floor(common * n + 0.5)) for n in in_sizes], [common] * len(axes)
 
 
 def _check_count(what: str, values: Sequence[object], axes: list[int]) -> None:

@@ -48,28 +48,30 @@ def function_opsets(fn: FunctionProto, opsets: Mapping[str, int]) -> dict[str, i
 def schema_function(
     node: NodeProto, opset: int, input_types: list[TypeProto | None]
 ) -> FunctionProto | None:
-    """Return the function body that defines ``node``'s operator at ``opset``, if any."""
+    """Return the function body that defines ``node``'s operator at ``opset``, if any: the
+    schema's context-dependent body when every input type is known, else its plain body."""
     try:
         schema = onnx.defs.get_schema(node.op_type, opset, normalize_domain(node.domain))
     except onnx.defs.SchemaError:
         return None
+    raw = b""
     if schema.has_context_dependent_function and all(t is not None for t in input_types):
-        versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
-        if versions:
+        since = _latest(schema.context_dependent_function_opset_versions, opset)
+        if since is not None:
             raw = schema.get_context_dependent_function_with_opset_version(
-                max(versions),
+                since,
                 node.SerializeToString(),
                 [t.SerializeToString() for t in input_types if t is not None],
             )
-            if raw:
-                return FunctionProto.FromString(raw)
-    if schema.has_function:
-        versions = [v for v in schema.function_opset_versions if v <= opset]
-        if versions:
-            raw = schema.get_function_with_opset_version(max(versions))
-            if raw:
-                return FunctionProto.FromString(raw)
-    return None
+    if not raw and schema.has_function:
+        since = _latest(schema.function_opset_versions, opset)
+        raw = b"" if since is None else schema.get_function_with_opset_version(since)
+    return FunctionProto.FromString(raw) if raw else None
+
+
+def _latest(versions: list[int], opset: int) -> int | None:
+    """The newest of ``versions`` in force at ``opset``, or None."""
+    return max((v for v in versions if v <= opset), default=None)
 
 
 def expand_call(node: NodeProto, fn: FunctionProto) -> list[NodeProto]:

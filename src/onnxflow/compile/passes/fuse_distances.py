@@ -52,35 +52,17 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     """
     if not any(n.op_type == "ReduceSumSquare" for n in body.node):
         return None
-    reads = Counter(i for n in body.node for i in n.input if i)
-    reads.update(vi.name for vi in body.output)
-    reads.update(subgraph_reads(body.node))  # any such read: not fused
+    reads = _reads(body)
     producer = {o: n for n in body.node for o in n.output if o}
     consts = {t.name: t for t in body.initializer}
     fused: dict[int, NodeProto] = {}
     dropped: set[int] = set()
     for node in body.node:
-        if node.op_type != "ReduceSumSquare" or node.domain not in ("", "ai.onnx"):
-            continue
-        sub = producer.get(node.input[0])
-        if sub is None or sub.op_type != "Sub" or sub.domain not in ("", "ai.onnx"):
-            continue
-        axis = _last_axis(node, consts)
-        if reads[node.input[0]] != 1 or axis is None:
-            continue
-        if rank(sub.input[0]) != 2 or rank(sub.input[1]) != 1:
-            continue
-        keep = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
-        fused[id(node)] = helper.make_node(
-            ROW_SQUARED_DISTANCES,
-            list(sub.input),
-            list(node.output),
-            name=node.name or sub.name,
-            domain=FUSED_DOMAIN,
-            axis=axis,
-            keepdims=keep,
-        )
-        dropped.add(id(sub))
+        sub = _fusable_sub(node, producer, reads, rank)
+        axis = None if sub is None else _last_axis(node, consts)
+        if sub is not None and axis is not None:
+            fused[id(node)] = _fused_node(node, sub, axis)
+            dropped.add(id(sub))
     if not fused:
         return None
     nodes = [fused.get(id(n), n) for n in body.node if id(n) not in dropped]
@@ -89,6 +71,49 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     del graph.node[:]
     graph.node.extend(nodes)
     return graph
+
+
+def _reads(body: GraphProto) -> Counter[str]:
+    """How many times each value of ``body`` is read (by nodes, as an output, by subgraphs)."""
+    reads = Counter(i for n in body.node for i in n.input if i)
+    reads.update(vi.name for vi in body.output)
+    reads.update(subgraph_reads(body.node))  # any such read: not fused
+    return reads
+
+
+def _is_default(node: NodeProto, op_type: str) -> bool:
+    return node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def _fusable_sub(
+    node: NodeProto,
+    producer: dict[str, NodeProto],
+    reads: Counter[str],
+    rank: Callable[[str], int | None],
+) -> NodeProto | None:
+    """The Sub that ``node``, a ReduceSumSquare, alone reads, of a matrix minus a vector."""
+    if not _is_default(node, "ReduceSumSquare"):
+        return None
+    sub = producer.get(node.input[0])
+    if sub is None or not _is_default(sub, "Sub") or reads[node.input[0]] != 1:
+        return None
+    if rank(sub.input[0]) != 2 or rank(sub.input[1]) != 1:
+        return None
+    return sub
+
+
+def _fused_node(node: NodeProto, sub: NodeProto, axis: int) -> NodeProto:
+    """The fused node replacing ``sub`` and ``node``, a ReduceSumSquare over ``axis``."""
+    keep = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+    return helper.make_node(
+        ROW_SQUARED_DISTANCES,
+        list(sub.input),
+        list(node.output),
+        name=node.name or sub.name,
+        domain=FUSED_DOMAIN,
+        axis=axis,
+        keepdims=keep,
+    )
 
 
 def _last_axis(node: NodeProto, consts: dict[str, TensorProto]) -> int | None:

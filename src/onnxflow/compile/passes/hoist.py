@@ -113,18 +113,28 @@ def _batched_rank(
     rank: Callable[[str], int | None],
 ) -> int | None:
     """The per-element output rank of a node run over whole sequences, or None if it can't."""
+    ranks = _operand_ranks(ins, sequence, rank)
+    if ranks is None:
+        return None
+    r, others = ranks
+    if traits.elementwise and len(node.output) == 1:
+        return r if all(o <= r for o in others) else None
+    if traits.rows is not None and node.input[0] in sequence and len(others) == len(ins) - 1:
+        return traits.rows(r, others)
+    return None
+
+
+def _operand_ranks(
+    ins: list[str], sequence: dict[str, int | None], rank: Callable[[str], int | None]
+) -> tuple[int, tuple[int, ...]] | None:
+    """The one element rank of the sequence operands and the ranks of the others, or None
+    when the sequence operands differ in rank or a rank is unknown."""
     seq_ranks = {sequence[i] for i in ins if i in sequence}
-    if len(seq_ranks) != 1 or None in seq_ranks:
+    others = [rank(i) for i in ins if i not in sequence]
+    if len(seq_ranks) != 1 or None in seq_ranks or None in others:
         return None
     (r,) = seq_ranks
-    others = [rank(i) for i in ins if i not in sequence]
-    if any(o is None for o in others):
-        return None
-    if traits.elementwise and len(node.output) == 1:
-        return r if all(o <= r for o in others) else None  # type: ignore[operator]
-    if traits.rows is not None and node.input[0] in sequence and len(others) == len(ins) - 1:
-        return traits.rows(r, tuple(others))  # type: ignore[arg-type]
-    return None
+    return r, tuple(others)  # type: ignore[return-value,arg-type]
 
 
 def _rewrite(
@@ -134,34 +144,40 @@ def _rewrite(
     invariant: set[str],
     batched: list[str],
 ) -> BodyForms | None:
+    """The body split into the pre-plan of the ``moved`` nodes and the rest, which reads the
+    invariant and batched values it needs as extra inputs; None when it needs none."""
     moved_ids = {id(n) for n in moved}
     kept = [n for n in body.node if id(n) not in moved_ids]
     needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
     needed |= subgraph_reads(kept)
-    inv_out = tuple(sorted(n for n in invariant if n in needed))
+    inv_out = tuple(sorted(invariant & needed))
     bat_out = tuple(n for n in batched if n in needed)
     if not inv_out and not bat_out:
         return None
-    inits = {t.name: t for t in body.initializer}
-    pre_reads = {i for n in moved for i in n.input if i}
-    elements = [vi for vi in body.input if vi.name in element_inputs]
-    pre = helper.make_graph(
-        moved,
-        f"{body.name}.pre",
-        [_untyped(vi.name) for vi in elements],
-        [_untyped(n) for n in (*inv_out, *bat_out)],
-        [inits[n] for n in sorted(pre_reads) if n in inits],
-    )
-    new_inputs = [*body.input]
-    new_inputs += [_untyped(n) for n in (*bat_out, *inv_out)]
+    pre = _pre_graph(body, moved, element_inputs, (*inv_out, *bat_out))
     rest = helper.make_graph(
         kept,
         body.name,
-        new_inputs,
+        [*body.input, *(_untyped(n) for n in (*bat_out, *inv_out))],
         list(body.output),
         [t for t in body.initializer if t.name in needed],
     )
     return BodyForms(rest, pre, inv_out, bat_out)
+
+
+def _pre_graph(
+    body: GraphProto, moved: list[NodeProto], element_inputs: Sequence[str], outputs: tuple
+) -> GraphProto:
+    """The graph of the ``moved`` nodes, over whole sequences under the element input names."""
+    inits = {t.name: t for t in body.initializer}
+    pre_reads = sorted({i for n in moved for i in n.input if i} & inits.keys())
+    return helper.make_graph(
+        moved,
+        f"{body.name}.pre",
+        [_untyped(vi.name) for vi in body.input if vi.name in element_inputs],
+        [_untyped(n) for n in outputs],
+        [inits[n] for n in pre_reads],
+    )
 
 
 def _untyped(name: str) -> ValueInfoProto:

@@ -7,7 +7,7 @@ outputs are N final states then K stacked scan outputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,18 +114,8 @@ def scan_8(
     def run(sequence_lens: Any, *args: Any) -> tuple[Any, ...]:
         inits, inputs = args[:n], args[n : n + m]
         captured = args[n + m :]
-        batch, max_len = inputs[0].shape[0], inputs[0].shape[1]
-        for i, x in enumerate(inputs):
-            if x.shape[:2] != (batch, max_len):
-                raise ValueError(
-                    f"{label}: scan input {i} has (batch, sequence) dims {list(x.shape[:2])}, "
-                    f"but scan input 0 has {[batch, max_len]}; all must be equal"
-                )
-        lens = [max_len] * batch if sequence_lens is None else [int(v) for v in sequence_lens]
-        if len(lens) != batch or any(not 0 <= v <= max_len for v in lens):
-            raise ValueError(
-                f"{label}: sequence_lens {lens} must have {batch} entries in [0, {max_len}]"
-            )
+        batch, max_len = _batch_dims(label, inputs)
+        lens = _lengths(label, sequence_lens, batch, max_len)
         finals: list[list[Any]] = [[] for _ in range(n)]
         batches: list[list[Stacker]] = []
         for b in range(batch):
@@ -143,6 +133,28 @@ def scan_8(
         return tuple(outs)
 
     return run
+
+
+def _batch_dims(label: str, inputs: Sequence[np.ndarray]) -> tuple[int, int]:
+    """The (batch, sequence) dims Scan-8's inputs share, or a ValueError."""
+    batch, max_len = inputs[0].shape[0], inputs[0].shape[1]
+    for i, x in enumerate(inputs):
+        if x.shape[:2] != (batch, max_len):
+            raise ValueError(
+                f"{label}: scan input {i} has (batch, sequence) dims {list(x.shape[:2])}, "
+                f"but scan input 0 has {[batch, max_len]}; all must be equal"
+            )
+    return batch, max_len
+
+
+def _lengths(label: str, sequence_lens: Any, batch: int, max_len: int) -> list[int]:
+    """Each batch entry's sequence length (all ``max_len`` when ``sequence_lens`` is omitted)."""
+    lens = [max_len] * batch if sequence_lens is None else [int(v) for v in sequence_lens]
+    if len(lens) != batch or any(not 0 <= v <= max_len for v in lens):
+        raise ValueError(
+            f"{label}: sequence_lens {lens} must have {batch} entries in [0, {max_len}]"
+        )
+    return lens
 
 
 def _padded(
