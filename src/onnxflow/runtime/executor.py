@@ -27,15 +27,15 @@ MAX_GENERATED_STEPS = 20_000
 #: RunOptions.terminate or not, under ``"call"`` the unchecked one wrapped to name failures;
 #: loops keep their drivers. (A dict by id, emptied when the plan dies, is looked up 3-4x faster
 #: than a WeakKeyDictionary, which makes a weak reference on every look-up.)
-_MADE: dict[int, dict[Any, Any]] = {}
+MADE: dict[int, dict[Any, Any]] = {}
 
 
 def made_for(plan: Plan) -> dict[Any, Any]:
-    """The cache of functions made to run ``plan`` (see :data:`_MADE`)."""
-    made = _MADE.get(id(plan))
+    """The cache of functions made to run ``plan`` (see :data:`MADE`)."""
+    made = MADE.get(id(plan))
     if made is None:
-        made = _MADE.setdefault(id(plan), {})
-        weakref.finalize(plan, _MADE.pop, id(plan), None)
+        made = MADE.setdefault(id(plan), {})
+        weakref.finalize(plan, MADE.pop, id(plan), None)
     return made
 
 

@@ -26,7 +26,13 @@ from onnxflow.compile.plan import LoopPlan
 from onnxflow.errors import CancelledError, OnnxflowError, RuntimeFailure
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import cancelled, current_run_options
-from onnxflow.runtime.executor import MAX_GENERATED_STEPS, current_runner, made_for, step_failure
+from onnxflow.runtime.executor import (
+    MADE,
+    MAX_GENERATED_STEPS,
+    current_runner,
+    made_for,
+    step_failure,
+)
 from onnxflow.runtime.loopgen import generate_driver, iteration_of
 from onnxflow.runtime.observe import Observation, current_observation
 from onnxflow.runtime.stacking import TRUE, as_bool
@@ -101,7 +107,7 @@ def _generated(
     """The iterations as one generated function, made once per (checked, use_cond)."""
     options = current_run_options()
     key = (options is not None, use_cond)  # the body plan is this loop's alone
-    drivers = made_for(loop.body.plan)
+    drivers = MADE.get(id(loop.body.plan)) or made_for(loop.body.plan)  # a call less, usually
     made = drivers.get(key)
     if made is None:
         made = drivers[key] = generate_driver(
