@@ -40,6 +40,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 7; quick 2)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument(
+        "--zoo",
+        action="store_true",
+        help="the real-model tier instead (models fetched or built into a cache on first use; "
+        "--only selects models)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="zoo: seconds of samples per engine and model"
+    )
     return parser.parse_args(argv)
 
 
@@ -49,8 +58,44 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (2 if args.quick else 7)
     if repeats < 1:
         raise SystemExit("--repeats must be at least 1")
+    if args.zoo:
+        return _zoo(args)
     report = run_bench(select(args.only), repeats, args.quick)
     print(render(report))
     if args.json:
         args.json.write_text(json.dumps(report_to_json(report), indent=1, ensure_ascii=False))
     return 0
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    """Run the real-model tier and print its table (JSON rows too if asked)."""
+    from dataclasses import asdict
+
+    from onnxflow.bench.harness import machine_info
+    from onnxflow.bench.zoo.run import render, run_zoo
+    from onnxflow.bench.zoo.run import select as select_models
+
+    rows = run_zoo(select_models(args.only), args.seconds)
+    machine = machine_info()
+    machine["tract"] = _version("tract")
+    m = dict(machine)
+    head = f"Machine: {m.pop('cpus')} CPUs (load {m.pop('load')}), {m.pop('platform')}"
+    versions = ", ".join(f"{k} {v}" for k, v in m.items())
+    print(
+        f"{head}; {versions}. Zoo: each engine in its own process, {args.seconds:g} s of "
+        "samples per engine and model over two rounds in opposite order.\n"
+    )
+    print(render(rows))
+    if args.json:
+        data = {"machine": machine, "rows": [asdict(r) for r in rows]}
+        args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    return 0
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"

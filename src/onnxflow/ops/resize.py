@@ -154,7 +154,13 @@ def _plan_sizes(
         return _from_sizes(in_sizes, [int(v) for v in sizes.reshape(-1)], axes, policy)
     if scales is None or not scales.size:
         raise ValueError("Resize needs one of scales or sizes, found neither")
-    factors = [float(v) for v in scales.reshape(-1)]
+    return _from_scales(in_sizes, [float(v) for v in scales.reshape(-1)], axes)
+
+
+def _from_scales(
+    in_sizes: list[int], factors: list[float], axes: list[int]
+) -> tuple[list[int], list[float]]:
+    """Extents floor(input * scale) and the scales themselves, which must be positive."""
     _check_count("scales", factors, axes)
     if any(f <= 0 for f in factors):
         raise ValueError(f"scales must be positive, found {factors}")

@@ -1,0 +1,169 @@
+"""The real-model tier of the bench: models nobody here wrote, made the way users make them.
+
+    python -m onnxflow.bench --zoo                     # every zoo model that can be made here
+    python -m onnxflow.bench --zoo --only ppocr_cls    # one model (names or prefixes)
+
+Each engine runs each model in a process of its own (:mod:`.engine`): it builds its session,
+runs once (the warm-up, whose outputs are checked against onnxruntime's), then times steady
+runs. The engines take turns, in two rounds in opposite order, so a slow spell of the machine
+falls on more than one of them; the time is the median over both rounds' samples. Because no two
+engines share a process, onnxruntime's spinning threads and OpenBLAS's threads never compete
+for the two cores within one measurement. onnx.reference gets one short round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxflow.bench.zoo import builders, models
+from onnxflow.bench.zoo.sources import Built, Code, Source, Wheel, model_path
+
+Feeds = Callable[[], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A zoo model: its name, kind, where it comes from, and the feeds it is timed on."""
+
+    name: str
+    kind: str
+    source: Source
+    feeds: Feeds
+    size: str
+    tolerance: tuple[float, float] = (1e-3, 1e-4)
+    tags: tuple[str, ...] = field(default=())
+
+    def path(self) -> str:
+        """The model file, made on first use (may raise sources.Unavailable)."""
+        return str(model_path(self.name, self.source))
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def _vad_feeds() -> dict[str, np.ndarray]:
+    return {
+        "input": (_rng().standard_normal((1, 512)) * 0.1).astype(np.float32),
+        "state": np.zeros((2, 1, 128), np.float32),
+        "sr": np.array(16000, np.int64),
+    }
+
+
+def _image(h: int, w: int) -> Feeds:
+    return lambda: {"x": _rng().random((1, 3, h, w), dtype=np.float32)}
+
+
+def _magika_feeds() -> dict[str, np.ndarray]:
+    return {"bytes": _rng().integers(0, 257, (1, 2048)).astype(np.int32)}
+
+
+def _tree_feeds() -> dict[str, np.ndarray]:
+    return {"input": _rng().standard_normal((1000, builders.TREE_FEATURES)).astype(np.float32)}
+
+
+def _half(feeds: Feeds) -> Feeds:
+    return lambda: {
+        k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds().items()
+    }
+
+
+_SILERO = "silero-vad", "6.2.3"
+_RAPIDOCR = "rapidocr-onnxruntime", "1.4.4"
+_CLS = Wheel(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+_CLS_FEEDS = _image(48, 192)
+
+
+def _cls_path() -> str:
+    return str(model_path("ppocr_cls", _CLS))
+
+
+ZOO: tuple[ZooModel, ...] = (
+    ZooModel(
+        "silero_vad",
+        "streaming",
+        Wheel(*_SILERO, "silero_vad/data/silero_vad.onnx"),
+        _vad_feeds,
+        "512 samples, 16 kHz (If on the rate)",
+    ),
+    ZooModel(
+        "silero_vad_op15",
+        "streaming",
+        Wheel(*_SILERO, "silero_vad/data/silero_vad_16k_op15.onnx"),
+        _vad_feeds,
+        "512 samples, 16 kHz",
+    ),
+    ZooModel(
+        "ppocr_det",
+        "conv",
+        Wheel(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
+        _image(480, 480),
+        "1x3x480x480",
+    ),
+    ZooModel(
+        "ppocr_rec",
+        "conv",
+        Wheel(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx"),
+        _image(48, 320),
+        "1x3x48x320",
+    ),
+    ZooModel("ppocr_cls", "conv", _CLS, _CLS_FEEDS, "1x3x48x192"),
+    ZooModel(
+        "magika",
+        "conv",
+        Wheel("magika", "1.0.3", "magika/models/standard_v3_3/model.onnx"),
+        _magika_feeds,
+        "1x2048 bytes",
+    ),
+    ZooModel(
+        "ppocr_cls_fp16",
+        "float16",
+        Built(builders.float16_of(_cls_path)),
+        _half(_CLS_FEEDS),
+        "1x3x48x192, float16",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "ppocr_cls_qdq",
+        "quantized",
+        Built(builders.quantized_of(_cls_path, "qdq", _CLS_FEEDS)),
+        _CLS_FEEDS,
+        "1x3x48x192, static QDQ u8/s8",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "ppocr_cls_dynamic",
+        "quantized",
+        Built(builders.quantized_of(_cls_path, "dynamic", _CLS_FEEDS)),
+        _CLS_FEEDS,
+        "1x3x48x192, dynamic s8",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "lightgbm_3class",
+        "trees",
+        Built(builders.lightgbm_classifier),
+        _tree_feeds,
+        "100 trees x 3 classes, 1000 rows",
+    ),
+    ZooModel(
+        "xgboost_3class",
+        "trees",
+        Built(builders.xgboost_classifier),
+        _tree_feeds,
+        "100 trees x 3 classes, 1000 rows",
+    ),
+    ZooModel(
+        "streaming_standin",
+        "streaming",
+        Code(models.streaming_standin),
+        models.streaming_standin_feeds,
+        "in code: Conv1d 64 taps, If, LSTM",
+        tags=("ci",),
+    ),
+)
+
+BY_NAME = {m.name: m for m in ZOO}

@@ -1,0 +1,152 @@
+"""One engine, one model, in a process of its own: build a session, run once (the warm-up, whose
+outputs are saved for the correctness check), then time samples of steady runs.
+
+    python -m onnxflow.bench.zoo.engine ENGINE MODEL.onnx FEEDS.npz OUT.json [--seconds S]
+
+Writes ``{"build": s, "first": s, "samples": [s per call, ...], "outputs": "OUT.npz"}``, or
+``{"error": "..."}`` when the engine cannot load or run the model. Each sample is the mean of
+enough calls to last about 0.2 s; sampling stops after ``--seconds`` (at least 3 samples, unless
+one call takes longer than that budget).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Runner = Callable[[dict[str, np.ndarray]], list[Any]]
+SAMPLE_SECONDS = 0.2
+MIN_SAMPLES = 3
+
+
+def _onnxflow(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+    import onnxflow
+
+    sess = onnxflow.InferenceSession(path)
+    return lambda f: sess.run(None, f)
+
+
+def _onnxruntime(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return lambda f: sess.run(None, f)
+
+
+def _reference(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+    import onnx.reference
+
+    sess = onnx.reference.ReferenceEvaluator(path)
+    return lambda f: sess.run(None, f)
+
+
+def _tract(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+    import onnx
+    import tract
+
+    names = [i.name for i in onnx.load(path, load_external_data=False).graph.input]
+    names = [n for n in names if n in feeds]
+    model = tract.onnx().load(path)
+    for i, name in enumerate(names):  # concrete facts: tract plans for the fed shapes
+        value = feeds[name]
+        dims = ",".join(str(d) for d in value.shape)
+        model.set_input_fact(
+            i, f"{dims},{_tract_type(value.dtype)}" if dims else _tract_type(value.dtype)
+        )
+    runnable = model.into_model().into_runnable()  # optimised on the way
+    ordered = [feeds[n] for n in names]
+    return lambda f: [v.to_numpy() for v in runnable.run(ordered)]
+
+
+def _tract_type(dtype: np.dtype) -> str:
+    return {
+        "float32": "f32",
+        "float64": "f64",
+        "float16": "f16",
+        "int64": "i64",
+        "int32": "i32",
+        "int8": "i8",
+        "uint8": "u8",
+        "bool": "bool",
+    }[np.dtype(dtype).name]
+
+
+ENGINES: dict[str, Callable[[str, dict[str, np.ndarray]], Runner]] = {
+    "onnxflow": _onnxflow,
+    "onnxruntime": _onnxruntime,
+    "tract": _tract,
+    "onnx.reference": _reference,
+}
+
+
+def measure(engine: str, model: str, feeds: dict[str, np.ndarray], seconds: float) -> dict:
+    """Build, warm up and time ``engine`` on ``model``; the result as written to OUT.json."""
+    start = time.perf_counter()
+    run = ENGINES[engine](model, feeds)
+    built = time.perf_counter() - start
+    start = time.perf_counter()
+    outputs = run(feeds)
+    first = time.perf_counter() - start
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds
+    calls = max(1, round(SAMPLE_SECONDS / max(first, 1e-6)))
+    while len(samples) < MIN_SAMPLES or time.perf_counter() < deadline:
+        samples.append(_sample(run, feeds, calls))
+        calls = max(1, round(SAMPLE_SECONDS / max(samples[-1], 1e-6)))
+        if first > seconds and len(samples) >= 1:  # one call outlasts the budget: one sample
+            break
+    return {"build": built, "first": first, "samples": samples, "outputs": outputs}
+
+
+def _sample(run: Runner, feeds: dict[str, np.ndarray], calls: int) -> float:
+    """Mean seconds per call over ``calls`` calls, with the garbage collector paused."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in range(calls):
+            run(feeds)
+        return (time.perf_counter() - start) / calls
+    finally:
+        gc.enable()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure one engine on one model and write the result."""
+    parser = argparse.ArgumentParser(prog="python -m onnxflow.bench.zoo.engine")
+    parser.add_argument("engine", choices=list(ENGINES))
+    parser.add_argument("model")
+    parser.add_argument("feeds")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    with np.load(args.feeds) as data:
+        feeds = {k: data[k] for k in data.files}
+    try:
+        result = measure(args.engine, args.model, feeds, args.seconds)
+    except Exception as exc:  # an engine that cannot run the model is reported, not fatal
+        lines = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        args.out.write_text(json.dumps({"error": lines[0][:200], "trace": traceback.format_exc()}))
+        return 0
+    outputs = result.pop("outputs")
+    saved = args.out.with_suffix(".npz")
+    np.savez(
+        saved, *[np.asarray(o) for o in outputs if isinstance(o, np.ndarray) or np.isscalar(o)]
+    )
+    result["outputs"] = str(saved)
+    result["n_outputs"] = len(outputs)
+    args.out.write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

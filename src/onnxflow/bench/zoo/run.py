@@ -1,0 +1,202 @@
+"""Run the zoo: every engine on every model, each in its own process, and render the table."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from onnxflow.bench.report import format_seconds
+from onnxflow.bench.zoo import ZOO, ZooModel
+from onnxflow.bench.zoo.engine import ENGINES
+from onnxflow.bench.zoo.sources import Unavailable
+
+#: The engines timed in rounds (onnx.reference is timed once, briefly, after them).
+TIMED = ("onnxflow", "onnxruntime", "tract")
+#: Seconds a process may take before the engine counts as failing on the model.
+TIMEOUT = 600
+
+
+@dataclass
+class ZooRow:
+    """One model's result: median seconds per engine, or why an engine has none."""
+
+    name: str
+    kind: str
+    size: str
+    values: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    match: str = "—"
+
+
+def select(only: list[str]) -> list[ZooModel]:
+    """The zoo models named in ``only`` (names or prefixes); all when empty."""
+    wanted = [w for part in only for w in part.split(",") if w]
+    return [m for m in ZOO if not wanted or any(m.name.startswith(w) for w in wanted)]
+
+
+def run_zoo(
+    models: list[ZooModel], seconds: float, engines: tuple[str, ...] = tuple(ENGINES)
+) -> list[ZooRow]:
+    """Measure ``models`` on ``engines``; ``seconds`` of samples per engine and round."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="onnxflow-zoo-") as tmp:
+        for model in models:
+            print(f"[zoo] {model.name} ...", file=sys.stderr, flush=True)
+            rows.append(_measure_model(model, Path(tmp), seconds, engines))
+    return rows
+
+
+def _measure_model(model: ZooModel, tmp: Path, seconds: float, engines: tuple[str, ...]) -> ZooRow:
+    row = ZooRow(model.name, model.kind, model.size)
+    try:
+        path = model.path()
+    except Unavailable as exc:
+        row.failures = {e: f"not made: {exc}" for e in engines}
+        return row
+    feeds = tmp / f"{model.name}.feeds.npz"
+    np.savez(feeds, **model.feeds())
+    timed = [e for e in TIMED if e in engines]
+    samples: dict[str, list[float]] = {e: [] for e in engines}
+    outputs: dict[str, Path] = {}
+    for order in (timed, timed[::-1]):  # two rounds, in opposite order
+        for engine in order:
+            if engine not in row.failures:
+                _one(engine, path, feeds, tmp, seconds / 2, row, samples, outputs)
+    if "onnx.reference" in engines:
+        _one("onnx.reference", path, feeds, tmp, 0.0, row, samples, outputs)
+    row.values = {e: statistics.median(s) for e, s in samples.items() if s}
+    row.match = _match(outputs, model.tolerance)
+    return row
+
+
+def _one(
+    engine: str,
+    path: str,
+    feeds: Path,
+    tmp: Path,
+    seconds: float,
+    row: ZooRow,
+    samples: dict[str, list[float]],
+    outputs: dict[str, Path],
+) -> None:
+    """One process of ``engine`` on the model: its samples, outputs, or failure go on ``row``."""
+    out = tmp / f"{row.name}.{engine}.{len(samples[engine])}.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxflow.bench.zoo.engine",
+        engine,
+        path,
+        str(feeds),
+        str(out),
+        "--seconds",
+        str(seconds),
+    ]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        row.failures[engine] = f"over {TIMEOUT} s"
+        return
+    if not out.exists():
+        tail = (done.stderr or "").strip().splitlines()
+        row.failures[engine] = f"crashed (exit {done.returncode}): {tail[-1][:80] if tail else ''}"
+        return
+    result = json.loads(out.read_text())
+    if "error" in result:
+        row.failures[engine] = result["error"][:90]
+        return
+    samples[engine].extend(result["samples"])
+    outputs.setdefault(engine, Path(result["outputs"]))
+
+
+def _match(outputs: dict[str, Path], tolerance: tuple[float, float]) -> str:
+    """✓ or ✗ for onnxflow's outputs against onnxruntime's, or — when either has none."""
+    if "onnxflow" not in outputs or "onnxruntime" not in outputs:
+        return "—"
+    with np.load(outputs["onnxflow"]) as a, np.load(outputs["onnxruntime"]) as b:
+        if a.files != b.files:
+            return "✗ (outputs differ in number)"
+        worst = 0.0
+        for k in a.files:
+            x, y = a[k], b[k]
+            if x.shape != y.shape:
+                return f"✗ ({k}: shape {x.shape} vs {y.shape})"
+            if x.dtype.kind in "fc":
+                rtol, atol = tolerance
+                x64, y64 = x.astype(np.float64), y.astype(np.float64)
+                if not np.allclose(x64, y64, rtol, atol, equal_nan=True):
+                    return f"✗ (max abs err {np.max(np.abs(x64 - y64)):.3g})"
+                worst = max(worst, float(np.max(np.abs(x64 - y64), initial=0.0)))
+            elif not np.array_equal(x, y):
+                return "✗ (values differ)"
+    return "✓"
+
+
+HEADER = ("model", "kind", "size", *ENGINES, "flow/ort", "flow/tract", "ref/flow", "match")
+
+
+def _ratio(row: ZooRow, a: str, b: str) -> float | None:
+    if a in row.values and b in row.values:
+        return row.values[a] / row.values[b]
+    return None
+
+
+def _cell(row: ZooRow, engine: str) -> str:
+    if engine in row.values:
+        return format_seconds(row.values[engine])
+    reason = row.failures.get(engine)
+    return f"fails: {reason}" if reason else "—"
+
+
+def geomean(values: list[float]) -> float | None:
+    """The geometric mean, or None for no values."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def render(rows: list[ZooRow]) -> str:
+    """The zoo table, then geometric means overall and per kind."""
+    lines = [
+        "| " + " | ".join(HEADER) + " |",
+        "| " + " | ".join(["---"] * 3 + ["---:"] * (len(HEADER) - 4) + ["---"]) + " |",
+    ]
+    for row in rows:
+        ratios = [
+            _ratio(row, "onnxflow", "onnxruntime"),
+            _ratio(row, "onnxflow", "tract"),
+            _ratio(row, "onnx.reference", "onnxflow"),
+        ]
+        cells = [row.name, row.kind, row.size, *(_cell(row, e) for e in ENGINES)]
+        cells += ["—" if r is None else f"{r:.2f}x" for r in ratios]
+        lines.append("| " + " | ".join([*cells, row.match]) + " |")
+    lines.append("")
+    lines.extend(_summary(rows))
+    return "\n".join(lines)
+
+
+def _summary(rows: list[ZooRow]) -> list[str]:
+    out = []
+    for label, pair in (
+        ("onnxflow / onnxruntime", ("onnxflow", "onnxruntime")),
+        ("onnxflow / tract", ("onnxflow", "tract")),
+    ):
+        ratios = [(r.kind, _ratio(r, *pair)) for r in rows]
+        ratios = [(k, v) for k, v in ratios if v is not None]
+        overall = geomean([v for _, v in ratios])
+        if overall is None:
+            continue
+        kinds = sorted({k for k, _ in ratios})
+        per_kind = ", ".join(
+            f"{k} {geomean([v for kk, v in ratios if kk == k]):.2f}x" for k in kinds
+        )
+        out.append(
+            f"- Geometric mean {label}: **{overall:.2f}x** over {len(ratios)} models ({per_kind})."
+        )
+    return out

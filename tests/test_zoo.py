@@ -1,0 +1,95 @@
+"""The bench's real-model tier (onnxflow.bench.zoo): its harness, on the stand-in built in code
+(no network), and the stand-in's correctness against onnxruntime. No test asserts a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import onnxflow
+from onnxflow.bench.zoo import BY_NAME, ZOO, ZooModel
+from onnxflow.bench.zoo.models import streaming_standin, streaming_standin_feeds
+from onnxflow.bench.zoo.run import ZooRow, geomean, render, run_zoo, select
+from onnxflow.bench.zoo.sources import Built, Unavailable, model_path
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONNXFLOW_ZOO_CACHE", str(tmp_path / "cache"))
+
+
+def test_the_streaming_standin_matches_onnxruntime() -> None:
+    model = streaming_standin()
+    for sr in (16000, 8000):  # both branches of the If
+        feeds = {**streaming_standin_feeds(), "sr": np.array(sr, np.int64)}
+        got = onnxflow.InferenceSession(model).run(None, feeds)
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_tier_measures_each_engine_in_its_own_process() -> None:
+    (row,) = run_zoo([BY_NAME["streaming_standin"]], 0.2, ("onnxflow", "onnxruntime"))
+    assert set(row.values) == {"onnxflow", "onnxruntime"}, row.failures
+    assert all(v > 0 for v in row.values.values())
+    assert row.match == "✓"
+    table = render([row])
+    assert "| streaming_standin | streaming |" in table
+    assert "Geometric mean onnxflow / onnxruntime" in table
+
+
+def test_an_engine_that_fails_is_reported_not_fatal(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.zeros(1, np.float32))
+    out = tmp_path / "out.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxflow.bench.zoo.engine",
+        "onnxflow",
+        str(bad),
+        str(feeds),
+        str(out),
+    ]
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    assert "ModelLoadError" in json.loads(out.read_text())["error"]
+
+
+def test_a_model_whose_framework_is_missing_is_unavailable() -> None:
+    def needs_missing(target: Path) -> None:
+        import a_package_that_is_not_installed  # noqa: F401
+
+    with pytest.raises(Unavailable, match="a_package_that_is_not_installed"):
+        model_path("missing", Built(needs_missing))
+    source = Built(needs_missing)
+    (row,) = run_zoo([ZooModel("missing", "trees", source, dict, "-")], 0.1, ("onnxflow",))
+    assert row.failures["onnxflow"].startswith("not made")
+
+
+def test_selection_and_summary() -> None:
+    assert [m.name for m in select(["ppocr_cls"])] == [
+        "ppocr_cls",
+        "ppocr_cls_fp16",
+        "ppocr_cls_qdq",
+        "ppocr_cls_dynamic",
+    ]
+    assert select([]) == list(ZOO)
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    rows = [
+        ZooRow("a", "conv", "-", {"onnxflow": 2.0, "onnxruntime": 1.0}),
+        ZooRow("b", "trees", "-", {"onnxflow": 8.0, "onnxruntime": 1.0}),
+    ]
+    assert "**4.00x** over 2 models (conv 2.00x, trees 8.00x)" in render(rows)
+
+
+def test_every_kind_the_issue_names_has_a_model() -> None:
+    kinds = {m.kind for m in ZOO}
+    assert {"streaming", "conv", "float16", "quantized", "trees"} <= kinds
