@@ -35,7 +35,7 @@ def lightgbm_classifier(target: Path, classes: int = 3, trees: int = 100) -> Non
         model,
         initial_types=[("input", FloatTensorType([None, TREE_FEATURES]))],
         zipmap=False,
-        target_opset={"": 15, "ai.onnx.ml": 3},
+        target_opset=15,
     )
     onnx.save(onx, target)
 
@@ -51,7 +51,7 @@ def xgboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> None
     onx = convert_xgboost(
         model,
         initial_types=[("input", FloatTensorType([None, TREE_FEATURES]))],
-        target_opset={"": 15, "ai.onnx.ml": 3},
+        target_opset=15,
     )
     onnx.save(onx, target)
 

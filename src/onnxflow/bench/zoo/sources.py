@@ -76,6 +76,8 @@ class Built:
             self.builder(target)
         except ImportError as exc:
             raise Unavailable(f"needs {exc.name or exc}") from exc
+        except Exception as exc:  # the framework failed: the row says how
+            raise Unavailable(f"{type(exc).__name__}: {exc}"[:120]) from exc
 
 
 @dataclass(frozen=True)
