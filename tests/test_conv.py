@@ -78,3 +78,36 @@ def test_negative_pads_are_refused() -> None:
     w = np.zeros((1, 1, 3, 3), np.float32)
     with pytest.raises(ValueError, match="pads must be non-negative"):
         conv(x, w, pads=[-1, 0, 0, 0])
+
+
+def test_long_kernels_take_strided_columns_equal_to_the_tap_by_tap_ones() -> None:
+    """Beyond a few taps, im2col copies one strided view of the padded input; the columns
+    (and so the convolution) equal those filled one tap at a time, chunk offsets included."""
+    from onnxflow.ops import conv as conv_module
+
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(200):
+        nd = int(rng.integers(1, 3))
+        kernel = [int(rng.integers(1, 7)) for _ in range(nd)]
+        size = [int(rng.integers(max(kernel), 20)) for _ in range(nd)]
+        strides = [int(rng.integers(1, 4)) for _ in range(nd)]
+        dilations = [int(rng.integers(1, 3)) for _ in range(nd)]
+        begin = [int(rng.integers(0, 3)) for _ in range(nd)]
+        end = [int(rng.integers(0, 3)) for _ in range(nd)]
+        extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        out = [(n + b + e - x) // s + 1 for n, b, e, x, s in zip(size, begin, end, extent, strides)]
+        if min(out) < 1:
+            continue
+        x = rng.standard_normal((3, *size)).astype(np.float32)
+        row0 = int(rng.integers(0, out[0]))
+        rows = [out[0] - row0, *out[1:]]
+        taps = np.empty((3, int(np.prod(kernel)), *rows), np.float32)
+        for t, index in enumerate(np.ndindex(*kernel)):
+            conv_module._window(
+                taps[:, t], x, index, rows, strides, dilations, begin, [row0] + [0] * (nd - 1)
+            )
+        strided = conv_module._strided_columns(x, kernel, rows, strides, dilations, begin, row0)
+        np.testing.assert_array_equal(strided, taps.reshape(strided.shape))
+        checked += 1
+    assert checked > 100

@@ -236,3 +236,30 @@ def test_windows_follow_output_datatype_and_symmetric_length_one():
     np.testing.assert_array_equal(run("HammingWindow", [i64(1)], 17, periodic=0), [1])
     symmetric = run("BlackmanWindow", [i64(7)], 17, periodic=0)
     np.testing.assert_allclose(symmetric, np.blackman(7), atol=1e-6)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_the_plain_lstm_cell_is_the_general_one_bit_for_bit(
+    direction: str, with_lens: bool
+) -> None:
+    """Default activations, no peepholes, clip or coupling take a cell that computes the three
+    sigmoid gates in one call; its results equal the general cell's exactly."""
+    import functools
+
+    from onnxflow.ops import rnn as rnn_module
+
+    rng = np.random.default_rng(3)
+    dirs, hidden, seq, batch = (2 if direction == "bidirectional" else 1), 5, 7, 3
+    x = rng.standard_normal((seq, batch, 4)).astype(np.float32)
+    w = rng.standard_normal((dirs, 4 * hidden, 4)).astype(np.float32)
+    r = rng.standard_normal((dirs, 4 * hidden, hidden)).astype(np.float32)
+    b = rng.standard_normal((dirs, 8 * hidden)).astype(np.float32)
+    lens = np.array([7, 3, 5], np.int32) if with_lens else None
+    spec = rnn_module._Recurrence(direction, hidden, 0, None, None, None)
+    inputs = (x, w, r, b, lens, None, None)
+    general = functools.partial(rnn_module._lstm_cell, lambda v: v, 0)
+    want = rnn_module._run(general, rnn_module._LSTM, inputs, spec)
+    got = rnn_module.lstm(x, w, r, b, lens, hidden_size=hidden, direction=direction)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(g, e)

@@ -207,11 +207,53 @@ def _im2col(
     rows ``row0 ..`` (axis 0) of sizes ``out``: zero where a window reaches into the padding
     (``begin`` before each axis, as much as needed after it), which is never built."""
     taps = math.prod(kernel)
+    if taps > _FEW_TAPS:
+        return _strided_columns(x, kernel, out, strides, dilations, begin, row0)
     cols = np.empty((x.shape[0], taps, *out), dtype=x.dtype)
     origin = [row0] + [0] * (len(out) - 1)
     for tap, index in enumerate(np.ndindex(*kernel)):
         _window(cols[:, tap], x, index, out, strides, dilations, begin, origin)
     return cols.reshape(x.shape[0] * taps, -1)
+
+
+#: Up to this many kernel taps, columns are filled one tap at a time (no padded copy of the
+#: input); beyond it (long 1-D kernels such as an STFT's 256 taps), one strided view of the
+#: padded input is copied at once instead of looping in Python over the taps.
+_FEW_TAPS = 27
+
+
+def _strided_columns(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    row0: int,
+) -> np.ndarray:
+    """:func:`_im2col` as one copy of a strided view ``(C, *kernel, *out)`` of ``x`` padded
+    with zeros as far as the windows reach."""
+    origin = [row0] + [0] * (len(out) - 1)
+    reach = [
+        max(0, (o0 + o - 1) * s + (k - 1) * d + 1 - b - size)
+        for o0, o, s, k, d, b, size in zip(
+            origin, out, strides, kernel, dilations, begin, x.shape[1:]
+        )
+    ]
+    xp = pad_spatial(x[None], begin, reach)[0]
+    start = xp[(slice(None), *(slice(o0 * s, None) for o0, s in zip(origin, strides)))]
+    step = start.strides[1:]
+    view = np.lib.stride_tricks.as_strided(
+        start,
+        shape=(x.shape[0], *kernel, *out),
+        strides=(
+            start.strides[0],
+            *(st * d for st, d in zip(step, dilations)),
+            *(st * s for st, s in zip(step, strides)),
+        ),
+        writeable=False,
+    )
+    return view.reshape(x.shape[0] * math.prod(kernel), -1)
 
 
 def _window(

@@ -211,7 +211,13 @@ def _over_time(
     """
     seq, batch = weights.xw.shape[:2]
     y = np.zeros((seq, batch, states[0].shape[-1]), states[0].dtype)
-    for t in reversed(range(seq)) if backwards else range(seq):
+    steps = reversed(range(seq)) if backwards else range(seq)
+    if (lens >= seq).all():  # no entry ends early: no masks to apply
+        for t in steps:
+            states = cell(weights, t, states, functions)
+            y[t] = states[0]
+        return y, states
+    for t in steps:
         valid = (t < lens)[:, None]
         new = cell(weights, t, states, functions)
         states = [np.where(valid, n, s) for n, s in zip(new, states)]
@@ -248,6 +254,20 @@ def _lstm_cell(
     c_new = forget * c + i * f[1](bound(gc))
     o = f[0](bound(go + po * c_new))
     return [o * f[2](c_new), c_new]
+
+
+def _lstm_plain_cell(
+    q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]
+) -> list[np.ndarray]:
+    """:func:`_lstm_cell` with the default activations and no peepholes, clip or coupling:
+    the three sigmoid gates (i, o, f lie side by side) in one call, the same arithmetic."""
+    h, c = s
+    pre = q.xw[t] + h @ q.r.T + q.rb
+    hidden = h.shape[-1]
+    gates = _sigmoid(pre[:, : 3 * hidden])
+    i, o, forget = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden :]
+    c_new = forget * c + i * np.tanh(pre[:, 3 * hidden :])
+    return [o * np.tanh(c_new), c_new]
 
 
 def _gru_cell(
@@ -321,7 +341,9 @@ def lstm(
     spec = _Recurrence(
         direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
-    cell = functools.partial(_lstm_cell, _clipper(clip), input_forget)
+    cell: Cell = functools.partial(_lstm_cell, _clipper(clip), input_forget)
+    if p is None and clip is None and not input_forget and activations is None:
+        cell = _lstm_plain_cell
     inputs = (x, w, r, b, sequence_lens, initial_h, initial_c)
     return _run(cell, _LSTM, inputs, spec, peepholes=p)
 
