@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import onnx.defs
 from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
 from onnxflow.compile.attributes import decode_attribute
+from onnxflow.compile.passes import graph_forms
 from onnxflow.compile.passes.fold import fold, frozen, may_fold
 from onnxflow.compile.passes.functions import expand_call, function_for, function_opsets
 from onnxflow.compile.plan import (
@@ -261,7 +262,11 @@ class _GraphBuilder:
             value = _sparse_to_dense(init)
             value.flags.writeable = False
             self.constant_slots.add(self._new_slot(init.values.name, value))
-        for node in self.graph.node:
+        nodes: Sequence[NodeProto] = self.graph.node
+        if self.compiler.optimize:
+            nodes, extra = graph_forms(self.graph)
+            opsets = {**opsets, **extra}
+        for node in nodes:
             self.compile_node(node, opsets)
         outputs = [vi.name for vi in self.graph.output]
         output_slots = tuple(self.resolve(name) for name in outputs)

@@ -16,6 +16,8 @@ Later versions only add attributes and types, so one kernel serves every version
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
@@ -154,7 +156,49 @@ def quantize_linear(
                 f"output_dtype is {dtype} but y_zero_point has type {y_zero_point.dtype}"
             )
     compute = np_dtype(precision) if precision else None
+    if _fast_quantize(x, y_scale, dtype, block_size, compute):
+        return _quantize_8bit(x, y_scale, y_zero_point, axis, dtype)
     return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+
+
+_F32 = np.dtype(np.float32)
+_BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _fast_quantize(
+    x: np.ndarray, scale: np.ndarray, dtype: np.dtype, block_size: int, compute: Any
+) -> bool:
+    """Whether QuantizeLinear is the common float32 -> 8-bit case :func:`_quantize_8bit` does."""
+    return (
+        x.dtype == _F32
+        and scale.dtype == _F32
+        and dtype in _BYTES
+        and not block_size
+        and compute in (None, _F32)
+        and x.ndim > 0
+    )
+
+
+def fast_fake_quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> bool:
+    """Whether a QuantizeLinear -> DequantizeLinear pair on these inputs is float32 in and out
+    with an 8-bit zero point (the fused kernel's one-buffer case)."""
+    return _fast_quantize(x, scale, zero_point.dtype, 0, None)
+
+
+def _quantize_8bit(
+    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int, dtype: np.dtype
+) -> np.ndarray:
+    """:func:`quantize` for float32 in, a float32 scale and 8-bit integers out, in float32
+    throughout: the quotient is the same float32, its rounding the same, and adding a zero
+    point is exact wherever the result is not clamped anyway."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = np.rint(x / expand_param(scale, x.shape, axis, 0, "scale"))
+    if zero_point is not None:
+        q += expand_param(zero_point, x.shape, axis, 0, "zero point")
+    info = np.iinfo(dtype)
+    np.clip(q, info.min, info.max, out=q)
+    with np.errstate(invalid="ignore"):  # NaN: as undefined as in the general path
+        return q.astype(dtype)
 
 
 @op("DequantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
@@ -174,7 +218,22 @@ def dequantize_linear(
         raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
     else:
         dtype = x_scale.dtype
+    if x.dtype in _BYTES and x_scale.dtype == _F32 and dtype == _F32 and not block_size:
+        return _dequantize_8bit(x, x_scale, x_zero_point, axis)
     return dequantize(x, x_scale, x_zero_point, axis, block_size, dtype)
+
+
+def _dequantize_8bit(
+    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int
+) -> np.ndarray:
+    """:func:`dequantize` for 8-bit integers and a float32 scale, in float32: the difference
+    is exact there and the product rounds once, as in the general path."""
+    if zero_point is None:
+        diff = x.astype(_F32)
+    else:
+        diff = np.subtract(x, expand_param(zero_point, x.shape, axis, 0, "zero point"), dtype=_F32)
+    diff *= expand_param(scale, x.shape, axis, 0, "scale")
+    return diff
 
 
 @op("DynamicQuantizeLinear", 11)

@@ -2,6 +2,8 @@
 
 - :mod:`.fold`: constant folding, node by node as the compiler meets them;
 - :mod:`.functions`: function expansion, for nodes no kernel serves;
+- :data:`GRAPH_PASSES`: rewrites of every graph before it compiles (:func:`graph_forms`):
+  :mod:`.fuse_qdq`;
 - :data:`BODY_PASSES`: the loop-body passes, run by :func:`loop_body_forms` in this order:
   :mod:`.hoist` (invariant hoisting and scan-input batching), then :mod:`.fuse_distances`.
 
@@ -18,12 +20,47 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from onnx import GraphProto
+from onnx import GraphProto, NodeProto, helper
 
-from onnxflow.compile.passes import fuse_distances, hoist
-from onnxflow.compile.passes.forms import BodyFacts, BodyForms, BodyPass
+from onnxflow.compile.passes import fuse_distances, fuse_qdq, hoist
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, BodyFacts, BodyForms, BodyPass, GraphPass
+from onnxflow.ops.registry import REGISTRY
 
-__all__ = ["BODY_PASSES", "BodyFacts", "BodyForms", "BodyPass", "loop_body_forms"]
+__all__ = [
+    "BODY_PASSES",
+    "GRAPH_PASSES",
+    "BodyFacts",
+    "BodyForms",
+    "BodyPass",
+    "GraphPass",
+    "graph_forms",
+    "loop_body_forms",
+]
+
+#: The graph passes in the order they run, each with the fused op it makes (the pass runs only
+#: while that op's kernel is registered).
+GRAPH_PASSES: tuple[tuple[GraphPass, str], ...] = ((fuse_qdq.fuse_qdq, fuse_qdq.FAKE_QUANTIZE),)
+
+
+def graph_forms(graph: GraphProto) -> tuple[Sequence[NodeProto], dict[str, int]]:
+    """The nodes of ``graph`` as :data:`GRAPH_PASSES` rewrite them, and the opsets the new
+    nodes need. Each pass sees the graph as the passes before it left it."""
+    nodes: Sequence[NodeProto] = graph.node
+    opsets: dict[str, int] = {}
+    for run, made in GRAPH_PASSES:
+        if not REGISTRY.has_op(FUSED_DOMAIN, made):
+            continue
+        view = graph if nodes is graph.node else _with_nodes(graph, nodes)
+        new = run(view)
+        if new is not None:
+            nodes, opsets = new, {FUSED_DOMAIN: 1}
+    return nodes, opsets
+
+
+def _with_nodes(graph: GraphProto, nodes: Sequence[NodeProto]) -> GraphProto:
+    """A graph of ``nodes`` with ``graph``'s outputs (what a pass reads besides the nodes)."""
+    return helper.make_graph(list(nodes), graph.name, [], list(graph.output))
+
 
 #: The loop-body passes in the order they run: hoisting first, as it splits the body as written.
 BODY_PASSES: tuple[BodyPass, ...] = (

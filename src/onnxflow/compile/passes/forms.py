@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from onnx import GraphProto
+from onnx import GraphProto, NodeProto
+
+#: The private domain of fused nodes (never in a model: made by the passes only).
+FUSED_DOMAIN = "onnxflow.fused"
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,8 @@ class BodyForms:
 
 #: A loop-body pass: new forms, or None when it changes nothing.
 BodyPass = Callable[[BodyForms, BodyFacts], "BodyForms | None"]
+
+
+#: A graph pass: the graph's nodes rewritten (its inputs, initializers and outputs stay), or
+#: None when the pass changes nothing.
+GraphPass = Callable[[GraphProto], "list[NodeProto] | None"]

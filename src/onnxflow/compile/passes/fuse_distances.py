@@ -22,12 +22,12 @@ from typing import Any
 
 from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
-from onnxflow.compile.passes.forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, BodyFacts, BodyForms
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.ops.registry import REGISTRY
 
-#: The private domain of fused nodes (never in a model: made by the passes only).
-FUSED_DOMAIN = "onnxflow.fused"
+__all__ = ["FUSED_DOMAIN", "ROW_SQUARED_DISTANCES", "fuse", "fuse_distances"]
+
 #: The op type of the fused node.
 ROW_SQUARED_DISTANCES = "RowSquaredDistances"
 
