@@ -63,18 +63,21 @@ class Forest:
 
     next: np.ndarray  # [nodes * 4] child index by comparison code
     feature: np.ndarray  # [nodes]
-    thresholds: tuple[np.ndarray, np.ndarray]  # [nodes] as given, and rounded to float32
+    thresholds: tuple[np.ndarray, np.ndarray]  # [nodes] as given (float64), and as float32
     roots: np.ndarray  # [trees]
     depth: int
     memberships: tuple[_Membership, _Membership] | None  # as given, and rounded to float32
     leaf_slot: np.ndarray  # [nodes] row of `weights` (the last row: no vote)
     weights: np.ndarray  # [slots + 1, targets] aggregated votes of each leaf
     voted: np.ndarray  # [slots + 1, targets] whether the leaf votes for the target
+    interior: np.ndarray  # [nodes] whether the node is not a leaf
 
     def leaves(self, x: np.ndarray) -> np.ndarray:
         """Return the [N, trees] leaf reached by every row of an [N, F] input in every tree.
 
-        Thresholds are compared in double for a double input and in float otherwise.
+        Thresholds are compared in double for a double input and in float otherwise. Each step
+        advances the (row, tree) pairs still walking; once half of them has reached its
+        leaf, those are set aside, so shallow leaves do not pay for the deepest one.
         """
         n, n_features = x.shape
         if len(self.feature) and n and self.feature.max() >= n_features:
@@ -82,19 +85,27 @@ class Forest:
         single = x.dtype != np.float64
         if single:
             x = x.astype(np.float32)
-        flat = x.astype(np.float64).reshape(-1)
-        threshold = self.thresholds[single]
-        membership = self.memberships[single] if self.memberships else None
-        base = (np.arange(n, dtype=np.intp) * n_features)[:, None]
-        idx = np.broadcast_to(self.roots, (n, len(self.roots))).copy()
+        flat = x.reshape(-1)  # float32 against float32 thresholds: the same comparisons
+        reached = np.broadcast_to(self.roots, (n, len(self.roots))).reshape(-1).copy()
+        pos = np.flatnonzero(self.interior.take(reached))  # the (row, tree) pairs still walking
+        node = reached[pos]
+        row = pos // max(1, len(self.roots)) * n_features
         for _ in range(self.depth):
-            xv = flat.take(base + self.feature.take(idx))
-            t = threshold.take(idx)
-            code = np.where(xv <= t, xv == t, 3 - (xv > t).view(np.int8)).astype(np.intp)
-            if membership is not None:
-                _member_codes(membership, idx, xv, code)
-            idx = self.next.take(idx * 4 + code)
-        return idx
+            node = self._step(node, flat.take(row + self.feature.take(node)), single)
+            walking = self.interior.take(node)
+            if np.count_nonzero(walking) * 2 < len(node):  # half arrived: set them aside
+                reached[pos] = node
+                pos, node, row = pos[walking], node[walking], row[walking]
+        reached[pos] = node
+        return reached.reshape(n, len(self.roots))
+
+    def _step(self, node: np.ndarray, xv: np.ndarray, single: bool) -> np.ndarray:
+        """The children that ``node`` leads to for the values ``xv`` they test (a leaf stays)."""
+        t = self.thresholds[single].take(node)
+        code = np.where(xv <= t, xv == t, 3 - (xv > t).view(np.int8)).astype(np.intp)
+        if self.memberships is not None:
+            _member_codes(self.memberships[single], node, xv, code)
+        return self.next.take(node * 4 + code)
 
     def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
         """Return the [N, targets] aggregate (float64) of the leaves' votes over the trees."""
@@ -152,13 +163,14 @@ def _build_forest(
     return Forest(
         next=table.reshape(-1),
         feature=np.where(interior, nodes.features, 0).astype(np.intp),
-        thresholds=(exact, exact.astype(np.float32).astype(np.float64)),
+        thresholds=(exact, exact.astype(np.float32)),
         roots=roots.astype(np.intp),
         depth=_depth(table, interior, roots),
         memberships=None if memberships[0] is None else tuple(memberships),
         leaf_slot=leaf_slot,
         weights=weights,
         voted=voted,
+        interior=interior,
     )
 
 
