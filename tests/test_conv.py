@@ -111,3 +111,39 @@ def test_long_kernels_take_strided_columns_equal_to_the_tap_by_tap_ones() -> Non
         np.testing.assert_array_equal(strided, taps.reshape(strided.shape))
         checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize(
+    ("kernel", "strides", "dilations", "pads"),
+    [
+        ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+        ((5, 5), (2, 1), (1, 1), (2, 2, 2, 2)),
+        ((3, 3), (1, 2), (2, 1), (0, 1, 2, 0)),
+        ((7,), (3,), (1,), (3, 0)),
+    ],
+)
+def test_depthwise_convolution_sums_its_taps_like_the_general_path(
+    n: int, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple
+) -> None:
+    """One filter per channel runs as a sum of taps; it agrees with a sliding-window oracle
+    for strides, dilations and uneven pads."""
+    from onnxflow.ops import conv as conv_module
+
+    rng = np.random.default_rng(4)
+    c = 6
+    x = rng.standard_normal((n, c, *[11] * len(kernel))).astype(np.float32)
+    w = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
+    got = conv_module.conv(
+        x, w, group=c, strides=list(strides), dilations=list(dilations), pads=list(pads)
+    )
+    # an oracle: pad, take every window with NumPy's sliding view, weight and sum it
+    nd = len(kernel)
+    xp = np.pad(x, [(0, 0), (0, 0), *zip(pads[:nd], pads[nd:])])
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    views = np.lib.stride_tricks.sliding_window_view(xp, extent, axis=tuple(range(2, 2 + nd)))
+    views = views[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
+    views = views[(..., *(slice(None, None, d) for d in dilations))]  # the taps of each window
+    spec = "ncxyij,cij->ncxy" if nd == 2 else "ncxi,ci->ncx"
+    want = np.einsum(spec, views, w[:, 0])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

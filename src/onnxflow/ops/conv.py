@@ -151,6 +151,8 @@ def _conv(
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
     strides = _per_axis(strides, len(kernel), "strides")
     dilations = _per_axis(dilations, len(kernel), "dilations")
+    if group == c == m:  # depthwise: no columns, no product
+        return _depthwise(x, w, out, strides, dilations, begin)
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
@@ -162,6 +164,43 @@ def _conv(
             r1 = min(out[0], r0 + step)
             cols = _im2col(x[b], kernel, [r1 - r0, *out[1:]], strides, dilations, begin, r0)
             y[b, :, r0:r1] = _grouped_gemm(wm, cols).reshape(m, r1 - r0, *out[1:])
+    return y
+
+
+def _depthwise(
+    x: np.ndarray,
+    w: np.ndarray,
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+) -> np.ndarray:
+    """A depthwise convolution (one filter per channel) as a sum over the kernel taps of each
+    tap's weight times the strided window it sees of the padded input: K passes over the
+    output instead of a (C, K, P) column copy and one short product per channel."""
+    n, c, *spatial = x.shape
+    kernel = w.shape[2:]
+    reach = [
+        max(0, (o - 1) * s + (k - 1) * d + 1 - b - size)
+        for o, s, k, d, b, size in zip(out, strides, kernel, dilations, begin, spatial)
+    ]
+    xp = pad_spatial(x, begin, reach)
+    taps = w.reshape(c, -1).T.reshape(-1, 1, c, *([1] * len(out)))
+    y = scratch = None
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        window = xp[
+            (
+                ...,
+                *(
+                    slice(k * d, k * d + (o - 1) * s + 1, s)
+                    for k, d, o, s in zip(index, dilations, out, strides)
+                ),
+            )
+        ]
+        if y is None:
+            y, scratch = np.multiply(window, taps[tap]), np.empty((n, c, *out), x.dtype)
+        else:
+            y += np.multiply(window, taps[tap], out=scratch)
     return y
 
 
