@@ -92,4 +92,4 @@ def test_selection_and_summary() -> None:
 
 def test_every_kind_the_issue_names_has_a_model() -> None:
     kinds = {m.kind for m in ZOO}
-    assert {"streaming", "conv", "float16", "quantized", "trees"} <= kinds
+    assert {"streaming", "conv", "transformer", "float16", "quantized", "trees"} <= kinds

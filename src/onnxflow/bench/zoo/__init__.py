@@ -65,6 +65,24 @@ def _tree_feeds() -> dict[str, np.ndarray]:
     return {"input": _rng().standard_normal((1000, builders.TREE_FEATURES)).astype(np.float32)}
 
 
+def _tokens() -> dict[str, np.ndarray]:
+    ids = _rng().integers(0, builders.HF_SIZES["tiny"]["vocab"], (1, builders.SEQUENCE))
+    return {"input_ids": ids.astype(np.int64), "attention_mask": np.ones_like(ids, np.int64)}
+
+
+def _hf(arch: str, size: str, exporter: str) -> ZooModel:
+    short = {"torchscript": "ts", "dynamo": "dynamo"}[exporter]
+    dims = builders.HF_SIZES[size]
+    return ZooModel(
+        f"{arch}_{size}_{short}",
+        "transformer",
+        Built(builders.hf_transformer(arch, size, exporter)),
+        _tokens,
+        f"{dims['layers']} layers x {dims['hidden']}, {builders.SEQUENCE} tokens, {exporter}",
+        tolerance=(1e-3, 1e-3),
+    )
+
+
 def _half(feeds: Feeds) -> Feeds:
     return lambda: {
         k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds().items()
@@ -156,6 +174,12 @@ ZOO: tuple[ZooModel, ...] = (
         _tree_feeds,
         "100 trees x 3 classes, 1000 rows",
     ),
+    _hf("bert", "tiny", "torchscript"),
+    _hf("bert", "tiny", "dynamo"),
+    _hf("gpt2", "tiny", "torchscript"),
+    _hf("gpt2", "tiny", "dynamo"),
+    _hf("bert", "base", "torchscript"),
+    _hf("gpt2", "base", "dynamo"),
     ZooModel(
         "streaming_standin",
         "streaming",

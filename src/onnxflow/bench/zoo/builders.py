@@ -109,3 +109,76 @@ def quantized_of(
         )
 
     return build
+
+
+#: Sizes of the Hugging Face architectures: a small one and a realistic one.
+HF_SIZES = {
+    "tiny": {"hidden": 128, "layers": 2, "heads": 2, "vocab": 1000},
+    "base": {"hidden": 768, "layers": 12, "heads": 12, "vocab": 30522},
+}
+#: Tokens per sequence fed to the transformer models.
+SEQUENCE = 128
+
+
+def hf_transformer(arch: str, size: str, exporter: str) -> Callable[[Path], None]:
+    """A builder of a Hugging Face ``arch`` ("bert" or "gpt2") from a random-init config of
+    ``size``, exported by torch.onnx with ``exporter`` ("torchscript" or "dynamo")."""
+
+    def build(target: Path) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        model, names, outputs = _hf_model(arch, HF_SIZES[size])
+        ids = torch.randint(0, HF_SIZES[size]["vocab"], (1, SEQUENCE))
+        args = (ids, torch.ones_like(ids))
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
+        with torch.no_grad():
+            torch.onnx.export(
+                model,
+                args,
+                str(target),
+                input_names=names,
+                output_names=outputs,
+                dynamic_axes=dynamic,
+                opset_version=18,
+                dynamo=exporter == "dynamo",
+            )
+        onnx.save(onnx.load(str(target)), str(target))  # one file, external data read in
+
+    return build
+
+
+def _hf_model(arch: str, size: dict) -> tuple[object, list[str], list[str]]:
+    import transformers
+
+    h, layers, heads, vocab = size["hidden"], size["layers"], size["heads"], size["vocab"]
+    names = ["input_ids", "attention_mask"]
+    if arch == "bert":
+        config = transformers.BertConfig(
+            hidden_size=h,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * h,
+            vocab_size=vocab,
+        )
+        model = transformers.BertModel(config, add_pooling_layer=False).eval()
+        return _plain(model, "last_hidden_state"), names, ["last_hidden_state"]
+    config = transformers.GPT2Config(n_embd=h, n_layer=layers, n_head=heads, vocab_size=vocab)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    return _plain(model, "logits", use_cache=False), names, ["logits"]
+
+
+def _plain(model: object, output: str, **kwargs: object) -> object:
+    """``model`` as a module returning its one tensor ``output`` (exporters want tensors)."""
+    import torch
+
+    class Plain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+            result = self.inner(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            return getattr(result, output)
+
+    return Plain().eval()
