@@ -233,6 +233,29 @@ def _erf_abs(a: np.ndarray, complement: bool) -> np.ndarray:
     return small * series + ~small * tail
 
 
+# The same for float32 results on 0.5 <= a <= 4 (erf(a) rounds to 1 beyond): degree 8, relative
+# error below 6e-9, fitted the same way.
+_ERFC_SCALED_32 = (
+    -0.00023623015172052897, 0.28626424829363295, 0.250047893954066, 0.3866694371756762,
+    -0.20051893099489487, 0.7162885666914467, -0.6206562352578168, 0.20191756963066734,
+    -0.01975884099223241,
+)  # fmt: skip
+
+
+def _erf_abs_32(a: np.ndarray) -> np.ndarray:
+    """Return erf(a) for float32 a >= 0 with polynomials sized for float32 (within 3 ulp)."""
+    s = np.minimum(a, np.float32(0.5))
+    series = s * _horner(s * s, _ERF_SERIES[:7])
+    b = np.minimum(a, np.float32(4.0))
+    np.maximum(b, np.float32(0.5), out=b)
+    tail = _horner(1 / (1 + np.float32(0.5) * b), _ERFC_SCALED_32)
+    np.square(b, out=b)
+    np.negative(b, out=b)
+    tail *= np.exp(b, out=b)
+    np.subtract(1, tail, out=tail)
+    return np.where(a < 0.5, series, tail)
+
+
 def _erf_dtype(x: np.ndarray) -> type:
     """Return the float type erf is evaluated in: float32 for up to 32-bit floats, else float64."""
     return np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize <= 4 else np.float64
@@ -240,8 +263,13 @@ def _erf_dtype(x: np.ndarray) -> type:
 
 def erf(x: np.ndarray) -> np.ndarray:
     """Return the error function of x (relative error about 1 ulp of float32 or float64)."""
-    w = x.astype(_erf_dtype(x))
-    return np.asarray(np.copysign(_erf_abs(np.abs(w), False), w).astype(x.dtype, copy=False))
+    w = x.astype(_erf_dtype(x), copy=False)
+    if w.dtype != np.float32:
+        return np.asarray(np.copysign(_erf_abs(np.abs(w), False), w).astype(x.dtype, copy=False))
+    a = _erf_abs_32(np.abs(w.reshape(-1))).reshape(w.shape)
+    bits = a.view(np.uint32)  # erf is odd: give each result its argument's sign bit
+    bits |= w.view(np.uint32) & np.uint32(0x80000000)
+    return a.astype(x.dtype, copy=False)
 
 
 def normal_cdf(x: np.ndarray) -> np.ndarray:
@@ -310,7 +338,33 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Return x ** y in x's dtype (the exponent may have another type)."""
     if x.dtype.kind in "iu" and y.dtype.kind in "iu" and np.any(y < 0):
         return np.power(x.astype(np.float64), y).astype(x.dtype)
+    if y.size == 1 and x.dtype.itemsize <= 4 and x.dtype.kind in "fV":
+        n = y.item()
+        if n in _SMALL_POWERS:
+            return _small_power(x, int(n))
     return np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+
+
+_SMALL_POWERS = frozenset((-4, -3, -2, 3, 4))
+
+
+def _small_power(x: np.ndarray, n: int) -> np.ndarray:
+    """Return x ** n for a small integer n by products in float64, rounded once to x's dtype.
+
+    The result is the correctly rounded power but for rare double roundings (NumPy's float32
+    ``power`` is 1 ulp off on about a tenth of all inputs, and takes glibc's scalar path, 40x
+    slower, on negative ones: GPT-2's GELU cubes a (128, 512) tensor in 3 ms instead of 0.1).
+    """
+    wide = x.astype(np.float64)
+    out = wide * wide
+    if abs(n) == 3:
+        out *= wide
+    elif abs(n) == 4:
+        out *= out
+    with np.errstate(divide="ignore", over="ignore"):
+        if n < 0:
+            np.divide(1.0, out, out=out)
+        return out.astype(x.dtype)
 
 
 _BINARY: tuple[tuple[str, Binary, tuple[int, ...], tuple[int, ...]], ...] = (
