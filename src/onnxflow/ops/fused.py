@@ -4,7 +4,9 @@
 - RowSquaredDistances 1: ``ReduceSumSquare(Sub(A, b), axes=[axis])``, made by
   :mod:`~onnxflow.compile.passes.fuse_distances`;
 - FakeQuantize 1: ``DequantizeLinear(QuantizeLinear(x, s, z), s, z)``, made by
-  :mod:`~onnxflow.compile.passes.fuse_qdq`.
+  :mod:`~onnxflow.compile.passes.fuse_qdq`;
+- ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
+  made by :mod:`~onnxflow.compile.passes.memo_shapes`.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from onnx import GraphProto
 
 from onnxflow.compile.passes.forms import FUSED_DOMAIN
 from onnxflow.compile.passes.fuse_distances import ROW_SQUARED_DISTANCES
 from onnxflow.compile.passes.fuse_qdq import FAKE_QUANTIZE
+from onnxflow.compile.passes.memo_shapes import SHAPE_MEMO
 from onnxflow.ops.quantization import (
     dequantize_linear,
     expand_param,
@@ -25,6 +29,8 @@ from onnxflow.ops.quantization import (
 )
 from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
+from onnxflow.runtime.executor import current_runner
+from onnxflow.runtime.observe import current_observation
 from onnxflow.traits import Built, Traits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -98,3 +104,69 @@ def fake_quantize(
     np.clip(y, info.min - z, info.max - z, out=y)
     y *= s
     return y
+
+
+#: A ShapeMemo keeps its values only while they hold at most this many bytes in all.
+MEMO_LIMIT = 64 << 20
+
+
+@op(SHAPE_MEMO, 1, domain=FUSED_DOMAIN, build=True)
+def shape_memo(node: Any, *, body: GraphProto) -> Built:
+    """Run ``body`` (shape arithmetic, see :mod:`~onnxflow.compile.passes.memo_shapes`) on the
+    node's inputs. The plan's stateless form runs it every time; the stateful form each
+    generated function makes keeps the inputs and outputs of its last run and returns those
+    outputs, read-only, while the inputs are equal."""
+    sub = node.subgraph(body)
+    n_inputs = len(body.input)
+    key = node.key
+    single = len(body.output) == 1
+
+    def outputs(args: tuple[Any, ...]) -> list[Any]:
+        return current_runner(sub.plan)([*args[:n_inputs], *sub.bind(args[n_inputs:])])
+
+    def run(*args: Any) -> Any:
+        observation = current_observation()
+        if observation is None:
+            values = outputs(args)
+        else:
+            observation.enter(key, "body", 1)
+            try:
+                values = outputs(args)
+            finally:
+                observation.leave()
+        return values[0] if single else tuple(values)
+
+    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs)))
+
+
+def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
+    """``run`` with a memo of its last inputs and result, in one tuple swapped whole."""
+    memo: list[Any] = [None]
+
+    def remembered(*args: Any) -> Any:
+        kept = memo[0]
+        if kept is not None and _same(kept[0], args[:n_inputs]):
+            return kept[1]
+        result = run(*args)
+        values = result if isinstance(result, tuple) else (result,)
+        if all(v.__class__ is np.ndarray for v in values) and (
+            sum(v.nbytes for v in values) <= MEMO_LIMIT
+        ):
+            for v in values:
+                v.flags.writeable = False
+            memo[0] = (args[:n_inputs], result)
+        return result
+
+    return remembered
+
+
+def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """Whether the inputs ``now`` equal those ``kept`` (the same arrays, or equal values)."""
+    for a, b in zip(kept, now):
+        if a is b:
+            continue
+        if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray:
+            return False
+        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+            return False
+    return True

@@ -3,7 +3,7 @@
 - :mod:`.fold`: constant folding, node by node as the compiler meets them;
 - :mod:`.functions`: function expansion, for nodes no kernel serves;
 - :data:`GRAPH_PASSES`: rewrites of every graph before it compiles (:func:`graph_forms`):
-  :mod:`.fuse_qdq`;
+  :mod:`.fuse_qdq`, then :mod:`.memo_shapes`;
 - :data:`BODY_PASSES`: the loop-body passes, run by :func:`loop_body_forms` in this order:
   :mod:`.hoist` (invariant hoisting and scan-input batching), then :mod:`.fuse_distances`.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from onnx import GraphProto, NodeProto, helper
 
-from onnxflow.compile.passes import fuse_distances, fuse_qdq, hoist
+from onnxflow.compile.passes import fuse_distances, fuse_qdq, hoist, memo_shapes
 from onnxflow.compile.passes.forms import FUSED_DOMAIN, BodyFacts, BodyForms, BodyPass, GraphPass
 from onnxflow.ops.registry import REGISTRY
 
@@ -39,7 +39,10 @@ __all__ = [
 
 #: The graph passes in the order they run, each with the fused op it makes (the pass runs only
 #: while that op's kernel is registered).
-GRAPH_PASSES: tuple[tuple[GraphPass, str], ...] = ((fuse_qdq.fuse_qdq, fuse_qdq.FAKE_QUANTIZE),)
+GRAPH_PASSES: tuple[tuple[GraphPass, str], ...] = (
+    (fuse_qdq.fuse_qdq, fuse_qdq.FAKE_QUANTIZE),
+    (memo_shapes.memo_shapes, memo_shapes.SHAPE_MEMO),
+)
 
 
 def graph_forms(graph: GraphProto) -> tuple[Sequence[NodeProto], dict[str, int]]:

@@ -1,0 +1,132 @@
+"""Shape memo (compile/passes/memo_shapes.py): the nodes that compute on Shape outputs and
+constants run as ShapeMemo nodes, which run them again only when the shapes change; results
+equal the nodes as written, whatever shapes come in what order."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+from onnxflow.observers import Trace
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def _const(name: str, values: list[int]) -> object:
+    return helper.make_node(
+        "Constant", [], [name], value=numpy_helper.from_array(np.array(values, np.int64))
+    )
+
+
+def _model(*, random_node: bool = False, overridable: bool = False) -> object:
+    """y = Reshape(x, [batch, -1]) + mask, where mask = Where(Range(0, n) < k, 0, -1) of x's
+    last dimension n and a constant k; as torch.onnx writes such things."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        _const("zero", [0]),
+        _const("minus1", [-1]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Concat", ["batch", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"]),
+        helper.make_node("Shape", ["flat"], ["flat_shape"]),
+        helper.make_node("Gather", ["flat_shape", "one"], ["n"], axis=0),
+        helper.make_node("Squeeze", ["n"], ["n0"]),
+        helper.make_node("Range", ["start", "n0", "step"], ["positions"]),
+        helper.make_node("Less", ["positions", "k"], ["keep"]),
+        helper.make_node("Where", ["keep", "fzero", "fminus"], ["mask"]),
+        helper.make_node("Add", ["flat", "mask"], ["y"]),
+    ]
+    if random_node:  # a random draw of the shape may not be kept
+        nodes[-1:] = [
+            helper.make_node("RandomUniformLike", ["mask"], ["noise"]),
+            helper.make_node("Add", ["flat", "noise"], ["y"]),
+        ]
+    inits = [
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+        numpy_helper.from_array(np.array(0, np.int64), "start"),
+        numpy_helper.from_array(np.array(1, np.int64), "step"),
+        numpy_helper.from_array(np.array(5, np.int64), "k"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "fzero"),
+        numpy_helper.from_array(np.array(-1.0, np.float32), "fminus"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", F, ["B", "H", "W"])]
+    if overridable:
+        inputs.append(helper.make_tensor_value_info("k", I64, []))
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _ops(sess: onnxflow.InferenceSession) -> list[str]:
+    return [info.op_type for info in sess.plan.infos]
+
+
+def _x(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+def test_shape_arithmetic_runs_as_memo_nodes() -> None:
+    sess = onnxflow.InferenceSession(_model())
+    # the first group (Gather, Concat) is too small for a memo: it runs as written
+    assert _ops(sess) == ["Shape", "Gather", "Concat", "Reshape", "Shape", "ShapeMemo", "Add"]
+    plain = onnxflow.InferenceSession(_model(), onnxflow.SessionOptions(optimize=False))
+    assert "ShapeMemo" not in _ops(plain)
+
+
+def test_results_equal_the_nodes_as_written_as_shapes_change() -> None:
+    sess = onnxflow.InferenceSession(_model())
+    plain = onnxflow.InferenceSession(_model(), onnxflow.SessionOptions(optimize=False))
+    for shape in [(2, 2, 3), (2, 2, 3), (3, 1, 2), (2, 2, 3), (1, 4, 4), (1, 4, 4)]:
+        x = _x(*shape)
+        (got,) = sess.run(None, {"x": x})
+        (want,) = plain.run(None, {"x": x})
+        assert got.shape == want.shape == (shape[0], shape[1] * shape[2])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_kept_value_handed_out_is_a_copy_the_caller_may_change() -> None:
+    model = _model()
+    model.graph.output.append(helper.make_tensor_value_info("mask", F, None))
+    sess = onnxflow.InferenceSession(model)
+    x = _x(2, 2, 3)
+    first = sess.run(["mask"], {"x": x})[0]
+    assert first.flags.writeable
+    first[:] = 99.0
+    again = sess.run(["mask"], {"x": x})[0]
+    np.testing.assert_array_equal(again, np.where(np.arange(6) < 5, 0.0, -1.0))
+
+
+def test_random_nodes_and_overridable_initializers_are_not_kept() -> None:
+    sess = onnxflow.InferenceSession(_model(random_node=True))
+    assert "RandomUniformLike" in _ops(sess)
+    x = _x(2, 2, 3)
+    a, b = sess.run(None, {"x": x})[0], sess.run(None, {"x": x})[0]
+    assert not np.array_equal(a, b)  # the draw is made again each run
+    fed = onnxflow.InferenceSession(_model(overridable=True))
+    for k in (5, 2, 5):
+        (y,) = fed.run(None, {"x": x, "k": np.array(k, np.int64)})
+        mask = np.where(np.arange(6) < k, 0, -1).astype(np.float32)
+        np.testing.assert_array_equal(y, x.reshape(2, 6) + mask)
+
+
+@pytest.mark.parametrize("use", ["trace", "pickle"])
+def test_observed_and_unpickled_sessions_give_the_same_values(use: str) -> None:
+    sess = onnxflow.InferenceSession(_model())
+    x = _x(2, 2, 3)
+    (want,) = sess.run(None, {"x": x})
+    if use == "pickle":
+        other = pickle.loads(pickle.dumps(sess))
+        for shape in [(2, 2, 3), (1, 1, 5), (2, 2, 3)]:
+            np.testing.assert_array_equal(
+                other.run(None, {"x": _x(*shape)})[0], sess.run(None, {"x": _x(*shape)})[0]
+            )
+        return
+    trace = Trace()
+    (got,) = sess.run(None, {"x": x}, observers=[trace])
+    np.testing.assert_array_equal(got, want)
