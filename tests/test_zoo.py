@@ -93,3 +93,27 @@ def test_selection_and_summary() -> None:
 def test_every_kind_the_issue_names_has_a_model() -> None:
     kinds = {m.kind for m in ZOO}
     assert {"streaming", "conv", "transformer", "float16", "quantized", "trees"} <= kinds
+
+
+def test_a_saved_zoo_run_renders_into_the_readme_section(tmp_path) -> None:
+    import json
+    import sys
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from onnxflow.bench.zoo.run import rows_from_json, zoo_text
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from bench_readme import ZOO_END, ZOO_START, write_section
+
+    rows = [ZooRow("a", "conv", "-", {"onnxflow": 2.0, "onnxruntime": 1.0}, {"tract": "no"})]
+    machine = {"cpus": "2", "load": "0.1", "platform": "Linux", "blas": "openblas X"}
+    data = json.loads(json.dumps({"machine": machine, "seconds": 2, "rows": [asdict(rows[0])]}))
+    assert rows_from_json(data) == rows
+    text = zoo_text(rows_from_json(data), data["machine"], data["seconds"])
+    assert text.startswith("Machine: 2 CPUs (load 0.1), Linux; blas openblas X.")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"head\n{ZOO_START}\nold\n{ZOO_END}\ntail\n")
+    write_section(text, readme, (ZOO_START, ZOO_END))
+    content = readme.read_text()
+    assert "old" not in content and "| a | conv |" in content and content.endswith("tail\n")

@@ -3,8 +3,10 @@
     python tools/bench_readme.py                      # run the full bench, then write the table
     python tools/bench_readme.py --from-json out.json  # write the table of a saved run
     python tools/bench_readme.py --repeats 9           # other options go to the bench
+    python tools/bench_readme.py --zoo-from-json z.json  # the zoo table of a saved --zoo run
 
-The README must already hold ``<!-- bench:start -->`` and ``<!-- bench:end -->``.
+The README must already hold ``<!-- bench:start -->`` and ``<!-- bench:end -->`` (and
+``<!-- zoo:start -->`` and ``<!-- zoo:end -->`` for the zoo).
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ from onnxflow.bench.report import render
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+ZOO_START, ZOO_END = "<!-- zoo:start -->", "<!-- zoo:end -->"
 
 
-def write_section(text: str, readme: Path = README) -> None:
-    """Replace what lies between the bench markers of ``readme`` with ``text``."""
+def write_section(
+    text: str, readme: Path = README, markers: tuple[str, str] = (START, END)
+) -> None:
+    """Replace what lies between the ``markers`` of ``readme`` with ``text``."""
+    start, end = markers
     content = readme.read_text()
-    if START not in content or END not in content:
-        raise SystemExit(f"{readme} has no {START} ... {END} markers")
-    head, _, rest = content.partition(START)
-    _, _, tail = rest.partition(END)
-    readme.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+    if start not in content or end not in content:
+        raise SystemExit(f"{readme} has no {start} ... {end} markers")
+    head, _, rest = content.partition(start)
+    _, _, tail = rest.partition(end)
+    readme.write_text(f"{head}{start}\n{text}\n{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", type=Path, metavar="PATH", help="a saved --json run")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
+    parser.add_argument("--zoo-from-json", type=Path, metavar="PATH", help="a saved --zoo run")
     args = parser.parse_args(argv)
+    if args.zoo_from_json:
+        from onnxflow.bench.zoo.run import rows_from_json, zoo_text
+
+        data = json.loads(args.zoo_from_json.read_text())
+        text = zoo_text(rows_from_json(data), data["machine"], data.get("seconds", 4.0))
+        print(text)
+        write_section(text, markers=(ZOO_START, ZOO_END))
+        return 0
     if args.from_json:
         report = report_from_json(json.loads(args.from_json.read_text()))
     else:

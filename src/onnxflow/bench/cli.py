@@ -72,22 +72,15 @@ def _zoo(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from onnxflow.bench.harness import machine_info
-    from onnxflow.bench.zoo.run import render, run_zoo
+    from onnxflow.bench.zoo.run import run_zoo, zoo_text
     from onnxflow.bench.zoo.run import select as select_models
 
     rows = run_zoo(select_models(args.only), args.seconds)
     machine = machine_info()
     machine["tract"] = _version("tract")
-    m = dict(machine)
-    head = f"Machine: {m.pop('cpus')} CPUs (load {m.pop('load')}), {m.pop('platform')}"
-    versions = ", ".join(f"{k} {v}" for k, v in m.items())
-    print(
-        f"{head}; {versions}. Zoo: each engine in its own process, {args.seconds:g} s of "
-        "samples per engine and model over two rounds in opposite order.\n"
-    )
-    print(render(rows))
+    print(zoo_text(rows, machine, args.seconds))
     if args.json:
-        data = {"machine": machine, "rows": [asdict(r) for r in rows]}
+        data = {"machine": machine, "seconds": args.seconds, "rows": [asdict(r) for r in rows]}
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     return 0
 

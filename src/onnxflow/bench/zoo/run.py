@@ -161,6 +161,22 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def zoo_text(rows: list[ZooRow], machine: dict[str, str], seconds: float) -> str:
+    """The machine line, then :func:`render`'s table and summary."""
+    m = dict(machine)
+    head = f"Machine: {m.pop('cpus')} CPUs (load {m.pop('load')}), {m.pop('platform')}"
+    versions = ", ".join(f"{k} {v}" for k, v in m.items())
+    return (
+        f"{head}; {versions}. Zoo: each engine in its own process, {seconds:g} s of samples "
+        "per engine and model over two rounds in opposite order.\n\n" + render(rows)
+    )
+
+
+def rows_from_json(data: dict) -> list[ZooRow]:
+    """The rows of a saved ``--zoo --json`` run."""
+    return [ZooRow(**row) for row in data["rows"]]
+
+
 def render(rows: list[ZooRow]) -> str:
     """The zoo table, then geometric means overall and per kind."""
     lines = [
