@@ -17,6 +17,7 @@ from onnxflow.bench.zoo import BY_NAME, ZOO, ZooModel
 from onnxflow.bench.zoo.models import streaming_standin, streaming_standin_feeds
 from onnxflow.bench.zoo.run import ZooRow, geomean, render, run_zoo, select
 from onnxflow.bench.zoo.sources import Built, Unavailable, model_path
+from onnxflow.bench.zoo.transformer import transformer_standin, transformer_standin_feeds
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +33,20 @@ def test_the_streaming_standin_matches_onnxruntime() -> None:
         want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_the_transformer_standin_matches_onnxruntime_as_shapes_change(optimize: bool) -> None:
+    # Dynamic batch and sequence: the shape arithmetic's memo must follow every change.
+    model = transformer_standin()
+    sess = onnxflow.InferenceSession(model, onnxflow.SessionOptions(optimize=optimize))
+    reference = ort.InferenceSession(model.SerializeToString())
+    for batch, sequence in [(1, 24), (2, 10), (2, 10), (1, 24), (3, 7)]:
+        feeds = transformer_standin_feeds(batch, sequence)
+        (got,) = sess.run(None, feeds)
+        (want,) = reference.run(None, feeds)
+        assert got.shape == (batch, sequence, 96)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_the_tier_measures_each_engine_in_its_own_process() -> None:

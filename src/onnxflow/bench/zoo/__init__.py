@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxflow.bench.zoo import builders, models
+from onnxflow.bench.zoo import builders, models, transformer
 from onnxflow.bench.zoo.sources import Built, Code, Source, Wheel, model_path
 
 Feeds = Callable[[], dict[str, np.ndarray]]
@@ -186,6 +186,14 @@ ZOO: tuple[ZooModel, ...] = (
         Code(models.streaming_standin),
         models.streaming_standin_feeds,
         "in code: Conv1d 64 taps, If, LSTM",
+        tags=("ci",),
+    ),
+    ZooModel(
+        "transformer_standin",
+        "transformer",
+        Code(transformer.transformer_standin),
+        transformer.transformer_standin_feeds,
+        f"in code: {transformer.LAYERS} layers x {transformer.HIDDEN}, dynamic shapes",
         tags=("ci",),
     ),
 )
