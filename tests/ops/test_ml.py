@@ -240,6 +240,25 @@ def test_tree_ensemble_100_trees_depth_10_on_10000_rows() -> None:
     np.testing.assert_allclose(y[:50], reference(trees, x[:50], 1, "SUM", []), rtol=1e-5, atol=1e-5)
 
 
+def test_tree_votes_are_summed_in_tree_order() -> None:
+    # Four one-leaf trees voting 1e16, 1, -1e16, 1: in tree order the sum is 1 (1e16 + 1 rounds
+    # to 1e16); a pairwise sum would give 0. The kernel keeps the order of the trees.
+    votes = [1e16, 1.0, -1e16, 1.0]
+    attrs = {
+        "nodes_treeids": [0, 1, 2, 3], "nodes_nodeids": [0, 0, 0, 0],
+        "nodes_featureids": [0] * 4, "nodes_values": [0.0] * 4, "nodes_modes": ["LEAF"] * 4,
+        "nodes_truenodeids": [0] * 4, "nodes_falsenodeids": [0] * 4,
+        "target_treeids": [0, 1, 2, 3], "target_nodeids": [0] * 4, "target_ids": [0] * 4,
+        "target_weights": votes,
+    }  # fmt: skip
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
+    model = make_model(
+        node, [("X", TensorProto.DOUBLE, [None, 1])], [("Y", TensorProto.DOUBLE, None)]
+    )
+    y = onnxflow.InferenceSession(model).run(None, {"X": np.zeros((3, 1))})[0]
+    np.testing.assert_array_equal(y, np.ones((3, 1)))
+
+
 def test_tree_classifier_binary_single_score_column_expands_to_two() -> None:
     trees = forest(6, n_trees=4, depth=4, n_targets=1)
     node = helper.make_node(

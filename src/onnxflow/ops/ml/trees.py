@@ -92,8 +92,9 @@ class Forest:
         row = pos // max(1, len(self.roots)) * n_features
         for _ in range(self.depth):
             node = self._step(node, flat.take(row + self.feature.take(node)), single)
-            walking = self.interior.take(node)
-            if np.count_nonzero(walking) * 2 < len(node):  # half arrived: set them aside
+            # a sample of every 16th pair tells whether half arrived: set them aside then
+            if np.count_nonzero(self.interior.take(node[::16])) * 2 < len(node[::16]):
+                walking = self.interior.take(node)
                 reached[pos] = node
                 pos, node, row = pos[walking], node[walking], row[walking]
         reached[pos] = node
@@ -102,22 +103,32 @@ class Forest:
     def _step(self, node: np.ndarray, xv: np.ndarray, single: bool) -> np.ndarray:
         """The children that ``node`` leads to for the values ``xv`` they test (a leaf stays)."""
         t = self.thresholds[single].take(node)
-        code = np.where(xv <= t, xv == t, 3 - (xv > t).view(np.int8)).astype(np.intp)
+        less_equal, greater = xv <= t, xv > t
+        # the code: 0 less, 1 equal, 2 greater, 3 NaN (neither <= nor >), summed from masks
+        code = np.equal(xv, t).view(np.uint8)
+        code += np.equal(greater, less_equal).view(np.uint8)
+        code += np.logical_not(less_equal).view(np.uint8) << 1
         if self.memberships is not None:
+            code = code.astype(np.intp)
             _member_codes(self.memberships[single], node, xv, code)
-        return self.next.take(node * 4 + code)
+        at = node * 4
+        at += code
+        return self.next.take(at)
 
     def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
         """Return the [N, targets] aggregate (float64) of the leaves' votes over the trees."""
         n, n_trees = leaves.shape
         out = np.zeros((n, self.weights.shape[1]))
         step = max(1, _CHUNK // max(1, n_trees * self.weights.shape[1]))
+        by_target = np.ascontiguousarray(self.weights.T)
         for start in range(0, n, step):
+            if how in ("SUM", "AVERAGE"):  # per target, trees summed in order over rows
+                slots = self.leaf_slot.take(leaves[start : start + step].T)
+                for j, column in enumerate(by_target):
+                    out[start : start + step, j] = column.take(slots).sum(axis=0)
+                continue
             slots = self.leaf_slot.take(leaves[start : start + step])
             w = self.weights[slots]
-            if how in ("SUM", "AVERAGE"):
-                out[start : start + step] = w.sum(axis=1)
-                continue
             best = w.min(axis=1) if how == "MIN" else w.max(axis=1)
             out[start : start + step] = np.where(self.voted[slots].any(axis=1), best, 0.0)
         return out / n_trees if how == "AVERAGE" and n_trees else out
