@@ -161,12 +161,13 @@ def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
 
 
 def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    """Whether the inputs ``now`` equal those ``kept`` (the same arrays, or equal values)."""
+    """Whether the inputs ``now`` are those ``kept``: the same arrays, or arrays of the same
+    shape, dtype and bytes (bitwise: 0.0 and -0.0 differ, as they may in results)."""
     for a, b in zip(kept, now):
         if a is b:
             continue
         if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray:
             return False
-        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
             return False
     return True
