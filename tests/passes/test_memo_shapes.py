@@ -130,3 +130,61 @@ def test_observed_and_unpickled_sessions_give_the_same_values(use: str) -> None:
     trace = Trace()
     (got,) = sess.run(None, {"x": x}, observers=[trace])
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_memo_in_a_loop_body_follows_shapes_that_change_each_iteration() -> None:
+    # The carried vector grows by one each iteration; the body reshapes it to (n, 1) with a
+    # target computed from its shape, so the memo sees a new shape every iteration.
+    body = helper.make_graph(
+        [
+            helper.make_node("Unsqueeze", ["i", "zero"], ["i1"]),
+            helper.make_node("Cast", ["i1"], ["fi"], to=F),
+            helper.make_node("Concat", ["v", "fi"], ["grown"], axis=0),
+            helper.make_node("Shape", ["grown"], ["shape"]),
+            helper.make_node("Gather", ["shape", "first"], ["n0"], axis=0),
+            helper.make_node("Unsqueeze", ["n0", "zero"], ["n"]),
+            helper.make_node("Concat", ["n", "one"], ["target"], axis=0),
+            helper.make_node("Reshape", ["grown", "target"], ["column"]),
+            helper.make_node("ReduceSum", ["column", "zero"], ["sums"], keepdims=0),
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", F, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("grown", F, None),
+            helper.make_tensor_value_info("sums", F, None),
+        ],
+        [
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array(0, np.int64), "first"),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "v0"], ["v", "sums"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("M", I64, []),
+            helper.make_tensor_value_info("v0", F, ["N"]),
+        ],
+        [
+            helper.make_tensor_value_info("v", F, None),
+            helper.make_tensor_value_info("sums", F, None),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"M": np.array(6, np.int64), "v0": np.array([0.5, 1.5], np.float32)}
+    sess = onnxflow.InferenceSession(model)
+    assert "ShapeMemo" in [i.op_type for _, c in sess.plan.children for i in c.infos]
+    got = sess.run(None, feeds)
+    want = onnxflow.InferenceSession(model, onnxflow.SessionOptions(optimize=False)).run(
+        None, feeds
+    )
+    np.testing.assert_array_equal(got[0], np.array([0.5, 1.5, 0, 1, 2, 3, 4, 5], np.float32))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
