@@ -51,6 +51,13 @@ class Traits:
     pure: bool = True
     #: The kernel returns its only input unchanged: the plan passes the value on, no call.
     passthrough: bool = False
+    #: Every output element equals an element of the inputs: the kernel moves, picks or
+    #: compares values but computes none (Reshape, Gather, Max, Relu), so it keeps them within
+    #: any set of values the inputs hold (float16 values in float32: :mod:`.compile.passes.half`).
+    selects: bool = False
+    #: Float16 inputs are computed in float32 and the result rounded once, so float32 inputs
+    #: holding float16 values give the same result before rounding (Conv, MatMul, Gemm).
+    rounds_once: bool = False
     #: Makes a form of the kernel that keeps a memo between calls (an operand it has widened
     #: or transposed). The plan holds the stateless kernel; each generated function makes its
     #: own stateful form, so run state lives with the runner, never in the immutable plan.

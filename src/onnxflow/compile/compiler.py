@@ -22,7 +22,9 @@ from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.passes import graph_forms
 from onnxflow.compile.passes.fold import fold, frozen, may_fold
+from onnxflow.compile.passes.forms import FUSED_DOMAIN
 from onnxflow.compile.passes.functions import expand_call, function_for, function_opsets
+from onnxflow.compile.passes.half import widen_half
 from onnxflow.compile.plan import (
     NONE_SLOT,
     TRASH_SLOT,
@@ -177,6 +179,10 @@ class Compiler:
         With ``fixed_initializers``, graph inputs that have an initializer count as constants
         (for runs that do not override them), so what depends on them only can be folded.
         """
+        if self.optimize:
+            widened = widen_half(graph, opsets)
+            if widened is not None:
+                graph, opsets = widened, {**opsets, FUSED_DOMAIN: 1}
         builder = _GraphBuilder(self, graph, None, {})
         builder.fixed_initializers = fixed_initializers
         plan = builder.build(opsets)

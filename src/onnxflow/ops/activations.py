@@ -53,7 +53,9 @@ def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> 
 @op(
     "Relu",
     *(1, 6, 13, 14),
-    traits=Traits(fresh=True, in_place=_relu_over_x, static_shape=True, elementwise=True),
+    traits=Traits(
+        fresh=True, in_place=_relu_over_x, static_shape=True, elementwise=True, selects=True
+    ),
 )
 def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return max(x, 0)."""

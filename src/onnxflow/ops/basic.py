@@ -16,7 +16,17 @@ from onnxflow.values import np_dtype
 
 
 @op(
-    "Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25, traits=Traits(passthrough=True, elementwise=True)
+    "Identity",
+    1,
+    13,
+    14,
+    16,
+    19,
+    21,
+    23,
+    24,
+    25,
+    traits=Traits(passthrough=True, elementwise=True, selects=True),
 )
 def identity(x: Any) -> Any:
     """Return the input unchanged (tensors, sequences and optionals alike)."""

@@ -345,7 +345,7 @@ def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
 
 
 # -- kernels ------------------------------------------------------------------------------------
-@op("Conv", 1, 11, 22, traits=Traits(fresh=True))
+@op("Conv", 1, 11, 22, traits=Traits(fresh=True, rounds_once=True))
 def conv(
     x: np.ndarray,
     w: np.ndarray,

@@ -420,7 +420,9 @@ def bit_shift(x: np.ndarray, y: np.ndarray, *, direction: str = "") -> np.ndarra
 
 
 # -- variadic ---------------------------------------------------------------------------------
-def _variadic(op_type: str, ufunc: np.ufunc, versions: tuple[int, ...]) -> None:
+def _variadic(
+    op_type: str, ufunc: np.ufunc, versions: tuple[int, ...], selects: bool = False
+) -> None:
     """Register ``op_type`` as ``ufunc`` folded over all inputs with NumPy broadcasting."""
 
     def kernel(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -446,13 +448,13 @@ def _variadic(op_type: str, ufunc: np.ufunc, versions: tuple[int, ...]) -> None:
 
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
-    traits = Traits(fresh=True, in_place=over_first, elementwise=True)
+    traits = Traits(fresh=True, in_place=over_first, elementwise=True, selects=selects)
     op(op_type, *versions, traits=traits)(kernel)
 
 
 _variadic("Sum", np.add, (1, 6, 8, 13))
-_variadic("Max", np.maximum, (1, 6, 8, 12, 13))
-_variadic("Min", np.minimum, (1, 6, 8, 12, 13))
+_variadic("Max", np.maximum, (1, 6, 8, 12, 13), selects=True)
+_variadic("Min", np.minimum, (1, 6, 8, 12, 13), selects=True)
 
 
 @op("Mean", 1, 6, 8, 13)
@@ -465,7 +467,7 @@ def mean(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarra
 
 
 # -- selection --------------------------------------------------------------------------------
-@op("Where", 9, 16, traits=Traits(static_shape=True, elementwise=True))
+@op("Where", 9, 16, traits=Traits(static_shape=True, elementwise=True, selects=True))
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Return x where condition holds, else y, all three broadcast together."""
     return np.where(condition, x, y)
@@ -512,7 +514,7 @@ def clip_6(
     return _clip(x, _attr_bound(min, x.dtype), _attr_bound(max, x.dtype))
 
 
-@op("Clip", 11, 12, 13)
+@op("Clip", 11, 12, 13, traits=Traits(selects=True))
 def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Return x limited to [lo, hi] given as optional scalar inputs; lo > hi gives hi."""
     return _clip(x, lo, hi)

@@ -6,7 +6,9 @@
 - FakeQuantize 1: ``DequantizeLinear(QuantizeLinear(x, s, z), s, z)``, made by
   :mod:`~onnxflow.compile.passes.fuse_qdq`;
 - ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
-  made by :mod:`~onnxflow.compile.passes.memo_shapes`.
+  made by :mod:`~onnxflow.compile.passes.memo_shapes`;
+- HalfRound 1: a value rounded to float16 and held in float32, made by
+  :mod:`~onnxflow.compile.passes.half`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from onnx import GraphProto
 from onnxflow.compile.passes.forms import FUSED_DOMAIN
 from onnxflow.compile.passes.fuse_distances import ROW_SQUARED_DISTANCES
 from onnxflow.compile.passes.fuse_qdq import FAKE_QUANTIZE
+from onnxflow.compile.passes.half import HALF_ROUND
 from onnxflow.compile.passes.memo_shapes import SHAPE_MEMO
+from onnxflow.ops.cast import convert
 from onnxflow.ops.quantization import (
     dequantize_linear,
     expand_param,
@@ -171,3 +175,41 @@ def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
         if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
             return False
     return True
+
+
+_F32 = np.dtype(np.float32)
+
+
+@op(HALF_ROUND, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True, static_shape=True))
+def half_round(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to the nearest float16 (ties to even, beyond 65504 to infinity, NaN kept),
+    as float32: a float32 input by integer operations on its bits, any other as a cast to
+    float16 would convert it."""
+    if x.dtype != _F32:
+        return np.asarray(convert(x, np.dtype(np.float16)), dtype=np.float32)
+    shape, x = x.shape, x.reshape(-1)
+    bits = x.view(np.uint32)
+    out = bits >> np.uint32(13)  # ties to even: add 0xFFF, or 0x1000 when the kept part is odd
+    out &= np.uint32(1)
+    out += np.uint32(0x0FFF)
+    out += bits
+    out &= np.uint32(0xFFFFE000)
+    y = out.view(np.float32)
+    magnitude = bits << np.uint32(1)  # the sign dropped; float16's normal range starts at 0
+    magnitude -= np.uint32(2 * 0x38800000)  # (2**-14), and ends where rounding passes 65504
+    if np.any(magnitude >= np.uint32(2 * (0x477FF000 - 0x38800000))):
+        _half_extremes(x, y)  # zeros, subnormals, overflow, inf and NaN
+    return y.reshape(shape)
+
+
+def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
+    """Set in ``y`` the float16 roundings of the values of ``x`` outside float16's normal range:
+    below 2**-14 it steps by 2**-24; beyond 65504 it overflows to infinity; NaN stays NaN."""
+    magnitude = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    small = magnitude < np.uint32(0x38800000)
+    if small.any():
+        y[small] = np.rint(x[small] * np.float32(2.0**24)) * np.float32(2.0**-24)
+    large = magnitude >= np.uint32(0x477FF000)
+    if large.any():
+        v = x[large]
+        y[large] = np.where(np.isnan(v), v, np.copysign(np.float32(np.inf), v))

@@ -35,7 +35,7 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
     return tuple(grids)
 
 
-@op("Gather", 1, 11, 13, traits=Traits(static_shape=True))
+@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)

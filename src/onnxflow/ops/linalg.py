@@ -28,7 +28,12 @@ def _rows(rank: int, others: tuple[int, ...]) -> int | None:
     return rank if others[0] == 2 else rank - 1
 
 
-@op("MatMul", 1, 9, 13, build=True, traits=Traits(fresh=True, static_shape=True, rows=_rows))
+@op(
+    "MatMul",
+    *(1, 9, 13),
+    build=True,
+    traits=Traits(fresh=True, static_shape=True, rows=_rows, rounds_once=True),
+)
 def build_matmul(node: NodeContext) -> Built:
     """MatMul's kernel, :func:`matmul`; when static types say both inputs are matrices, generated
     code calls np.dot directly (0.2 us less a call) behind a rank test, since static types are a
@@ -80,7 +85,7 @@ def _gemm(
     return np.asarray(y).astype(a.dtype, copy=False)
 
 
-@op("Gemm", 1, 6, traits=Traits(static_shape=True))
+@op("Gemm", 1, 6, traits=Traits(static_shape=True, rounds_once=True))
 def gemm_legacy(
     a: np.ndarray,
     b: np.ndarray,
@@ -102,7 +107,7 @@ def gemm_legacy(
     return _gemm(a, b, c, alpha, beta, transA, transB)
 
 
-@op("Gemm", 7, 9, 11, 13, traits=Traits(static_shape=True))
+@op("Gemm", 7, 9, 11, 13, traits=Traits(static_shape=True, rounds_once=True))
 def gemm(
     a: np.ndarray,
     b: np.ndarray,

@@ -17,6 +17,7 @@ import numpy as np
 from onnxflow.ops._common import PerDtype
 from onnxflow.ops.conv import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 if TYPE_CHECKING:
     from onnxflow.compile.compiler import NodeContext
@@ -101,7 +102,7 @@ def _window_counts(out, begin, kernel, strides, dilations, lo, hi) -> np.ndarray
 _LOWEST = PerDtype(lambda dt: np.iinfo(dt).min if np.issubdtype(dt, np.integer) else -np.inf)
 
 
-@op("MaxPool", 1, 8, 10, 11, 12, 22, build=True)
+@op("MaxPool", 1, 8, 10, 11, 12, 22, build=True, traits=Traits(selects=True))
 def max_pool(
     node: NodeContext,
     *,

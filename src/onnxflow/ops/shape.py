@@ -54,7 +54,7 @@ def _reshape(data: np.ndarray, shape: Sequence[int], allowzero: int) -> np.ndarr
     return data.reshape(dims)
 
 
-@op("Reshape", 1)
+@op("Reshape", 1, traits=Traits(selects=True))
 def reshape_v1(
     data: np.ndarray, *, shape: list[int] | None = None, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
@@ -64,13 +64,13 @@ def reshape_v1(
     return _reshape(data, shape, 0)
 
 
-@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
+@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25, traits=Traits(selects=True))
 def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """Return data reshaped; 0 copies the input dim unless allowzero=1, one -1 is inferred."""
     return _reshape(data, _ints(shape), allowzero)
 
 
-@op("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
+@op("Flatten", 1, 9, 11, 13, 21, 23, 24, 25, traits=Traits(selects=True))
 def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return x as a matrix: dims before ``axis`` make the rows, the rest the columns."""
     if not -x.ndim <= axis <= x.ndim:
@@ -90,13 +90,13 @@ def _squeeze(data: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
     return np.squeeze(data, axis=axes)
 
 
-@op("Squeeze", 1, 11)
+@op("Squeeze", 1, 11, traits=Traits(selects=True))
 def squeeze_v1(data: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, axes)
 
 
-@op("Squeeze", 13, 21, 23, 24, 25)
+@op("Squeeze", 13, 21, 23, 24, 25, traits=Traits(selects=True))
 def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, None if axes is None else _ints(axes))
@@ -113,25 +113,25 @@ def _unsqueeze(data: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     return data.reshape(dims)
 
 
-@op("Unsqueeze", 1, 11)
+@op("Unsqueeze", 1, 11, traits=Traits(selects=True))
 def unsqueeze_v1(data: np.ndarray, *, axes: list[int]) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, axes)
 
 
-@op("Unsqueeze", 13, 21, 23, 24, 25)
+@op("Unsqueeze", 13, 21, 23, 24, 25, traits=Traits(selects=True))
 def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, _ints(axes))
 
 
-@op("Concat", 1, traits=Traits(static_shape=True))
+@op("Concat", 1, traits=Traits(static_shape=True, selects=True))
 def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     """Return the inputs joined along ``axis`` (default 1 in this version)."""
     return concat(*inputs, axis=axis)
 
 
-@op("Concat", 4, 11, 13, traits=Traits(static_shape=True))
+@op("Concat", 4, 11, 13, traits=Traits(static_shape=True, selects=True))
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
     if not inputs:
@@ -214,7 +214,7 @@ def _slice(
     return data[tuple(index)]
 
 
-@op("Slice", 1)
+@op("Slice", 1, traits=Traits(selects=True))
 def slice_v1(
     data: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None
 ) -> np.ndarray:
@@ -222,7 +222,7 @@ def slice_v1(
     return _slice(data, starts, ends, axes, None)
 
 
-@op("Slice", 10, 11, 13)
+@op("Slice", 10, 11, 13, traits=Traits(selects=True))
 def slice_(
     data: np.ndarray,
     starts: np.ndarray,
@@ -240,13 +240,13 @@ def slice_(
     )
 
 
-@op("Transpose", 1, 13, 21, 23, 24, 25, traits=Traits(static_shape=True))
+@op("Transpose", 1, 13, 21, 23, 24, 25, traits=Traits(static_shape=True, selects=True))
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
     return np.transpose(data, perm)
 
 
-@op("Expand", 8, 13)
+@op("Expand", 8, 13, traits=Traits(selects=True))
 def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """Return x broadcast (bidirectionally) with ``shape``."""
     target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))

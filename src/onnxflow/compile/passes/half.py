@@ -1,0 +1,311 @@
+"""Model pass: float16 values are kept in float32, each op's result rounded to float16.
+
+NumPy has no float16 arithmetic of its own: each float16 ufunc converts element by element,
+about 4 ns an element against 0.1 in float32, and a cast each way costs 1-1.5 ns. So the
+float16 tensors of a graph are held as float32 arrays whose values are all float16 values: every
+op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
+a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
+infinity, as a cast to float16 would, in a few integer passes (:func:`onnxflow.ops.fused.
+half_round`). Results are those of computing each op in float32 and rounding it to float16.
+
+The rewrite, on the shape-inferred main graph and every subgraph:
+
+- float16 initializers and Constant values become float32 (exactly); type declarations of
+  float16 tensors become float32, and ``dtype``-like attributes asking for float16 ask for
+  float32;
+- ``Cast(to=FLOAT16)`` and ``CastLike`` to a float16 tensor become ``HalfRound`` of their input
+  (rounded once from the input's own type); every other node output declared float16 is
+  rounded by a ``HalfRound`` after the node, unless the node only selects values of its inputs
+  (the ``selects`` trait: Reshape, Gather, Concat, Max, Relu...);
+- the main graph's float16 inputs are cast to float32 as the run starts, and its float16
+  outputs cast back (exactly) at its end, so callers feed and get float16 as declared.
+
+The pass leaves a model alone when it has no float16 tensor, when some node output has no
+inferred type (it could not tell what to round), or when float16 occurs in a sequence, map,
+optional or sparse tensor. ``SessionOptions(optimize=False)`` computes in float16 as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import onnx
+from onnx import (
+    AttributeProto,
+    GraphProto,
+    NodeProto,
+    TensorProto,
+    TypeProto,
+    ValueInfoProto,
+    helper,
+    numpy_helper,
+)
+
+from onnxflow.compile.passes.forms import FUSED_DOMAIN
+from onnxflow.ir.walk import subgraphs
+from onnxflow.ops.registry import REGISTRY, normalize_domain
+from onnxflow.traits import Traits
+
+#: The op type of the rounding node.
+HALF_ROUND = "HalfRound"
+
+HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
+_DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
+#: The opsets of the model being rewritten (set by :func:`widen_half` for its helpers).
+_OPSETS: dict[str, int] = {}
+
+
+def widen_half(graph: GraphProto, opsets: dict[str, int] | None = None) -> GraphProto | None:
+    """The main ``graph`` (of a model importing ``opsets``) with its float16 values held in
+    float32 as described above, or None when the pass leaves it alone."""
+    if not _uses_half(graph) or not _typed(graph) or not _outputs_made_by_nodes(graph):
+        return None
+    if not _types_agree(graph, opsets or {}):
+        return None
+    _OPSETS.clear()
+    _OPSETS.update({normalize_domain(d): v for d, v in (opsets or {}).items()})
+    new = GraphProto()
+    new.CopyFrom(graph)
+    names = _all_names(new)
+    renames: dict[str, str] = {}
+    for vi in [*new.input, *new.output]:
+        if _is_half(vi.type):
+            renames[vi.name] = _fresh(f"{vi.name}__float32", names)
+            new.value_info.append(_widened_info(vi, renames[vi.name]))
+    _widen_graph(new, names, _half_names(new), top=True)
+    _rename(new, renames)
+    entry = [
+        helper.make_node("Cast", [vi.name], [renames[vi.name]], to=FLOAT)
+        for vi in new.input
+        if vi.name in renames
+    ]
+    exits = [
+        helper.make_node("Cast", [renames[vi.name]], [vi.name], to=HALF)
+        for vi in new.output
+        if vi.name in renames
+    ]
+    nodes = [*entry, *new.node, *exits]
+    del new.node[:]
+    new.node.extend(nodes)
+    return new
+
+
+def _types_agree(graph: GraphProto, opsets: dict[str, int]) -> bool:
+    """Whether strict shape inference finds the declared and inferred types of ``graph`` in
+    agreement: the pass reads which values are float16 from them, so they must be right."""
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()]
+    )
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception:  # any disagreement (or an op inference cannot type)
+        return False
+    return True
+
+
+def _half_names(graph: GraphProto) -> set[str]:
+    """Every name declared float16 in ``graph`` or its subgraphs (values, inputs, outputs,
+    initializers), as shape inference typed them."""
+    found: set[str] = set()
+    for g in _graphs(graph):
+        found.update(vi.name for vi in [*g.input, *g.output, *g.value_info] if _is_half(vi.type))
+        found.update(t.name for t in g.initializer if t.data_type == HALF)
+    return found
+
+
+def _outputs_made_by_nodes(graph: GraphProto) -> bool:
+    """Whether each float16 output of the main graph is made by one of its nodes (not an input
+    or initializer passed through), so that it can be cast back at the end."""
+    made = {o for n in graph.node for o in n.output}
+    return all(vi.name in made for vi in graph.output if _is_half(vi.type))
+
+
+def _widened_info(vi: ValueInfoProto, name: str) -> ValueInfoProto:
+    wide = ValueInfoProto()
+    wide.CopyFrom(vi)
+    wide.name = name
+    wide.type.tensor_type.elem_type = FLOAT
+    return wide
+
+
+def _uses_half(graph: GraphProto) -> bool:
+    """Whether any tensor of ``graph`` or its subgraphs is float16."""
+    for g in _graphs(graph):
+        if any(t.data_type == HALF for t in g.initializer):
+            return True
+        if any(_is_half(vi.type) for vi in [*g.input, *g.output, *g.value_info]):
+            return True
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == AttributeProto.TENSOR and a.t.data_type == HALF:
+                    return True
+                if a.name in ("to", *_DTYPE_ATTRIBUTES) and a.i == HALF:
+                    return True
+    return False
+
+
+def _typed(graph: GraphProto) -> bool:
+    """Whether every node output has an inferred tensor type and no float16 hides in another
+    kind of type (sequence, map, optional) or in a sparse tensor."""
+    for g in _graphs(graph):
+        if any(t.values.data_type == HALF for t in g.sparse_initializer):
+            return False
+        types = {vi.name: vi.type for vi in [*g.input, *g.output, *g.value_info]}
+        types.update((t.name, _tensor_type(t.data_type)) for t in g.initializer)
+        for vi_type in types.values():
+            if vi_type.WhichOneof("value") != "tensor_type" and "elem_type: 10" in str(vi_type):
+                return False
+        for node in g.node:
+            for o in node.output:
+                if o and (o not in types or types[o].WhichOneof("value") is None):
+                    return False
+    return True
+
+
+def _tensor_type(elem_type: int) -> TypeProto:
+    t = TypeProto()
+    t.tensor_type.elem_type = elem_type
+    return t
+
+
+def _is_half(t: TypeProto) -> bool:
+    return t.WhichOneof("value") == "tensor_type" and t.tensor_type.elem_type == HALF
+
+
+def _graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """``graph`` and all its subgraphs, nested too."""
+    yield graph
+    for node in graph.node:
+        for g in subgraphs(node):
+            yield from _graphs(g)
+
+
+def _all_names(graph: GraphProto) -> set[str]:
+    names: set[str] = set()
+    for g in _graphs(graph):
+        names.update(vi.name for vi in [*g.input, *g.output, *g.value_info])
+        names.update(t.name for t in g.initializer)
+        names.update(o for n in g.node for o in [*n.input, *n.output] if o)
+    return names
+
+
+def _fresh(base: str, names: set[str]) -> str:
+    name, k = base, 0
+    while name in names:
+        k += 1
+        name = f"{base}_{k}"
+    names.add(name)
+    return name
+
+
+def _widen_graph(
+    graph: GraphProto, names: set[str], half_inputs: set[str], top: bool = False
+) -> None:
+    """Rewrite ``graph`` in place: float16 storage to float32, rounding after each op. The main
+    graph (``top``) keeps its inputs, outputs and the initializers fed like inputs as they are."""
+    declared = [*graph.value_info, *graph.output, *(() if top else graph.input)]
+    half_values = {vi.name for vi in declared if _is_half(vi.type)}
+    fed = {vi.name for vi in graph.input} if top else set()
+    for t in graph.initializer:
+        if t.data_type == HALF and t.name not in fed:
+            t.CopyFrom(_widened_tensor(t))
+    for vi in [*graph.value_info, *(() if top else (*graph.input, *graph.output))]:
+        if _is_half(vi.type):
+            vi.type.tensor_type.elem_type = FLOAT
+    nodes: list[NodeProto] = []
+    for node in graph.node:
+        nodes.extend(_widen_node(node, half_values, half_inputs, names))
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _widen_node(
+    node: NodeProto, half_values: set[str], half_inputs: set[str], names: set[str]
+) -> list[NodeProto]:
+    """``node`` rewritten for float32 storage, followed by the rounding of its float16 outputs."""
+    for g in subgraphs(node):
+        _widen_graph(g, names, half_inputs)
+    if _to_half(node, half_values):  # rounded once, from the input's own type
+        return [helper.make_node(HALF_ROUND, [node.input[0]], list(node.output), name=node.name,
+                                 domain=FUSED_DOMAIN)]  # fmt: skip
+    for a in node.attribute:
+        if a.type == AttributeProto.TENSOR and a.t.data_type == HALF:
+            a.t.CopyFrom(_widened_tensor(a.t))
+        elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
+            a.i = FLOAT
+    before = []
+    if not _same_in_float32(node):  # computed in float16 as written: real float16 inputs
+        for k, name in enumerate(node.input):
+            if name in half_inputs:
+                narrow = _fresh(f"{name}__float16", names)
+                before.append(helper.make_node("Cast", [name], [narrow], to=HALF))
+                node.input[k] = narrow
+    rounds = []
+    for k, out in enumerate(node.output):
+        if out in half_values and not _selects(node):
+            raw = _fresh(f"{out}__unrounded", names)
+            node.output[k] = raw
+            rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
+    return [*before, node, *rounds]
+
+
+def _all_versions(node: NodeProto, promise: Callable[[Traits], bool]) -> bool:
+    """Whether the kernel serving the node at the model's opset makes the ``promise`` (every
+    registered version, when the model's opset for the domain is not known)."""
+    opset = _OPSETS.get(normalize_domain(node.domain))
+    if opset is not None:
+        kernel = REGISTRY.lookup(node.domain, node.op_type, opset)
+        return kernel is not None and promise(kernel.traits)
+    versions = REGISTRY.versions(node.domain, node.op_type)
+    kernels = [REGISTRY.lookup(node.domain, node.op_type, v) for v in versions]
+    return bool(kernels) and all(k is not None and promise(k.traits) for k in kernels)
+
+
+def _selects(node: NodeProto) -> bool:
+    """Whether the op only selects values of its inputs (:attr:`Traits.selects`): float16
+    inputs make float16 outputs, no rounding needed."""
+    return _all_versions(node, lambda t: t.selects)
+
+
+def _same_in_float32(node: NodeProto) -> bool:
+    """Whether the op, given float32 inputs holding float16 values, computes what it computes
+    on float16 inputs before rounding: a single NumPy ufunc (whose float16 loops compute in
+    float32 and round), an op that rounds once (:attr:`Traits.rounds_once`), one that only
+    selects, or a node with subgraphs (rewritten themselves)."""
+    if any(True for _ in subgraphs(node)):
+        return True
+    return _all_versions(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects)
+
+
+def _to_half(node: NodeProto, half_values: set[str]) -> bool:
+    """Whether ``node`` is a Cast to float16, or a CastLike whose output is float16."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type == "Cast":
+        return any(a.name == "to" and a.i == HALF for a in node.attribute)
+    return node.op_type == "CastLike" and node.output[0] in half_values
+
+
+def _widened_tensor(t: TensorProto) -> TensorProto:
+    return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+
+
+def _rename(graph: GraphProto, renames: dict[str, str], top: bool = True) -> None:
+    """Rename the values ``graph``'s nodes read and write, and those its subgraphs read from
+    it; a subgraph's own inputs, initializers and node outputs shadow the names (the main
+    graph's inputs and outputs keep theirs)."""
+    if not top:
+        local = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+        local |= {o for n in graph.node for o in n.output}
+        renames = {k: v for k, v in renames.items() if k not in local}
+        if not renames:
+            return
+        for vi in graph.output:
+            vi.name = renames.get(vi.name, vi.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(i, i) for i in node.input]
+        if top:
+            node.output[:] = [renames.get(o, o) for o in node.output]
+        for g in subgraphs(node):
+            _rename(g, renames, top=False)

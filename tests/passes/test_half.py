@@ -1,0 +1,179 @@
+"""float16 in float32 (compile/passes/half.py): float16 values are held in float32 and each
+op's result rounded to float16 by HalfRound, which equals NumPy's cast to float16 bit for bit;
+a model gives the results it gives computed in float16 op by op, with its declared types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+from onnxflow.ops.fused import half_round
+
+H, F, D, I64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
+RNG = np.random.default_rng(11)
+
+
+def _edge_values() -> np.ndarray:
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)
+    mids = ((halves[:-1].astype(np.float64) + halves[1:]) / 2).astype(np.float32)
+    payload_nans = np.array([0x7F800001, 0xFF800001, 0x7FC00001, 0x7F801234], np.uint32)
+    spread = RNG.standard_normal(20000) * 10.0 ** RNG.integers(-9, 6, 20000)
+    return np.concatenate(
+        [
+            halves, -halves, mids, -mids, np.nextafter(mids, np.float32(np.inf)),
+            np.nextafter(mids, np.float32(-np.inf)), payload_nans.view(np.float32),
+            np.array([0, -0.0, np.inf, -np.inf, 65504, 65519.99, 65520, -1e30, 1e-30], np.float32),
+            spread.astype(np.float32),
+        ]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_half_round_is_the_cast_to_float16_bit_for_bit(dtype: type) -> None:
+    x = _edge_values().astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    got = half_round(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), x[~same][:5]
+    assert half_round(np.array(1.00048828125, np.float32)).shape == ()  # 0-d stays 0-d
+
+
+def _model(cast_from_double: bool = False) -> object:
+    """Conv -> Add(Constant) -> Relu -> Mul(initializer) -> Reshape -> MatMul, in float16, with
+    a float32 output cast from the float16 value and a float16 output."""
+    w = (RNG.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float16)
+    scale = RNG.standard_normal((1, 4, 1, 1)).astype(np.float16)
+    m = (RNG.standard_normal((64, 5)) * 0.2).astype(np.float16)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Constant", [], ["bias"],
+            value=numpy_helper.from_array(np.array(0.1, np.float16)),
+        ),
+        helper.make_node("Add", ["c", "bias"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Mul", ["r", "scale"], ["s"]),
+        helper.make_node("Reshape", ["s", "flat"], ["f"]),
+        helper.make_node("MatMul", ["f", "m"], ["y"]),
+        helper.make_node("Cast", ["y"], ["y32"], to=F),
+    ]  # fmt: skip
+    inputs = [helper.make_tensor_value_info("x", H, [2, 3, 4, 4])]
+    if cast_from_double:  # a double input cast to float16 rounds once, from double
+        nodes[0:0] = [helper.make_node("Cast", ["xd"], ["x"], to=H)]
+        inputs = [helper.make_tensor_value_info("xd", D, [2, 3, 4, 4])]
+    inits = [
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(scale, "scale"),
+        numpy_helper.from_array(m, "m"),
+        numpy_helper.from_array(np.array([2, 64], np.int64), "flat"),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("y", H, None),
+        helper.make_tensor_value_info("y32", F, None),
+    ]
+    graph = helper.make_graph(nodes, "half", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def _sessions(model: object) -> tuple[onnxflow.InferenceSession, onnxflow.InferenceSession]:
+    plain = onnxflow.SessionOptions(optimize=False)
+    return onnxflow.InferenceSession(model), onnxflow.InferenceSession(model, plain)
+
+
+@pytest.mark.parametrize("cast_from_double", [False, True])
+def test_a_float16_model_gives_its_op_by_op_float16_results(cast_from_double: bool) -> None:
+    wide, plain = _sessions(_model(cast_from_double))
+    ops = [info.op_type for info in wide.plan.infos]
+    assert "HalfRound" in ops and "HalfRound" not in [i.op_type for i in plain.plan.infos]
+    after = [ops[k + 1] for k, op in enumerate(ops[:-1]) if op in ("Relu", "Reshape")]
+    assert "HalfRound" not in after  # selecting ops keep float16 values: no rounding
+    x = (RNG.standard_normal((2, 3, 4, 4)) * 3).astype(np.float16)
+    feeds = {"xd": x.astype(np.float64) + 1e-4} if cast_from_double else {"x": x}
+    got, want = wide.run(None, feeds), plain.run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+    assert got[0].dtype == np.float16 and got[1].dtype == np.float32
+
+
+def test_float16_branches_and_loop_states_are_rounded_too() -> None:
+    step = np.array(0.1, np.float16)
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["v", "k"], ["vk"]),
+            helper.make_node("Add", ["vk", "d"], ["v_out"]),
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", H, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", H, None),
+            helper.make_tensor_value_info("vk", H, None),
+        ],
+        [
+            numpy_helper.from_array(np.array(1.37, np.float16), "k"),
+            numpy_helper.from_array(step, "d"),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "v0"], ["v", "trail"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("M", I64, []),
+            helper.make_tensor_value_info("v0", H, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("v", H, None),
+            helper.make_tensor_value_info("trail", H, None),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    wide, plain = _sessions(model)
+    feeds = {"M": np.array(7, np.int64), "v0": np.array([0.3, -2.1, 5.5], np.float16)}
+    for g, w in zip(wide.run(None, feeds), plain.run(None, feeds)):
+        assert g.dtype == np.float16
+        np.testing.assert_array_equal(g, w)
+
+
+def test_models_without_float16_and_passed_through_outputs_are_left_alone() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", H, [2])],
+        [helper.make_tensor_value_info("y", H, None), helper.make_tensor_value_info("x", H, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    sess = onnxflow.InferenceSession(model)  # x is both input and output: no float32 copy
+    assert [i.op_type for i in sess.plan.infos] == ["Relu"]
+    x = np.array([-1.5, 2.25], np.float16)
+    y, echo = sess.run(None, {"x": x})
+    assert y.dtype == echo.dtype == np.float16
+    np.testing.assert_array_equal(y, [0, 2.25])
+    float_model = _model()
+    for t in float_model.graph.initializer:
+        if t.data_type == H:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+    assert "HalfRound" not in [
+        i.op_type for i in onnxflow.InferenceSession(_as_float(float_model)).plan.infos
+    ]
+
+
+def _as_float(model: object) -> object:
+    """``model`` with every float16 type and tensor made float32."""
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.type.tensor_type.elem_type == H:
+            vi.type.tensor_type.elem_type = F
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.type == a.TENSOR and a.t.data_type == H:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float32)))
+    return model
