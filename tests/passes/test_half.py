@@ -56,7 +56,13 @@ def _model(cast_from_double: bool = False) -> object:
         ),
         helper.make_node("Add", ["c", "bias"], ["a"]),
         helper.make_node("Relu", ["a"], ["r"]),
-        helper.make_node("Mul", ["r", "scale"], ["s"]),
+        helper.make_node("Mul", ["r", "scale"], ["s0"]),
+        helper.make_node("Div", ["s0", "scale"], ["s1"]),
+        helper.make_node("HardSigmoid", ["s1"], ["s2"]),
+        helper.make_node(
+            "BatchNormalization", ["s2", "bn_s", "bn_b", "bn_m", "bn_v"], ["s3"]
+        ),
+        helper.make_node("Mul", ["s3", "s0"], ["s"]),
         helper.make_node("Reshape", ["s", "flat"], ["f"]),
         helper.make_node("MatMul", ["f", "m"], ["y"]),
         helper.make_node("Cast", ["y"], ["y32"], to=F),
@@ -70,6 +76,10 @@ def _model(cast_from_double: bool = False) -> object:
         numpy_helper.from_array(scale, "scale"),
         numpy_helper.from_array(m, "m"),
         numpy_helper.from_array(np.array([2, 64], np.int64), "flat"),
+        *(
+            numpy_helper.from_array((RNG.random(4) + 0.5).astype(np.float16), f"bn_{p}")
+            for p in "sbmv"
+        ),
     ]
     outputs = [
         helper.make_tensor_value_info("y", H, None),
@@ -177,3 +187,20 @@ def _as_float(model: object) -> object:
             if a.type == a.TENSOR and a.t.data_type == H:
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float32)))
     return model
+
+
+@pytest.mark.parametrize("op", ["HardSigmoid", "HardSwish"])
+def test_float16_hard_activations_compute_in_float32_and_round_once(op: str) -> None:
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", H, [4096])],
+        [helper.make_tensor_value_info("y", H, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    x = (RNG.standard_normal(4096) * 4).astype(np.float16)
+    w = x.astype(np.float32)
+    gate = np.clip(w * np.float32(0.2 if op == "HardSigmoid" else 1 / 6) + np.float32(0.5), 0, 1)
+    want = (gate if op == "HardSigmoid" else w * gate).astype(np.float16)
+    for sess in _sessions(model):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)

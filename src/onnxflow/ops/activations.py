@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
@@ -135,7 +136,7 @@ def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.nd
     return _like(_sigmoid(x), x)
 
 
-@op("HardSigmoid", 1, 6, 22)
+@op("HardSigmoid", 1, 6, 22, traits=Traits(rounds_once=True))
 def hard_sigmoid(
     x: np.ndarray,
     *,
@@ -143,16 +144,18 @@ def hard_sigmoid(
     beta: float = 0.5,
     consumed_inputs: list[int] | None = None,
 ) -> np.ndarray:
-    """Return max(0, min(1, alpha * x + beta))."""
-    c = x.dtype.type
-    return _like(np.clip(x * c(alpha) + c(beta), c(0), c(1)), x)
+    """Return max(0, min(1, alpha * x + beta)), float16 computed in float32 and rounded once."""
+    w = x.astype(accumulation_dtype(x.dtype), copy=False)
+    c = w.dtype.type
+    return _like(np.clip(w * c(alpha) + c(beta), c(0), c(1)), x)
 
 
-@op("HardSwish", 14, 22)
+@op("HardSwish", 14, 22, traits=Traits(rounds_once=True))
 def hard_swish(x: np.ndarray) -> np.ndarray:
-    """Return x * max(0, min(1, x / 6 + 0.5))."""
-    c = x.dtype.type
-    return _like(x * np.clip(x * c(1 / 6) + c(0.5), c(0), c(1)), x)
+    """Return x * max(0, min(1, x / 6 + 0.5)), float16 computed in float32 and rounded once."""
+    w = x.astype(accumulation_dtype(x.dtype), copy=False)
+    c = w.dtype.type
+    return _like(w * np.clip(w * c(1 / 6) + c(0.5), c(0), c(1)), x)
 
 
 @op("Softplus", 1, 22)

@@ -60,8 +60,11 @@ def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int)
     op(op_type, *versions, traits=traits)(kernel)
 
 
-def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -> None:
-    """Register ``fn`` as ``op_type``: legacy broadcasting in ``legacy``, NumPy-style after."""
+def _binary(
+    op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int, rounds_once: bool = False
+) -> None:
+    """Register ``fn`` as ``op_type``: legacy broadcasting in ``legacy``, NumPy-style after.
+    ``rounds_once``: ``fn`` computes float16 in float32 and rounds once (a float ufunc)."""
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b))
@@ -97,7 +100,7 @@ def _binary(op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int) -
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        op(op_type, *versions, traits=Traits(elementwise=True))(kernel)
+        op(op_type, *versions, traits=Traits(elementwise=True, rounds_once=rounds_once))(kernel)
 
 
 def _widening(ufunc: np.ufunc) -> Binary:
@@ -398,7 +401,7 @@ _BINARY: tuple[tuple[str, Binary, tuple[int, ...], tuple[int, ...]], ...] = (
 )
 
 for _name, _fn, _legacy, _versions in _BINARY:
-    _binary(_name, _fn, _legacy, *_versions)
+    _binary(_name, _fn, _legacy, *_versions, rounds_once=_fn is divide)
 
 
 @op("Mod", 10, 13, 28)

@@ -109,7 +109,7 @@ def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial:
     return Built(run, NONE if training else Traits(fresh=True, in_place=over_x))
 
 
-@op("BatchNormalization", 1, 6, build=True)
+@op("BatchNormalization", 1, 6, build=True, traits=Traits(rounds_once=True))
 def batch_normalization_1(
     node: NodeContext,
     *,
@@ -123,7 +123,7 @@ def batch_normalization_1(
     return _batch_norm_kernel(epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
 
 
-@op("BatchNormalization", 7, build=True)
+@op("BatchNormalization", 7, build=True, traits=Traits(rounds_once=True))
 def batch_normalization_7(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1
 ) -> Built:
@@ -131,7 +131,7 @@ def batch_normalization_7(
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, spatial)
 
 
-@op("BatchNormalization", 9, build=True)
+@op("BatchNormalization", 9, build=True, traits=Traits(rounds_once=True))
 def batch_normalization_9(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9
 ) -> Built:
@@ -139,7 +139,7 @@ def batch_normalization_9(
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, 1)
 
 
-@op("BatchNormalization", 14, 15, build=True)
+@op("BatchNormalization", 14, 15, build=True, traits=Traits(rounds_once=True))
 def batch_normalization(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0
 ) -> Built:

@@ -215,14 +215,14 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@op("GlobalAveragePool", 1, 22)
+@op("GlobalAveragePool", 1, 22, traits=Traits(rounds_once=True))
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     """Return the mean over all spatial axes, keeping them as size 1."""
     work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
     return work.mean(axis=_spatial_axes(x), keepdims=True).astype(x.dtype, copy=False)
 
 
-@op("GlobalMaxPool", 1, 22)
+@op("GlobalMaxPool", 1, 22, traits=Traits(selects=True))
 def global_max_pool(x: np.ndarray) -> np.ndarray:
     """Return the max over all spatial axes, keeping them as size 1."""
     return x.max(axis=_spatial_axes(x), keepdims=True)

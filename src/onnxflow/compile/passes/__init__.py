@@ -1,5 +1,8 @@
 """Graph rewrites, one per module, each with its own tests.
 
+- :mod:`.half`: float16 values held in float32, each op's result rounded to float16 (a model
+  pass: :meth:`~onnxflow.compile.compiler.Compiler.compile_main` runs it on the main graph and
+  its subgraphs before anything else);
 - :mod:`.fold`: constant folding, node by node as the compiler meets them;
 - :mod:`.functions`: function expansion, for nodes no kernel serves;
 - :data:`GRAPH_PASSES`: rewrites of every graph before it compiles (:func:`graph_forms`):
