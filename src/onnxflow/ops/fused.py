@@ -180,26 +180,48 @@ def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 _F32 = np.dtype(np.float32)
 
 
-@op(HALF_ROUND, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True, static_shape=True))
-def half_round(x: np.ndarray) -> np.ndarray:
+def _half_round_over_x(x: np.ndarray) -> np.ndarray:
+    """:func:`half_round` written over ``x`` (which dies here) when it is float32."""
+    return half_round(x, over=True)
+
+
+@op(
+    HALF_ROUND,
+    1,
+    domain=FUSED_DOMAIN,
+    traits=Traits(fresh=True, static_shape=True, in_place=_half_round_over_x),
+)
+def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     """``x`` rounded to the nearest float16 (ties to even, beyond 65504 to infinity, NaN kept),
-    as float32: a float32 input by integer operations on its bits, any other as a cast to
-    float16 would convert it."""
+    as float32: a float32 input by integer operations on its bits (over its own memory when
+    ``over``), any other as a cast to float16 would convert it."""
     if x.dtype != _F32:
         return np.asarray(convert(x, np.dtype(np.float16)), dtype=np.float32)
     shape, x = x.shape, x.reshape(-1)
     bits = x.view(np.uint32)
-    out = bits >> np.uint32(13)  # ties to even: add 0xFFF, or 0x1000 when the kept part is odd
-    out &= np.uint32(1)
-    out += np.uint32(0x0FFF)
-    out += bits
+    extreme = _has_half_extremes(bits)
+    odd = bits >> np.uint32(13)  # ties to even: add 0xFFF, or 0x1000 when the kept part is odd
+    odd &= np.uint32(1)
+    odd += np.uint32(0x0FFF)
+    out = bits if over and not extreme and x.flags.writeable else odd
+    np.add(bits, odd, out=out)
     out &= np.uint32(0xFFFFE000)
     y = out.view(np.float32)
-    magnitude = bits << np.uint32(1)  # the sign dropped; float16's normal range starts at 0
-    magnitude -= np.uint32(2 * 0x38800000)  # (2**-14), and ends where rounding passes 65504
-    if np.any(magnitude >= np.uint32(2 * (0x477FF000 - 0x38800000))):
-        _half_extremes(x, y)  # zeros, subnormals, overflow, inf and NaN
+    if extreme:
+        _half_extremes(x, y)  # subnormals, overflow, inf and NaN
     return y.reshape(shape)
+
+
+def _has_half_extremes(bits: np.ndarray) -> bool:
+    """Whether some value is nonzero below float16's normal range (2**-14) or rounds past its
+    largest (65504), or is inf or NaN: two reductions over the magnitudes, doubled."""
+    if not bits.size:
+        return False
+    doubled = bits << np.uint32(1)  # the sign bit dropped
+    if doubled.max() >= np.uint32(2 * 0x477FF000):
+        return True
+    doubled -= np.uint32(1)  # zero wraps to the top: only nonzero values count as small
+    return bool(doubled.min() < np.uint32(2 * 0x38800000 - 1))
 
 
 def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
