@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx.shape_inference
 from onnx import ModelProto
@@ -82,6 +83,7 @@ class InferenceSession:
         self._feedable = [a for a in self._inputs if a.name not in initialized]
         self._outputs = [NodeArg.from_value_info(vi) for vi in graph.output]
         inferred = _inferred(self.model).graph  # the same graph, with value_info to read
+        self._declared = _main_values(inferred)
         self.plan: Plan = self._compiler().compile_main(inferred, self._opsets())
         # Old models list their initializers as graph inputs, so a feed may override them. Runs
         # that do not use a plan in which they, and what they feed, are constants.
@@ -203,7 +205,7 @@ class InferenceSession:
         """Run ``plan``; return the main graph's values named in ``names`` (all when None)."""
         collector = _MainValues(plan)
         self._execute(plan, args, run_options, [*watchers, collector])
-        values = _pick(collector.values(args), names)
+        values = _pick(_as_declared(collector.values(args), self._declared), names)
         return dict(zip(values, self._detach(list(values.values()), args)))
 
     def _execute(
@@ -268,6 +270,33 @@ class _MainValues(Observer):
             found.setdefault(plan.slot_names[slot], plan.template[slot])
         found.update(self.outputs)
         return found
+
+
+def _main_values(graph: onnx.GraphProto) -> dict[str, int]:
+    """Every value of the main graph by name, with its declared or inferred element type (0
+    when unknown)."""
+    found = {o: 0 for n in graph.node for o in n.output if o}
+    found.update((t.name, t.data_type) for t in graph.initializer)
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        found[vi.name] = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+    return found
+
+
+def _as_declared(values: dict[str, Any], declared: dict[str, int]) -> dict[str, Any]:
+    """The main graph's own values, as the model types them: values the compile passes made
+    (a float16 value's float32 form) are left out, and a float16 value held in float32 is
+    given back in float16 (exactly: it holds float16 values)."""
+    shown = {}
+    for name, value in values.items():
+        if name not in declared:
+            continue
+        if declared[name] == onnx.TensorProto.FLOAT16 and getattr(value, "dtype", None) == _F32:
+            value = value.astype(np.float16)
+        shown[name] = value
+    return shown
+
+
+_F32 = np.dtype(np.float32)
 
 
 def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]:

@@ -204,3 +204,14 @@ def test_float16_hard_activations_compute_in_float32_and_round_once(op: str) -> 
     want = (gate if op == "HardSigmoid" else w * gate).astype(np.float16)
     for sess in _sessions(model):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
+
+
+def test_intermediate_values_of_a_float16_model_are_float16_under_their_own_names() -> None:
+    wide, plain = _sessions(_model())
+    x = (RNG.standard_normal((2, 3, 4, 4)) * 3).astype(np.float16)
+    got = wide.run(None, {"x": x}, intermediate=True)
+    want = plain.run(None, {"x": x}, intermediate=True)
+    assert set(got) == set(want)  # no value the pass made, none of the model's lost
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        np.testing.assert_array_equal(got[name], value)
