@@ -49,15 +49,22 @@ CASES = [
     ((1, 3, 9, 9), (2, 3, 3, 3), 1, [2, 2], [2, 1], None, "VALID"),
     ((1, 6, 5, 5), (4, 6, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0], "NOTSET"),  # pointwise
     ((1, 2, 4, 4), (3, 2, 5, 5), 1, [1, 1], [1, 1], [2, 2, 2, 2], "NOTSET"),  # kernel > input
+    ((2, 5, 9, 7), (2, 5, 3, 2), 1, [1, 1], [2, 3], [1, 0, 2, 3], "NOTSET"),  # by taps
+    ((1, 6, 6, 8), (3, 6, 3, 3), 1, [1, 1], [1, 1], None, "SAME_LOWER"),  # by taps
+    ((1, 4, 7, 6), (2, 4, 2, 3), 1, [1, 1], [1, 1], [0, 0, 0, 0], "NOTSET"),  # by taps
+    ((1, 6, 4, 4), (2, 6, 5, 5), 1, [1, 1], [1, 1], [2, 1, 2, 3], "NOTSET"),  # by taps, k > x
 ]
 
 
-@pytest.mark.parametrize("chunk", [None, 1])
+@pytest.mark.parametrize("path", [None, "rows", "taps"])
 @pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_conv_matches_a_direct_convolution(case, chunk, monkeypatch) -> None:
-    """``chunk=1``: the columns are built one output row at a time."""
-    if chunk is not None:
-        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", chunk)
+def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
+    """``rows``: the columns are built one output row at a time; ``taps``: every 2-D stride-1
+    case whose channels allow it sums one product per kernel tap, however small."""
+    if path == "rows":
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
+    if path == "taps":
+        monkeypatch.setattr(conv_module, "TAP_PRODUCTS_MIN_POSITIONS", 0)
     xs, ws, group, strides, dilations, pads, auto_pad = case
     rng = np.random.default_rng(len(xs) + ws[0])
     x = rng.standard_normal(xs).astype(np.float32)

@@ -153,6 +153,8 @@ def _conv(
     dilations = _per_axis(dilations, len(kernel), "dilations")
     if group == c == m:  # depthwise: no columns, no product
         return _depthwise(x, w, out, strides, dilations, begin)
+    if _by_taps(c, m, group, kernel, out, strides):
+        return _tap_products(x, w, out, dilations, begin)
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
@@ -164,6 +166,61 @@ def _conv(
             r1 = min(out[0], r0 + step)
             cols = _im2col(x[b], kernel, [r1 - r0, *out[1:]], strides, dilations, begin, r0)
             y[b, :, r0:r1] = _grouped_gemm(wm, cols).reshape(m, r1 - r0, *out[1:])
+    return y
+
+
+#: A 2-D stride-1 convolution of at least this many output positions sums one product per
+#: kernel tap when its columns would cost more to copy than the sums cost to add.
+TAP_PRODUCTS_MIN_POSITIONS = 1024
+
+
+def _by_taps(
+    c: int, m: int, group: int, kernel: Sequence[int], out: Sequence[int], strides: Sequence[int]
+) -> bool:
+    """Whether :func:`_tap_products` serves this convolution: one group, two spatial axes,
+    stride 1, several taps, many positions, and C * K column copies outweighing M * (K - 1)
+    added outputs."""
+    taps = math.prod(kernel)
+    return (
+        group == 1
+        and len(kernel) == 2
+        and all(s == 1 for s in strides)
+        and taps > 1
+        and math.prod(out) >= TAP_PRODUCTS_MIN_POSITIONS
+        and c * taps > m * (taps - 1)
+    )
+
+
+def _tap_products(
+    x: np.ndarray,
+    w: np.ndarray,
+    out: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+) -> np.ndarray:
+    """A 2-D stride-1 convolution as a sum over the kernel taps of ``W[:, :, i, j] @ X``
+    shifted: on the padded image flattened row by row, each tap's window of ``Ho`` rows is one
+    strided view that BLAS reads in place (its rows carry ``Wp - Wo`` columns past the output,
+    dropped at the end), so no column matrix is copied."""
+    n, c, height, width = x.shape
+    m, _, kh, kw = w.shape
+    (ho, wo), (dh, dw) = out, dilations
+    hp, wp = ho + (kh - 1) * dh, wo + (kw - 1) * dw
+    padded = np.zeros((n, c, hp + 1, wp), x.dtype)  # a spare row for the last tap's window
+    rows, cols = min(height, hp - begin[0]), min(width, wp - begin[1])
+    padded[:, :, begin[0] : begin[0] + rows, begin[1] : begin[1] + cols] = x[:, :, :rows, :cols]
+    flat = padded.reshape(n, c, -1)
+    taps = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
+    span = ho * wp
+    y = np.empty((n, m, ho, wo), x.dtype)
+    acc, term = np.empty((m, span), x.dtype), np.empty((m, span), x.dtype)
+    for b in range(n):
+        for k, (i, j) in enumerate(np.ndindex(kh, kw)):
+            start = i * dh * wp + j * dw
+            np.matmul(taps[i, j], flat[b, :, start : start + span], out=term if k else acc)
+            if k:
+                acc += term
+        y[b] = acc.reshape(m, ho, wp)[:, :, :wo]
     return y
 
 
