@@ -204,3 +204,32 @@ def test_small_integer_powers_round_once(exponent, dtype) -> None:
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, want)
         assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_clip_over_a_dying_intermediate_gives_numpys_clip() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxflow
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "x"], ["doubled"]),
+            helper.make_node("Clip", ["doubled", "lo", "hi"], ["y"]),
+            helper.make_node("Clip", ["y", "", "hi2"], ["z"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.array(-1.0, np.float32), "lo"),
+            numpy_helper.from_array(np.array(1.5, np.float32), "hi"),
+            numpy_helper.from_array(np.array(0.5, np.float32), "hi2"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    before = x.copy()
+    for _ in range(2):
+        (z,) = onnxflow.InferenceSession(model).run(None, {"x": x})
+        np.testing.assert_array_equal(z, np.minimum(np.clip(x + x, -1.0, 1.5), 0.5))
+    np.testing.assert_array_equal(x, before)  # the feed itself is never written

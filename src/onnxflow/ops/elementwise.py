@@ -476,14 +476,32 @@ def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(condition, x, y)
 
 
-def _clip(x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None) -> np.ndarray:
-    """Return max(x, lo) then min(., hi) in x's dtype; a missing bound does not clip."""
-    out = x
-    if lo is not None:
-        out = np.maximum(out, lo)
-    if hi is not None:
-        out = np.minimum(out, hi)
-    return np.asarray(out).astype(x.dtype, copy=False)
+def _clip(
+    x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None, over: bool = False
+) -> np.ndarray:
+    """Return max(x, lo) then min(., hi) in x's dtype, a new array (or x itself, written over,
+    when ``over``); a missing bound does not clip. The second bound is applied in place."""
+    bounds = [(ufunc, b) for ufunc, b in ((np.maximum, lo), (np.minimum, hi)) if b is not None]
+    same = all(b.dtype == x.dtype for _, b in bounds)
+    if not (x.ndim and same):  # 0-d, or bounds of another dtype: NumPy's own results
+        out = x
+        for ufunc, b in bounds:
+            out = ufunc(out, b)
+        return np.array(out, dtype=x.dtype)  # a new array: the result is fresh
+    out = x if over else np.empty_like(x)
+    if not bounds:
+        np.copyto(out, x)
+    src = x
+    for ufunc, b in bounds:
+        ufunc(src, b, out=out)
+        src = out
+    return out
+
+
+def _clip_over_x(
+    x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+) -> np.ndarray:
+    return _clip(x, lo, hi, over=True)
 
 
 def _attr_bound(value: float | None, dtype: np.dtype) -> np.ndarray | None:
@@ -517,7 +535,7 @@ def clip_6(
     return _clip(x, _attr_bound(min, x.dtype), _attr_bound(max, x.dtype))
 
 
-@op("Clip", 11, 12, 13, traits=Traits(selects=True))
+@op("Clip", 11, 12, 13, traits=Traits(selects=True, fresh=True, in_place=_clip_over_x))
 def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Return x limited to [lo, hi] given as optional scalar inputs; lo > hi gives hi."""
     return _clip(x, lo, hi)
