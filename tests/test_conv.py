@@ -130,13 +130,14 @@ def test_long_kernels_take_strided_columns_equal_to_the_tap_by_tap_ones() -> Non
         ((7,), (3,), (1,), (3, 0)),
     ],
 )
-def test_depthwise_convolution_sums_its_taps_like_the_general_path(
-    n: int, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple
+@pytest.mark.parametrize("blocks", ["whole", "one channel at a time"])
+def test_depthwise_convolution_weighs_its_windows_like_the_oracle(
+    n: int, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple, blocks: str, monkeypatch
 ) -> None:
-    """One filter per channel runs as a sum of taps; it agrees with a sliding-window oracle
-    for strides, dilations and uneven pads."""
-    from onnxflow.ops import conv as conv_module
-
+    """One filter per channel runs as copied windows and one batched product, in blocks of
+    channels; it agrees with a sliding-window oracle for strides, dilations and uneven pads."""
+    if blocks != "whole":
+        monkeypatch.setattr(conv_module, "_DEPTHWISE_CHUNK_BYTES", 1)
     rng = np.random.default_rng(4)
     c = 6
     x = rng.standard_normal((n, c, *[11] * len(kernel))).astype(np.float32)

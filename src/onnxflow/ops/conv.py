@@ -224,6 +224,11 @@ def _tap_products(
     return y
 
 
+#: Bound on the columns of one block of channels in :func:`_depthwise` (cache-sized: the block is
+#: copied once and read once by its product).
+_DEPTHWISE_CHUNK_BYTES = 1 << 20
+
+
 def _depthwise(
     x: np.ndarray,
     w: np.ndarray,
@@ -232,9 +237,11 @@ def _depthwise(
     dilations: Sequence[int],
     begin: Sequence[int],
 ) -> np.ndarray:
-    """A depthwise convolution (one filter per channel) as a sum over the kernel taps of each
-    tap's weight times the strided window it sees of the padded input: K passes over the
-    output instead of a (C, K, P) column copy and one short product per channel."""
+    """A depthwise convolution (one filter per channel): each block of channels copies its
+    windows ``(C, K, P)`` out of one strided view of the padded input, then one batched
+    product ``(C, 1, K) @ (C, K, P)`` weighs them. Two passes over the columns instead of two
+    NumPy calls per kernel tap over the output (about half the time on MobileNet-style
+    layers)."""
     n, c, *spatial = x.shape
     kernel = w.shape[2:]
     reach = [
@@ -242,23 +249,41 @@ def _depthwise(
         for o, s, k, d, b, size in zip(out, strides, kernel, dilations, begin, spatial)
     ]
     xp = pad_spatial(x, begin, reach)
-    taps = w.reshape(c, -1).T.reshape(-1, 1, c, *([1] * len(out)))
-    y = scratch = None
-    for tap, index in enumerate(np.ndindex(*kernel)):
-        window = xp[
-            (
-                ...,
-                *(
-                    slice(k * d, k * d + (o - 1) * s + 1, s)
-                    for k, d, o, s in zip(index, dilations, out, strides)
-                ),
-            )
-        ]
-        if y is None:
-            y, scratch = np.multiply(window, taps[tap]), np.empty((n, c, *out), x.dtype)
-        else:
-            y += np.multiply(window, taps[tap], out=scratch)
-    return y
+    taps, positions = math.prod(kernel), math.prod(out)
+    weights = w.reshape(c, 1, taps)
+    y = np.empty((n, c, 1, positions), x.dtype)
+    step = max(1, _DEPTHWISE_CHUNK_BYTES // (taps * positions * x.itemsize))
+    block = np.empty((min(step, c), *kernel, *out), x.dtype)
+    for b in range(n):
+        view = _windows_view(xp[b], kernel, out, strides, dilations)
+        for c0 in range(0, c, step):
+            c1 = min(c, c0 + step)
+            cols = block[: c1 - c0]
+            np.copyto(cols, view[c0:c1])
+            np.matmul(weights[c0:c1], cols.reshape(c1 - c0, taps, positions), out=y[b, c0:c1])
+    return y.reshape(n, c, *out)
+
+
+def _windows_view(
+    xp: np.ndarray,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> np.ndarray:
+    """The read-only view ``(C, *kernel, *out)`` of a padded image ``xp`` ``(C, *spatial)``
+    whose element ``[c, *k, *o]`` is ``xp[c, *(o * s + k * d)]``."""
+    step = xp.strides[1:]
+    return np.lib.stride_tricks.as_strided(
+        xp,
+        shape=(xp.shape[0], *kernel, *out),
+        strides=(
+            xp.strides[0],
+            *(st * d for st, d in zip(step, dilations)),
+            *(st * s for st, s in zip(step, strides)),
+        ),
+        writeable=False,
+    )
 
 
 def _check_conv_shapes(x: tuple[int, ...], w: tuple[int, ...], group: int) -> None:
@@ -338,17 +363,7 @@ def _strided_columns(
     ]
     xp = pad_spatial(x[None], begin, reach)[0]
     start = xp[(slice(None), *(slice(o0 * s, None) for o0, s in zip(origin, strides)))]
-    step = start.strides[1:]
-    view = np.lib.stride_tricks.as_strided(
-        start,
-        shape=(x.shape[0], *kernel, *out),
-        strides=(
-            start.strides[0],
-            *(st * d for st, d in zip(step, dilations)),
-            *(st * s for st, s in zip(step, strides)),
-        ),
-        writeable=False,
-    )
+    view = _windows_view(start, kernel, out, strides, dilations)
     return view.reshape(x.shape[0] * math.prod(kernel), -1)
 
 
