@@ -270,7 +270,7 @@ class _GraphBuilder:
             self.constant_slots.add(self._new_slot(init.values.name, value))
         nodes: Sequence[NodeProto] = self.graph.node
         if self.compiler.optimize:
-            nodes, extra = graph_forms(self.graph)
+            nodes, extra = graph_forms(self.graph, opsets)
             opsets = {**opsets, **extra}
         for node in nodes:
             self.compile_node(node, opsets)

@@ -7,6 +7,8 @@
   :mod:`~onnxflow.compile.passes.fuse_qdq`;
 - ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
   made by :mod:`~onnxflow.compile.passes.memo_shapes`;
+- FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
+  made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
 - HalfRound 1: a value rounded to float16 and held in float32, made by
   :mod:`~onnxflow.compile.passes.half`.
 """
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto
 
+from onnxflow.compile.passes.fold_batch_norm import FOLD_BATCH_NORM
 from onnxflow.compile.passes.forms import FUSED_DOMAIN
 from onnxflow.compile.passes.fuse_distances import ROW_SQUARED_DISTANCES
 from onnxflow.compile.passes.fuse_qdq import FAKE_QUANTIZE
@@ -108,6 +111,29 @@ def fake_quantize(
     np.clip(y, info.min - z, info.max - z, out=y)
     y *= s
     return y
+
+
+@op(FOLD_BATCH_NORM, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))
+def fold_batch_norm(
+    w: np.ndarray,
+    b: np.ndarray | None,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A Conv's weight ``W`` and bias ``B`` (None: zeros) with an inference BatchNormalization
+    after it folded in, in W's dtype: per output channel ``a = scale / sqrt(var + epsilon)``,
+    ``W * a`` and ``B * a + (bias - mean * a)``."""
+    dt = w.dtype
+    s, m, v, c = (p.astype(dt, copy=False) for p in (scale, mean, var, bias))
+    a = s / np.sqrt(v + dt.type(epsilon))
+    shift = c - m * a
+    if b is not None:
+        shift = b.astype(dt, copy=False) * a + shift
+    return w * a.reshape(-1, *[1] * (w.ndim - 1)), shift
 
 
 #: A ShapeMemo keeps its values only while they hold at most this many bytes in all.

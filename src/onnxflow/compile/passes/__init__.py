@@ -6,7 +6,7 @@
 - :mod:`.fold`: constant folding, node by node as the compiler meets them;
 - :mod:`.functions`: function expansion, for nodes no kernel serves;
 - :data:`GRAPH_PASSES`: rewrites of every graph before it compiles (:func:`graph_forms`):
-  :mod:`.fuse_qdq`, then :mod:`.memo_shapes`;
+  :mod:`.fuse_qdq`, :mod:`.fold_batch_norm`, then :mod:`.memo_shapes`;
 - :data:`BODY_PASSES`: the loop-body passes, run by :func:`loop_body_forms` in this order:
   :mod:`.hoist` (invariant hoisting and scan-input batching), then :mod:`.fuse_distances`.
 
@@ -21,12 +21,19 @@ add its test under ``tests/passes/``, and add the pass function to :data:`BODY_P
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from onnx import GraphProto, NodeProto, helper
+from onnx import GraphProto, NodeProto
 
-from onnxflow.compile.passes import fuse_distances, fuse_qdq, hoist, memo_shapes
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, BodyFacts, BodyForms, BodyPass, GraphPass
+from onnxflow.compile.passes import fold_batch_norm, fuse_distances, fuse_qdq, hoist, memo_shapes
+from onnxflow.compile.passes.forms import (
+    FUSED_DOMAIN,
+    BodyFacts,
+    BodyForms,
+    BodyPass,
+    GraphPass,
+    GraphView,
+)
 from onnxflow.ops.registry import REGISTRY
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "BodyForms",
     "BodyPass",
     "GraphPass",
+    "GraphView",
     "graph_forms",
     "loop_body_forms",
 ]
@@ -44,28 +52,25 @@ __all__ = [
 #: while that op's kernel is registered).
 GRAPH_PASSES: tuple[tuple[GraphPass, str], ...] = (
     (fuse_qdq.fuse_qdq, fuse_qdq.FAKE_QUANTIZE),
+    (fold_batch_norm.fold_batch_norm, fold_batch_norm.FOLD_BATCH_NORM),
     (memo_shapes.memo_shapes, memo_shapes.SHAPE_MEMO),
 )
 
 
-def graph_forms(graph: GraphProto) -> tuple[Sequence[NodeProto], dict[str, int]]:
+def graph_forms(
+    graph: GraphProto, opsets: Mapping[str, int]
+) -> tuple[Sequence[NodeProto], dict[str, int]]:
     """The nodes of ``graph`` as :data:`GRAPH_PASSES` rewrite them, and the opsets the new
-    nodes need. Each pass sees the graph as the passes before it left it."""
+    nodes need. Each pass sees the graph's nodes as the passes before it left it."""
     nodes: Sequence[NodeProto] = graph.node
-    opsets: dict[str, int] = {}
-    for run, made in GRAPH_PASSES:
-        if not REGISTRY.has_op(FUSED_DOMAIN, made):
+    made: dict[str, int] = {}
+    for run, fused_op in GRAPH_PASSES:
+        if not REGISTRY.has_op(FUSED_DOMAIN, fused_op):
             continue
-        view = graph if nodes is graph.node else _with_nodes(graph, nodes)
-        new = run(view)
+        new = run(GraphView(graph, nodes, opsets))
         if new is not None:
-            nodes, opsets = new, {FUSED_DOMAIN: 1}
-    return nodes, opsets
-
-
-def _with_nodes(graph: GraphProto, nodes: Sequence[NodeProto]) -> GraphProto:
-    """A graph of ``nodes`` with ``graph``'s outputs (what a pass reads besides the nodes)."""
-    return helper.make_graph(list(nodes), graph.name, [], list(graph.output))
+            nodes, made = new, {FUSED_DOMAIN: 1}
+    return nodes, made
 
 
 #: The loop-body passes in the order they run: hoisting first, as it splits the body as written.

@@ -7,7 +7,7 @@ nothing. :data:`onnxflow.compile.passes.BODY_PASSES` lists them in the order the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from onnx import GraphProto, NodeProto
@@ -50,6 +50,29 @@ class BodyForms:
 BodyPass = Callable[[BodyForms, BodyFacts], "BodyForms | None"]
 
 
-#: A graph pass: the graph's nodes rewritten (its inputs, initializers and outputs stay), or
-#: None when the pass changes nothing.
-GraphPass = Callable[[GraphProto], "list[NodeProto] | None"]
+@dataclass(frozen=True)
+class GraphView:
+    """What a graph pass reads: the graph as written (its inputs, initializers and outputs
+    stay), its nodes as the passes before this one left them, and the opsets its scope
+    imports."""
+
+    graph: GraphProto
+    nodes: Sequence[NodeProto]
+    opsets: Mapping[str, int]
+
+    def constants(self) -> set[str]:
+        """The initializers the caller cannot override (not also graph inputs)."""
+        graph = self.graph
+        names = {t.name for t in graph.initializer}
+        names |= {t.values.name for t in graph.sparse_initializer}
+        return names - {vi.name for vi in graph.input}
+
+    def opset(self, domain: str = "") -> int:
+        """The version the scope imports for ``domain`` (0 when not imported)."""
+        if domain == "ai.onnx":
+            domain = ""
+        return self.opsets.get(domain, 0)
+
+
+#: A graph pass: the graph's nodes rewritten, or None when the pass changes nothing.
+GraphPass = Callable[[GraphView], "list[NodeProto] | None"]

@@ -18,34 +18,35 @@ from __future__ import annotations
 
 from collections import Counter
 
-from onnx import GraphProto, NodeProto, helper
+from onnx import NodeProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
 from onnxflow.ir.walk import subgraph_reads
 
 #: The op type of the fused node.
 FAKE_QUANTIZE = "FakeQuantize"
 
 
-def fuse_qdq(graph: GraphProto) -> list[NodeProto] | None:
-    """The nodes of ``graph`` with each fusable QuantizeLinear -> DequantizeLinear pair as one
+def fuse_qdq(view: GraphView) -> list[NodeProto] | None:
+    """The nodes of the graph with each fusable QuantizeLinear -> DequantizeLinear pair as one
     node, or None if there is none."""
-    if not any(n.op_type == "DequantizeLinear" for n in graph.node):
+    nodes = view.nodes
+    if not any(n.op_type == "DequantizeLinear" for n in nodes):
         return None
-    reads = Counter(i for n in graph.node for i in n.input if i)
-    reads.update(vi.name for vi in graph.output)
-    reads.update(subgraph_reads(graph.node))
-    producer = {o: n for n in graph.node for o in n.output if o}
+    reads = Counter(i for n in nodes for i in n.input if i)
+    reads.update(vi.name for vi in view.graph.output)
+    reads.update(subgraph_reads(nodes))
+    producer = {o: n for n in nodes for o in n.output if o}
     fused: dict[int, NodeProto] = {}
     dropped: set[int] = set()
-    for node in graph.node:
+    for node in nodes:
         q = _pair(node, producer, reads)
         if q is not None:
             fused[id(node)] = _fused_node(q, node)
             dropped.add(id(q))
     if not fused:
         return None
-    return [fused.get(id(n), n) for n in graph.node if id(n) not in dropped]
+    return [fused.get(id(n), n) for n in nodes if id(n) not in dropped]
 
 
 def _default(node: NodeProto, op_type: str) -> bool:

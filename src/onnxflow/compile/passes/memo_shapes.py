@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from onnx import GraphProto, NodeProto, TensorProto, helper
+from onnx import NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
 from onnxflow.ir.walk import subgraph_reads, subgraphs
 from onnxflow.ops.registry import REGISTRY
 
@@ -41,19 +41,19 @@ _ROOTS = ("Shape", "Size")
 MIN_GROUP = 3
 
 
-def memo_shapes(graph: GraphProto) -> list[NodeProto] | None:
+def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     """The nodes of ``graph`` with its shape arithmetic in ``ShapeMemo`` nodes, or None when
     there is none worth a memo."""
-    if not any(_is_root(n) for n in graph.node):
+    if not any(_is_root(n) for n in view.nodes):
         return None
-    grouper = _Grouper(_constants(graph))
-    for node in graph.node:
+    grouper = _Grouper(view.constants())
+    for node in view.nodes:
         grouper.take(node)
     grouper.close()
     if not grouper.groups:
         return None
     plain = [n for n in grouper.nodes if id(n) not in grouper.groups]
-    needed = {i for n in plain for i in n.input if i} | {vi.name for vi in graph.output}
+    needed = {i for n in plain for i in n.input if i} | {vi.name for vi in view.graph.output}
     needed |= subgraph_reads(plain)
     needed.update(i for _, inputs, _ in grouper.groups.values() for i in inputs)
     return [
@@ -64,13 +64,6 @@ def memo_shapes(graph: GraphProto) -> list[NodeProto] | None:
 
 def _is_root(node: NodeProto) -> bool:
     return node.op_type in _ROOTS and node.domain in ("", "ai.onnx")
-
-
-def _constants(graph: GraphProto) -> set[str]:
-    """Initializers the caller cannot override (not also graph inputs)."""
-    inputs = {vi.name for vi in graph.input}
-    names = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
-    return names - inputs
 
 
 def _always_pure(node: NodeProto) -> bool:

@@ -1,0 +1,158 @@
+"""Graph pass: a BatchNormalization in inference mode right after a Conv is folded into the
+Conv's weights and bias.
+
+Conv nets exported for inference (PP-OCR, MobileNets, ResNets) hold a BatchNormalization
+after nearly every Conv: one more pass over every activation. Its inference form is an affine
+map per channel, ``y = x * a + (bias - mean * a)`` with ``a = scale / sqrt(var + epsilon)``
+(which is how the BatchNormalization kernel computes it too), so it can be moved into the
+Conv: ``W' = W * a`` per output channel and ``B' = B * a + (bias - mean * a)``.
+
+The pass writes this as a ``FoldBatchNorm`` node (:func:`onnxflow.ops.fused.fold_batch_norm`)
+computing ``W'`` and ``B'`` from the constants, then the Conv reading them and writing the
+BatchNormalization's output. The fold node reads only initializers, so the compiler's constant
+folding computes it once, when the session is created; the run does one Conv. Results differ
+from the two nodes' only by rounding (the products are summed in another order, as onnxruntime's
+own fold does).
+
+It applies when the Conv's weight is a float32 or float64 constant (an initializer the
+caller cannot override, or a Constant node's tensor), the Conv's output is read by the
+BatchNormalization alone, the BatchNormalization runs in inference mode (opset 7 and later: no
+``is_test``; ``spatial`` 1; ``training_mode`` 0; one output) and its four parameters (and the
+Conv's bias) are such constants of the weight's channel count. Runs that observe every value
+(``intermediate``, observers) no longer see the Conv's own output;
+``SessionOptions(optimize=False)`` keeps the nodes as written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from onnx import AttributeProto, GraphProto, NodeProto, TensorProto, helper
+
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
+from onnxflow.ir.walk import subgraph_reads
+
+#: The op type of the fused node that folds the parameters.
+FOLD_BATCH_NORM = "FoldBatchNorm"
+
+_FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE)
+
+
+def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
+    """The nodes of the graph with each foldable Conv -> BatchNormalization pair as a
+    ``FoldBatchNorm`` node and one Conv, or None if there is none."""
+    nodes = view.nodes
+    if view.opset() < 7 or not any(_default(n, "BatchNormalization") for n in nodes):
+        return None
+    reads = _reads(view)
+    producer = {o: n for n in nodes for o in n.output if o}
+    tensors = _constant_tensors(view)
+    names = _Names(view.graph, nodes)
+    replaced: dict[int, list[NodeProto]] = {}
+    for bn in nodes:
+        conv = _pair(bn, producer, reads, tensors)
+        if conv is not None:
+            replaced[id(conv)] = []
+            replaced[id(bn)] = _folded(conv, bn, names)
+    if not replaced:
+        return None
+    return [m for n in nodes for m in replaced.get(id(n), [n])]
+
+
+def _reads(view: GraphView) -> Counter[str]:
+    """How many times each value is read: by nodes, subgraphs and as a graph output."""
+    reads = Counter(i for n in view.nodes for i in n.input if i)
+    reads.update(vi.name for vi in view.graph.output)
+    reads.update(subgraph_reads(view.nodes))
+    return reads
+
+
+def _default(node: NodeProto, op_type: str) -> bool:
+    return node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def _constant_tensors(view: GraphView) -> dict[str, TensorProto]:
+    """The dense initializers the caller cannot override and the outputs of Constant nodes
+    holding a tensor (as Paddle exports its weights), by name."""
+    constants = view.constants()
+    tensors = {t.name: t for t in view.graph.initializer if t.name in constants}
+    for node in view.nodes:
+        if _default(node, "Constant") and len(node.attribute) == 1 and node.output:
+            attr = node.attribute[0]
+            if attr.name == "value" and attr.type == AttributeProto.TENSOR:
+                tensors[node.output[0]] = attr.t
+    return tensors
+
+
+def _pair(
+    bn: NodeProto,
+    producer: dict[str, NodeProto],
+    reads: Counter[str],
+    tensors: dict[str, TensorProto],
+) -> NodeProto | None:
+    """The Conv whose output only ``bn`` reads, when the pair folds (see the module)."""
+    if not _default(bn, "BatchNormalization") or not _inference(bn):
+        return None
+    conv = producer.get(bn.input[0])
+    if conv is None or not _default(conv, "Conv") or reads[bn.input[0]] != 1:
+        return None
+    if len(conv.input) < 2 or conv.input[1] not in tensors:
+        return None
+    weight = tensors[conv.input[1]]
+    if weight.data_type not in _FLOATS or len(weight.dims) < 3:
+        return None
+    params = [i for i in conv.input[2:3] if i] + list(bn.input[1:5])
+    channels = [weight.dims[0]]
+    if not all(p in tensors and list(tensors[p].dims) == channels for p in params):
+        return None
+    return conv
+
+
+def _inference(bn: NodeProto) -> bool:
+    """Whether the BatchNormalization computes with its given statistics, one output."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in bn.attribute}
+    if set(attrs) - {"epsilon", "momentum", "spatial", "training_mode"}:
+        return False  # is_test, consumed_inputs: opset 6 and older
+    if attrs.get("spatial", 1) != 1 or attrs.get("training_mode", 0) != 0:
+        return False
+    return len(bn.input) == 5 and bool(bn.output[0]) and not any(bn.output[1:])
+
+
+def _folded(conv: NodeProto, bn: NodeProto, names: _Names) -> list[NodeProto]:
+    """The fold node, then the Conv reading its weight and bias and writing ``bn``'s output."""
+    epsilon = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+    base = bn.output[0]
+    weight, bias = names.fresh(f"{base}/folded_W"), names.fresh(f"{base}/folded_B")
+    bias_in = conv.input[2] if len(conv.input) > 2 else ""
+    fold = helper.make_node(
+        FOLD_BATCH_NORM,
+        [conv.input[1], bias_in, *bn.input[1:5]],
+        [weight, bias],
+        name=f"{bn.name or base}/fold",
+        domain=FUSED_DOMAIN,
+        epsilon=epsilon,
+    )
+    new_conv = NodeProto()
+    new_conv.CopyFrom(conv)
+    del new_conv.input[:], new_conv.output[:]
+    new_conv.input.extend([conv.input[0], weight, bias])
+    new_conv.output.append(base)
+    return [fold, new_conv]
+
+
+class _Names:
+    """Value names not yet used in the graph."""
+
+    def __init__(self, graph: GraphProto, nodes: Sequence[NodeProto]) -> None:
+        self.used = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+        self.used.update(o for n in nodes for o in n.output)
+
+    def fresh(self, name: str) -> str:
+        """``name``, or ``name`` with a number after it, unused so far (now used)."""
+        candidate, k = name, 0
+        while candidate in self.used:
+            k += 1
+            candidate = f"{name}_{k}"
+        self.used.add(candidate)
+        return candidate
