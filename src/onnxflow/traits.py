@@ -2,9 +2,10 @@
 
 The code generator (:mod:`onnxflow.runtime.codegen`), the loop generator and the compile passes
 read these promises instead of probing kernel functions or lists of op names. A plain kernel's
-traits are those of its registration, with its attributes bound into :attr:`Traits.in_place`; a
-builder kernel may return a :class:`Built` whose traits refine its registration's for one node
-(Add takes its widening form when the node's operands broadcast).
+traits are those of its registration, with its attributes bound into :attr:`Traits.in_place`
+and into the forms :attr:`Traits.stateful` makes; a builder kernel may return a :class:`Built`
+whose traits refine its registration's for one node (Add takes its widening form when the
+node's operands broadcast).
 """
 
 from __future__ import annotations
@@ -101,7 +102,14 @@ class Built(NamedTuple):
 
 
 def bind_attributes(traits: Traits, attrs: dict[str, Any]) -> Traits:
-    """``traits`` with the node's attributes bound into its in-place form as into the kernel."""
-    if traits.in_place is None or not attrs:
+    """``traits`` with the node's attributes bound into its in-place and stateful forms as
+    into the kernel."""
+    if not attrs:
         return traits
-    return traits.replace(in_place=functools.partial(traits.in_place, **attrs))
+    changes: dict[str, Any] = {}
+    if traits.in_place is not None:
+        changes["in_place"] = functools.partial(traits.in_place, **attrs)
+    if traits.stateful is not None:
+        make = traits.stateful
+        changes["stateful"] = lambda: functools.partial(make(), **attrs)
+    return traits.replace(**changes) if changes else traits

@@ -263,3 +263,58 @@ def test_the_plain_lstm_cell_is_the_general_one_bit_for_bit(
     got = rnn_module.lstm(x, w, r, b, lens, hidden_size=hidden, direction=direction)
     for g, e in zip(got, want):
         np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("op_type", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("weights", ["constant", "fed"])
+def test_recurrent_weights_are_prepared_once_and_again_when_they_change(
+    op_type: str, weights: str, monkeypatch
+) -> None:
+    """A session's recurrent node keeps the weights it prepared (transposed, biases summed)
+    while they are the same arrays: constant weights are prepared once, fed ones as they come.
+    Every run equals the kernel called afresh, bit for bit."""
+    from onnx import helper, numpy_helper
+
+    import onnxflow
+    from onnxflow.ops import rnn as rnn_module
+
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op_type]
+    hidden, size, seq = 6, 5, 4
+    rng = np.random.default_rng(11)
+
+    def draw() -> dict[str, np.ndarray]:
+        return {
+            "W": rng.standard_normal((1, gates * hidden, size)).astype(F32),
+            "R": rng.standard_normal((1, gates * hidden, hidden)).astype(F32),
+            "B": rng.standard_normal((1, 2 * gates * hidden)).astype(F32),
+        }
+
+    first = draw()
+    weight_inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape)) for n, v in first.items()
+    ]
+    graph = helper.make_graph(
+        [helper.make_node(op_type, ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=hidden)],
+        "recurrent",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [seq, 2, size])]
+        + (weight_inputs if weights == "fed" else []),
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, n) for n, v in first.items()] if weights == "constant" else [],
+    )
+    sess = onnxflow.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    )
+    kernel = {"RNN": rnn_module.rnn, "GRU": rnn_module.gru, "LSTM": rnn_module.lstm}[op_type]
+    prepared = []
+    static = rnn_module._static
+    monkeypatch.setattr(rnn_module, "_static", lambda *a: prepared.append(1) or static(*a))
+    second = draw()
+    series = [first, first, first] if weights == "constant" else [first, second, second, first]
+    for w in series:
+        x = rng.standard_normal((seq, 2, size)).astype(F32)
+        feeds = {"X": x, **(w if weights == "fed" else {})}
+        want = kernel(x, w["W"], w["R"], w["B"], hidden_size=hidden)[1]
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], want)
+    # constants are prepared once; fed weights reach the kernel as new views each run, so they
+    # are prepared every run (a memo keyed on identity never serves stale weights)
+    assert len(prepared) == len(series) + (1 if weights == "constant" else len(series))

@@ -118,3 +118,86 @@ def test_a_failing_step_gives_nothing_to_fold() -> None:
     assert fold.fold(np.negative, [np.ones(2)], 1, multi=False)[0].tolist() == [-1, -1]
     values = fold.fold(lambda x: (x, x + 1), [np.ones(1)], 3, multi=True)
     assert [v if v is None else v.tolist() for v in values] == [[1], [2], None]
+
+
+def _if_reading_an_outer_constant(overridable: bool, nested: bool) -> onnx.ModelProto:
+    """y = If(c, then: x + Neg(w), else: x), w an initializer of the main graph (also an input
+    the caller may feed when ``overridable``); ``nested``: the then branch is itself an If
+    whose then branch reads w, two scopes down."""
+    then = helper.make_graph(
+        [
+            helper.make_node("Neg", ["w"], ["nw"], name="neg"),
+            helper.make_node("Add", ["x", "nw"], ["t"], name="add"),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", F, [4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", F, [4])],
+    )
+    if nested:
+        then = helper.make_graph(
+            [helper.make_node("If", ["c"], ["inner"], then_branch=then, else_branch=other)],
+            "outer_then",
+            [],
+            [helper.make_tensor_value_info("inner", F, [4])],
+        )
+        other = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["e2"])],
+            "outer_else",
+            [],
+            [helper.make_tensor_value_info("e2", F, [4])],
+        )
+    inputs = [
+        helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("x", F, [4]),
+    ]
+    if overridable:
+        inputs.append(helper.make_tensor_value_info("w", F, [4]))
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", F, [4])],
+        [numpy_helper.from_array(np.arange(4, dtype=np.float32), "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def _branch_ops(plan, depth: int) -> list[str]:
+    """The op types of the first subgraph ``depth`` scopes down (the then branches)."""
+    for _ in range(depth):
+        plan = plan.children[0][1]
+    return [info.op_type for info in plan.infos]
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_subgraph_folds_what_reads_only_its_enclosing_scopes_constants(nested: bool) -> None:
+    """The branch's Neg reads only an outer initializer: it is computed at load (once, not at
+    every run), and the branch reads the result as a constant, not as a capture."""
+    model = _if_reading_an_outer_constant(overridable=False, nested=nested)
+    depth = 2 if nested else 1
+    folded = onnxflow.InferenceSession(model)
+    plain = onnxflow.InferenceSession(model, onnxflow.SessionOptions(optimize=False))
+    assert _branch_ops(folded.plan, depth) == ["Add"]
+    assert _branch_ops(plain.plan, depth) == ["Neg", "Add"]
+    x = np.ones(4, np.float32)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": x}
+        np.testing.assert_array_equal(folded.run(None, feeds)[0], plain.run(None, feeds)[0])
+    np.testing.assert_array_equal(
+        folded.run(None, {"c": np.array(True), "x": x})[0], x - [0, 1, 2, 3]
+    )
+
+
+def test_an_outer_initializer_the_caller_may_feed_stays_a_capture() -> None:
+    sess = onnxflow.InferenceSession(_if_reading_an_outer_constant(overridable=True, nested=True))
+    assert _branch_ops(sess.plan, 2) == ["Neg", "Add"]
+    feeds = {"c": np.array(True), "x": np.zeros(4, np.float32)}
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], -np.arange(4, dtype=np.float32))
+    w = np.full(4, 5, np.float32)
+    np.testing.assert_array_equal(sess.run(None, {**feeds, "w": w})[0], -w)

@@ -205,10 +205,14 @@ class _GraphBuilder:
         graph: GraphProto,
         outer: frozenset[str] | None,
         outer_types: Mapping[str, TypeProto],
+        outer_constants: Mapping[str, Any] | None = None,
     ) -> None:
         self.compiler = compiler
         self.graph = graph
         self.outer = outer
+        #: The enclosing scopes' constants (with optimize): read here, they are constants of
+        #: this graph too, so what reads only them folds here as well.
+        self.outer_constants: Mapping[str, Any] = outer_constants or {}
         #: Types of the values this graph may read: its own declarations, then its enclosing
         #: scopes' (lexical scoping: a sibling graph's types never leak in).
         self.types: Mapping[str, TypeProto] = ChainMap(scope_types(graph), outer_types)
@@ -239,6 +243,10 @@ class _GraphBuilder:
         if slot is not None:
             return slot
         if self.outer is not None and name in self.outer:
+            if name in self.outer_constants:
+                slot = self._new_slot(name, self.outer_constants[name])
+                self.constant_slots.add(slot)
+                return slot
             self.captures.append(name)
             return self._new_slot(name)
         raise ValidationError(
@@ -249,6 +257,16 @@ class _GraphBuilder:
     def visible(self) -> frozenset[str]:
         """Names a subgraph compiled now may read from this scope and its enclosing ones."""
         return frozenset(self.slots) | (self.outer or frozenset())
+
+    def visible_constants(self) -> Mapping[str, Any]:
+        """The constants of this scope (never an input the caller may feed) and of its
+        enclosing ones, by name, as a subgraph compiled now may read them."""
+        own = {
+            name: self.template[slot]
+            for name, slot in self.slots.items()
+            if slot in self.constant_slots and slot not in self.input_slots
+        }
+        return ChainMap(own, self.outer_constants) if self.outer_constants else own
 
     # -- build -------------------------------------------------------------------------------
     def build(self, opsets: dict[str, int]) -> Plan:
@@ -302,7 +320,8 @@ class _GraphBuilder:
         types = self.types
         if declared is not None:
             types = ChainMap(scope_types(declared), types)
-        return _GraphBuilder(self.compiler, graph, self.visible(), types).build(opsets)
+        constants = self.visible_constants() if self.compiler.optimize else None
+        return _GraphBuilder(self.compiler, graph, self.visible(), types, constants).build(opsets)
 
     def compile_node(self, node: NodeProto, opsets: dict[str, int]) -> None:
         domain = normalize_domain(node.domain)

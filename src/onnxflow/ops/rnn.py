@@ -9,13 +9,15 @@ and its output is zero.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -80,12 +82,49 @@ class _Weights:
     """One direction's parameters, already split into input and recurrent parts."""
 
     xw: np.ndarray  # (T, B, G*H): X @ W.T + Wb for every step
-    r: np.ndarray  # (G*H, H)
+    rt: np.ndarray  # (H, G*H): R transposed, contiguous (np.dot's fast path)
     rb: np.ndarray  # (G*H,)
     p: np.ndarray | None  # (3*H,) LSTM peepholes i, o, f
+    rt_half: np.ndarray | None = None  # see _Static
 
 
 Cell = Callable[[_Weights, int, list[np.ndarray], list[Activation]], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class _Static:
+    """One direction's weights as every run reads them: made once per set of weights."""
+
+    wt: np.ndarray  # (I, G*H): W transposed
+    wb: np.ndarray  # (G*H,): the bias added to every step's input projection
+    rt: np.ndarray  # (H, G*H): R transposed, contiguous (np.dot's fast path)
+    rb: np.ndarray  # (G*H,): the bias added to every step's recurrent product (zero when in wb)
+    p: np.ndarray | None  # (3*H,) LSTM peepholes i, o, f
+    #: The plain LSTM's ``rt`` with its sigmoid gates' columns halved (:func:`_lstm_plain_steps`).
+    rt_half: np.ndarray | None = None
+
+    def weights(self, xs: np.ndarray) -> _Weights:
+        """The weights of one run over the inputs ``xs`` (T, B, I)."""
+        xw = xs @ self.wt + self.wb
+        return _Weights(xw=xw, rt=self.rt, rb=self.rb, p=self.p, rt_half=self.rt_half)
+
+
+class WeightMemo:
+    """The prepared weights of the arrays a kernel was given last: a stateful kernel form
+    (:attr:`onnxflow.traits.Traits.stateful`) holds one, so a node whose weights are the
+    same constants every run prepares them once. One tuple, swapped whole."""
+
+    def __init__(self) -> None:
+        self.kept: tuple[tuple[Any, ...], list[_Static]] | None = None
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], list[_Static]]) -> list[_Static]:
+        """The statics made for ``key`` (the same objects as last time), else ``make()``'s."""
+        kept = self.kept
+        if kept is not None and all(a is b for a, b in zip(kept[0], key)):
+            return kept[1]
+        made = make()
+        self.kept = (key, made)
+        return made
 
 
 @dataclass(frozen=True)
@@ -95,11 +134,14 @@ class _CellKind:
     n_gates: int
     n_states: int  # Y_h, and Y_c for LSTM
     default_activations: tuple[str, ...]
+    #: Rb is added where Wb is (into every step's input projection, once): every gate sums
+    #: both biases with its products (GRU's hidden gate scales its Rb by the reset gate).
+    biases_together: bool = True
 
 
 _RNN = _CellKind(1, 1, ("Tanh",))
 _LSTM = _CellKind(4, 2, ("Sigmoid", "Tanh", "Tanh"))
-_GRU = _CellKind(3, 1, ("Sigmoid", "Tanh"))
+_GRU = _CellKind(3, 1, ("Sigmoid", "Tanh"), biases_together=False)
 
 
 @dataclass(frozen=True)
@@ -123,8 +165,10 @@ def _run(
     inputs: tuple[np.ndarray | None, ...],
     spec: _Recurrence,
     peepholes: np.ndarray | None = None,
+    memo: WeightMemo | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM)."""
+    """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM).
+    ``memo``: where the weights prepared for the arrays given last are kept."""
     x, w, r, b, seq_lens, *initial = inputs
     if spec.direction not in _DIRECTIONS:
         raise ValueError(
@@ -142,9 +186,15 @@ def _run(
         spec.activations, spec.alphas, spec.betas, kind.default_activations, len(directions), work
     )
     xs = x.astype(work, copy=False)
+
+    def make() -> list[_Static]:
+        halves = cell is _lstm_plain_cell
+        return [_static(w, r, b, peepholes, d, kind, work, halves) for d in range(len(directions))]
+
+    statics = make() if memo is None else memo.get((w, r, b, peepholes, work), make)
     ys, finals = [], []
     for d, backwards in enumerate(directions):
-        weights = _direction_weights(xs, w[d], r[d], b, peepholes, d, kind.n_gates, work)
+        weights = statics[d].weights(xs)
         states = [
             np.zeros((batch, r.shape[-1]), work) if s is None else s[d].astype(work)
             for s in (initial + [None] * kind.n_states)[: kind.n_states]
@@ -176,25 +226,39 @@ def _check_weights(
         )
 
 
-def _direction_weights(
-    xs: np.ndarray,
+def _static(
     w: np.ndarray,
     r: np.ndarray,
     b: np.ndarray | None,
     peepholes: np.ndarray | None,
     d: int,
-    n_gates: int,
+    kind: _CellKind,
     work: np.dtype,
-) -> _Weights:
-    """Return direction ``d``'s weights, with the input projection of every step done at once."""
-    size = n_gates * r.shape[-1]
+    halves: bool,
+) -> _Static:
+    """Direction ``d``'s weights in the ``work`` dtype, Rb added to Wb when the kind adds its
+    biases together (Rb is then zero); ``halves``: with R's sigmoid-gate columns halved."""
+    size = kind.n_gates * r.shape[-1]
     bias = np.zeros(2 * size, work) if b is None else b[d].astype(work)
-    return _Weights(
-        xw=xs @ w.astype(work).T + bias[:size],
-        r=r.astype(work),
-        rb=bias[size:],
+    wb, rb = bias[:size], bias[size:]
+    if kind.biases_together:
+        wb, rb = wb + rb, np.zeros_like(rb)
+    rt = np.ascontiguousarray(r[d].astype(work, copy=False).T)
+    return _Static(
+        wt=w[d].astype(work, copy=False).T,
+        wb=wb,
+        rt=rt,
+        rb=rb,
         p=None if peepholes is None else peepholes[d].astype(work),
+        rt_half=rt * _sigmoid_halves(rt.shape[1], work) if halves else None,
     )
+
+
+def _sigmoid_halves(width: int, dtype: np.dtype) -> np.ndarray:
+    """0.5 for the LSTM's three sigmoid gates (i, o, f), 1 for the cell gate."""
+    half = np.full(width, 0.5, dtype)
+    half[3 * (width // 4) :] = 1
+    return half
 
 
 def _over_time(
@@ -210,9 +274,12 @@ def _over_time(
     Past a batch entry's sequence length its state is frozen and its output is zero.
     """
     seq, batch = weights.xw.shape[:2]
-    y = np.zeros((seq, batch, states[0].shape[-1]), states[0].dtype)
     steps = reversed(range(seq)) if backwards else range(seq)
-    if (lens >= seq).all():  # no entry ends early: no masks to apply
+    unmasked = (lens >= seq).all()  # no entry ends early: no masks to apply
+    if unmasked and cell is _lstm_plain_cell:
+        return _lstm_plain_steps(weights, states, steps)
+    y = np.zeros((seq, batch, states[0].shape[-1]), states[0].dtype)
+    if unmasked:
         for t in steps:
             states = cell(weights, t, states, functions)
             y[t] = states[0]
@@ -232,8 +299,8 @@ def _clipper(clip: float | None) -> Activation:
 def _rnn_cell(
     bound: Activation, p: _Weights, t: int, s: list[np.ndarray], f: list[Activation]
 ) -> list[np.ndarray]:
-    """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb)."""
-    return [f[0](bound(p.xw[t] + s[0] @ p.r.T + p.rb))]
+    """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb) (Rb is in ``xw``)."""
+    return [f[0](bound(p.xw[t] + np.dot(s[0], p.rt)))]
 
 
 def _lstm_cell(
@@ -246,7 +313,7 @@ def _lstm_cell(
 ) -> list[np.ndarray]:
     """Gates i, o, f, c with optional peepholes; ``input_forget`` couples f to 1 - i."""
     h, c = s
-    pre = q.xw[t] + h @ q.r.T + q.rb
+    pre = q.xw[t] + np.dot(h, q.rt)  # Rb is in xw
     gi, go, gf, gc = np.split(pre, 4, axis=1)
     pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
     i = f[0](bound(gi + pi * c))
@@ -262,12 +329,41 @@ def _lstm_plain_cell(
     """:func:`_lstm_cell` with the default activations and no peepholes, clip or coupling:
     the three sigmoid gates (i, o, f lie side by side) in one call, the same arithmetic."""
     h, c = s
-    pre = q.xw[t] + h @ q.r.T + q.rb
+    pre = q.xw[t] + np.dot(h, q.rt)  # Rb is in xw
     hidden = h.shape[-1]
     gates = _sigmoid(pre[:, : 3 * hidden])
     i, o, forget = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden :]
     c_new = forget * c + i * np.tanh(pre[:, 3 * hidden :])
     return [o * np.tanh(c_new), c_new]
+
+
+def _lstm_plain_steps(
+    q: _Weights, states: list[np.ndarray], steps: Iterable[int]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """:func:`_lstm_plain_cell` through every step (no sequence ends early), bit for bit, in
+    fewer NumPy calls: the sigmoid gates' ``0.5 *`` moves into their weights and biases (a
+    power of two scales every product and sum exactly), one tanh covers the four gates, and
+    the calls write into buffers made once."""
+    h, c = states
+    seq, batch, width = q.xw.shape
+    hidden = width // 4
+    c = np.array(c, copy=True)  # written over at every step
+    xw, rts = q.xw * _sigmoid_halves(width, q.xw.dtype), q.rt_half
+    y = np.empty((seq, batch, hidden), h.dtype)
+    g, term = np.empty((batch, width), h.dtype), np.empty((batch, hidden), h.dtype)
+    sig, cand = g[:, : 3 * hidden], g[:, 3 * hidden :]
+    i, o, forget = g[:, :hidden], g[:, hidden : 2 * hidden], g[:, 2 * hidden : 3 * hidden]
+    for t in steps:
+        np.dot(h, rts, out=g)
+        np.add(xw[t], g, out=g)
+        np.tanh(g, out=g)
+        sig += 1
+        sig *= 0.5
+        np.multiply(forget, c, out=c)
+        c += np.multiply(i, cand, out=term)
+        np.multiply(o, np.tanh(c, out=term), out=y[t])
+        h = y[t]
+    return y, [h, c]
 
 
 def _gru_cell(
@@ -281,16 +377,23 @@ def _gru_cell(
     """Gates z, r, h; ``linear_before_reset`` applies R_h before the reset gate."""
     (h,) = s
     xz, xr, xh = np.split(q.xw[t], 3, axis=1)
-    rz, rr, rh = np.split(q.r, 3)
+    rz, rr, rh = np.split(q.rt, 3, axis=1)
     bz, br, bh = np.split(q.rb, 3)
-    z = f[0](bound(xz + h @ rz.T + bz))
-    reset = f[0](bound(xr + h @ rr.T + br))
-    recurrent = reset * (h @ rh.T + bh) if linear_before_reset else (reset * h) @ rh.T + bh
+    z = f[0](bound(xz + h @ rz + bz))
+    reset = f[0](bound(xr + h @ rr + br))
+    recurrent = reset * (h @ rh + bh) if linear_before_reset else (reset * h) @ rh + bh
     cand = f[1](bound(xh + recurrent))
     return [(1 - z) * cand + z * h]
 
 
-@op("RNN", 1, 7, 14, 22)
+@op(
+    "RNN",
+    1,
+    7,
+    14,
+    22,
+    traits=Traits(stateful=lambda: functools.partial(rnn, weights_memo=WeightMemo())),
+)
 def rnn(
     x: np.ndarray,
     w: np.ndarray,
@@ -307,16 +410,25 @@ def rnn(
     hidden_size: int | None = None,
     layout: int = 0,
     output_sequence: int = 0,
+    weights_memo: WeightMemo | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
     spec = _Recurrence(
         direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
     cell = functools.partial(_rnn_cell, _clipper(clip))
-    return _run(cell, _RNN, (x, w, r, b, sequence_lens, initial_h), spec)
+    inputs = (x, w, r, b, sequence_lens, initial_h)
+    return _run(cell, _RNN, inputs, spec, memo=weights_memo)
 
 
-@op("LSTM", 1, 7, 14, 22)
+@op(
+    "LSTM",
+    1,
+    7,
+    14,
+    22,
+    traits=Traits(stateful=lambda: functools.partial(lstm, weights_memo=WeightMemo())),
+)
 def lstm(
     x: np.ndarray,
     w: np.ndarray,
@@ -336,6 +448,7 @@ def lstm(
     input_forget: int = 0,
     layout: int = 0,
     output_sequence: int = 0,
+    weights_memo: WeightMemo | None = None,
 ) -> tuple[np.ndarray, ...]:
     """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
     spec = _Recurrence(
@@ -345,10 +458,18 @@ def lstm(
     if p is None and clip is None and not input_forget and activations is None:
         cell = _lstm_plain_cell
     inputs = (x, w, r, b, sequence_lens, initial_h, initial_c)
-    return _run(cell, _LSTM, inputs, spec, peepholes=p)
+    return _run(cell, _LSTM, inputs, spec, peepholes=p, memo=weights_memo)
 
 
-@op("GRU", 1, 3, 7, 14, 22)
+@op(
+    "GRU",
+    1,
+    3,
+    7,
+    14,
+    22,
+    traits=Traits(stateful=lambda: functools.partial(gru, weights_memo=WeightMemo())),
+)
 def gru(
     x: np.ndarray,
     w: np.ndarray,
@@ -366,10 +487,12 @@ def gru(
     layout: int = 0,
     linear_before_reset: int = 0,
     output_sequence: int = 0,
+    weights_memo: WeightMemo | None = None,
 ) -> tuple[np.ndarray, ...]:
     """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
     spec = _Recurrence(
         direction, hidden_size, layout, activations, activation_alpha, activation_beta
     )
     cell = functools.partial(_gru_cell, _clipper(clip), linear_before_reset)
-    return _run(cell, _GRU, (x, w, r, b, sequence_lens, initial_h), spec)
+    inputs = (x, w, r, b, sequence_lens, initial_h)
+    return _run(cell, _GRU, inputs, spec, memo=weights_memo)
