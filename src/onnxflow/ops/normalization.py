@@ -12,6 +12,7 @@ Statistics of float16 and bfloat16 inputs are computed in float32; outputs keep 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -35,20 +36,38 @@ def _work(x: np.ndarray) -> np.ndarray:
     return x.astype(_stat_dtype(x), copy=False)
 
 
+def _mean(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``np.mean(x, axes, keepdims=True)`` without its Python layer: the same sum, divided
+    by the same count (x is float32 or float64)."""
+    total = np.add.reduce(x, axis=axes, keepdims=True)
+    count = math.prod(x.shape[a] for a in axes)
+    return np.true_divide(total, count, out=total) if count else total / count
+
+
+def _centered_moments(
+    x: np.ndarray, axes: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return ``x - mean`` (a new array), the mean and the population variance of x over
+    ``axes``, dimensions kept."""
+    mean = _mean(x, axes)
+    centered = x - mean
+    return centered, mean, _mean(centered * centered, axes)
+
+
 def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Return the mean and population variance of x over ``axes``, dimensions kept."""
-    mean = np.mean(x, axis=axes, keepdims=True)
-    centered = x - mean
-    return mean, np.mean(centered * centered, axis=axes, keepdims=True)
+    _, mean, var = _centered_moments(x, axes)
+    return mean, var
 
 
 def _standardize(
     x: np.ndarray, axes: tuple[int, ...], epsilon: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (normalized x, mean, 1 / sqrt(var + epsilon)) with statistics over ``axes``."""
-    mean, var = _moments(x, axes)
+    """Return (normalized x, a new array; mean; 1 / sqrt(var + epsilon)) with statistics over
+    ``axes``."""
+    centered, mean, var = _centered_moments(x, axes)
     inv_std = 1 / np.sqrt(var + x.dtype.type(epsilon))
-    return (x - mean) * inv_std, mean, inv_std
+    return np.multiply(centered, inv_std, out=centered), mean, inv_std
 
 
 def _per_channel(p: np.ndarray, rank: int) -> np.ndarray:
@@ -178,10 +197,16 @@ def layer_normalization(
     """Return (Y, Mean, InvStdDev), statistics over axes [axis, rank) in ``stash_type``."""
     first = normalize_axes([axis], x.ndim)[0]
     stash = np_dtype(stash_type)
-    normalized, mean, inv_std = _standardize(x.astype(stash), tuple(range(first, x.ndim)), epsilon)
-    y = normalized.astype(x.dtype) * scale
-    if bias is not None:
-        y = y + bias
+    axes = tuple(range(first, x.ndim))
+    normalized, mean, inv_std = _standardize(x.astype(stash, copy=False), axes, epsilon)
+    y = normalized.astype(x.dtype, copy=False)  # a new array either way: written over below
+    for ufunc, p in ((np.multiply, scale), (np.add, bias)):
+        if p is None:
+            continue
+        if p.dtype == y.dtype and np.broadcast_shapes(y.shape, p.shape) == y.shape:
+            ufunc(y, p, out=y)
+        else:
+            y = ufunc(y, p)
     return y.astype(x.dtype, copy=False), mean, inv_std
 
 

@@ -38,7 +38,15 @@ def _work(x: np.ndarray, *, float_math: bool = False) -> np.ndarray:
 
 def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ...]:
     """Return axes as sorted non-negative ints; raise on out-of-range or repeated axes."""
-    found = [int(a) for a in np.asarray(axes).reshape(-1)]
+    if isinstance(axes, (list, tuple)) and all(a.__class__ is int for a in axes):
+        return _normalized(tuple(axes), rank)
+    return _normalized(tuple(int(a) for a in np.asarray(axes).reshape(-1)), rank)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized(found: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """:func:`normalize_axes` of Python ints, remembered: a model reduces over the same few
+    axes again and again."""
     if rank == 0 and all(a in (0, -1) for a in found):
         return ()
     out = []
@@ -47,14 +55,8 @@ def normalize_axes(axes: Sequence[int] | np.ndarray, rank: int) -> tuple[int, ..
             raise ValueError(f"axis {a} is out of range for a tensor of rank {rank}")
         out.append(a % rank)
     if len(set(out)) != len(out):
-        raise ValueError(f"axes {found} repeat an axis")
+        raise ValueError(f"axes {list(found)} repeat an axis")
     return tuple(sorted(out))
-
-
-@functools.lru_cache(maxsize=1024)
-def _normalized(axes: tuple[int, ...], rank: int) -> tuple[int, ...]:
-    """normalize_axes, remembered: a model reduces over the same few axes again and again."""
-    return normalize_axes(axes, rank)
 
 
 def _reduce(
