@@ -355,3 +355,33 @@ def test_swiglu_gates_b_and_requires_equal_shapes():
     np.testing.assert_allclose(run("SwiGLU", [a, b], opset=28, alpha=1.5), expected, 1e-5)
     with pytest.raises(OnnxflowError, match=r"same shape, found \(2, 4\) and \(4,\)"):
         run("SwiGLU", [a, rand(4)], opset=28)
+
+
+_SPECIAL = [-0.0, 0.0, np.nan, -np.inf, np.inf, -1.5, 2.5, 7.0, -1e-40, 1e-40]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int64])
+def test_relu_and_clip_through_the_clip_ufunc_keep_numpys_bits(dtype: type) -> None:
+    """Relu equals np.maximum(x, 0) (with +0.0 for -0.0) and Clip equals np.clip (what
+    onnx.reference computes) bit for bit, signed zeros and NaN included, whatever path the
+    kernels take inside."""
+    from onnxflow.ops._common import clamp
+
+    if np.issubdtype(dtype, np.floating):
+        with np.errstate(over="ignore"):
+            x = np.array(_SPECIAL * 3, dtype)
+    else:
+        info = np.iinfo(dtype)
+        x = np.array([info.min, -1, 0, 1, 5, info.max] * 3, dtype)
+    x = x.reshape(3, -1)
+    relu = np.maximum(x, dtype(0))
+    if np.issubdtype(dtype, np.floating):
+        relu += dtype(0)  # +0.0 for -0.0 (IEEE maximum), where NumPy's float16 loop keeps -0.0
+    np.testing.assert_array_equal(run("Relu", [x], 14).view(np.uint8), relu.view(np.uint8))
+    for lo, hi in [(0, 6), (-1, None), (None, 2), (3, 2)]:
+        bounds = [None if b is None else np.array(b, dtype) for b in (lo, hi)]
+        want = np.clip(x, *bounds)
+        got = run("Clip", [x, *bounds], 13)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        np.testing.assert_array_equal(clamp(x, *bounds).view(np.uint8), want.view(np.uint8))

@@ -48,3 +48,46 @@ def normalize_axis(axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is out of range for an input of rank {rank}")
     return axis % rank
+
+
+def _find_clip_ufunc() -> np.ufunc | None:
+    """NumPy's clip ufunc (what ``np.clip`` calls after its Python layer), if it has one."""
+    import importlib
+
+    for path in ("numpy._core.umath", "numpy.core.umath"):
+        try:
+            found = getattr(importlib.import_module(path), "clip", None)
+        except ImportError:
+            continue
+        if isinstance(found, np.ufunc):
+            return found
+    return None
+
+
+_CLIP = _find_clip_ufunc()
+_NO_BOUND = PerDtype(
+    lambda dt: (
+        (dt.type(-np.inf), dt.type(np.inf))
+        if dt.kind == "f"
+        else (np.iinfo(dt).min, np.iinfo(dt).max)
+    )
+)
+
+
+def clamp(
+    x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``min(max(x, lo), hi)`` elementwise in x's dtype, as ``np.clip`` (NaN propagates; lo >
+    hi gives hi); a None bound does not clip. Bounds are scalars or arrays of x's dtype (float
+    or integer x). NumPy's clip ufunc, called directly: ``np.maximum`` / ``np.minimum`` with a
+    scalar operand take a loop about 4x slower on float32, and ``np.clip``'s Python layer
+    costs more than its work on small arrays."""
+    if _CLIP is None or x.dtype.kind not in "fiu":  # no ufunc, or ml_dtypes' bfloat16...
+        if lo is None and hi is None:
+            return np.copyto(out, x) or out if out is not None else x.copy()
+        return np.clip(x, lo, hi, out=out)
+    if lo is None or hi is None:
+        low, high = _NO_BOUND[x.dtype]
+        lo = low if lo is None else lo
+        hi = high if hi is None else hi
+    return _CLIP(x, lo, hi, out=out)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxflow.ops._common import accumulation_dtype
+from onnxflow.ops._common import accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
@@ -48,7 +48,18 @@ def _exp_linear(x: np.ndarray, alpha: float, scale: float = 1.0) -> np.ndarray:
 
 # -- rectifiers -------------------------------------------------------------------------------
 def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
-    return np.maximum(x, 0, out=x)
+    return _relu(x, out=x)
+
+
+def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """max(x, 0) as ``np.maximum`` gives it, through the clip ufunc (4x faster on float32); for
+    floats, ``+ 0.0`` then turns the -0.0 that clip keeps into the +0.0 maximum returns."""
+    if x.dtype.kind not in "fiu":  # ml_dtypes' bfloat16 and the like
+        return np.maximum(x, x.dtype.type(0), out=out)
+    y = np.asarray(clamp(x, x.dtype.type(0), None, out=out))  # 0-d: a scalar comes back
+    if x.dtype.kind == "f":
+        np.add(y, x.dtype.type(0), out=y)
+    return y
 
 
 @op(
@@ -60,7 +71,7 @@ def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> 
 )
 def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return max(x, 0)."""
-    return np.asarray(np.maximum(x, 0))
+    return _relu(x)
 
 
 @op("LeakyRelu", 1, 6, 16)
@@ -147,7 +158,7 @@ def hard_sigmoid(
     """Return max(0, min(1, alpha * x + beta)), float16 computed in float32 and rounded once."""
     w = x.astype(accumulation_dtype(x.dtype), copy=False)
     c = w.dtype.type
-    return _like(np.clip(w * c(alpha) + c(beta), c(0), c(1)), x)
+    return _like(clamp(w * c(alpha) + c(beta), c(0), c(1)), x)
 
 
 @op("HardSwish", 14, 22, traits=Traits(rounds_once=True))
@@ -155,7 +166,7 @@ def hard_swish(x: np.ndarray) -> np.ndarray:
     """Return x * max(0, min(1, x / 6 + 0.5)), float16 computed in float32 and rounded once."""
     w = x.astype(accumulation_dtype(x.dtype), copy=False)
     c = w.dtype.type
-    return _like(w * np.clip(w * c(1 / 6) + c(0.5), c(0), c(1)), x)
+    return _like(w * clamp(w * c(1 / 6) + c(0.5), c(0), c(1)), x)
 
 
 @op("Softplus", 1, 22)

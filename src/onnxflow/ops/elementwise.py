@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.ops._common import clamp
 from onnxflow.ops.registry import op
 from onnxflow.traits import WIDEN_LIMIT, Built, Traits, ufunc_traits
 
@@ -224,9 +225,9 @@ def _erf_abs(a: np.ndarray, complement: bool) -> np.ndarray:
     Both branches are evaluated on clamped copies and blended by multiplying with 0/1 masks,
     which is exact and much faster than boolean indexing or ``np.where`` on mixed signs.
     """
-    s = np.minimum(a, 0.5)
+    s = clamp(a, None, a.dtype.type(0.5))
     series = s * _horner(s * s, _ERF_SERIES)
-    b = np.maximum(a, 0.5)
+    b = clamp(a, a.dtype.type(0.5), None)
     tail = np.exp(-b * b) * _horner(1 / (1 + 0.5 * b), _ERFC_SCALED)
     if complement:
         series = 1 - series
@@ -247,10 +248,9 @@ _ERFC_SCALED_32 = (
 
 def _erf_abs_32(a: np.ndarray) -> np.ndarray:
     """Return erf(a) for float32 a >= 0 with polynomials sized for float32 (within 3 ulp)."""
-    s = np.minimum(a, np.float32(0.5))
+    s = clamp(a, None, np.float32(0.5))
     series = s * _horner(s * s, _ERF_SERIES[:7])
-    b = np.minimum(a, np.float32(4.0))
-    np.maximum(b, np.float32(0.5), out=b)
+    b = clamp(a, np.float32(0.5), np.float32(4.0))
     tail = _horner(1 / (1 + np.float32(0.5) * b), _ERFC_SCALED_32)
     np.square(b, out=b)
     np.negative(b, out=b)
@@ -479,23 +479,22 @@ def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _clip(
     x: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None, over: bool = False
 ) -> np.ndarray:
-    """Return max(x, lo) then min(., hi) in x's dtype, a new array (or x itself, written over,
-    when ``over``); a missing bound does not clip. The second bound is applied in place."""
-    bounds = [(ufunc, b) for ufunc, b in ((np.maximum, lo), (np.minimum, hi)) if b is not None]
-    same = all(b.dtype == x.dtype for _, b in bounds)
-    if not (x.ndim and same):  # 0-d, or bounds of another dtype: NumPy's own results
+    """Return max(x, lo) then min(., hi) in x's dtype (as ``np.clip``, which onnx.reference
+    uses), a new array (or x itself, written over, when ``over``); a missing bound does not
+    clip."""
+    bounds = [b for b in (lo, hi) if b is not None]
+    if not (x.ndim and all(b.dtype == x.dtype for b in bounds)):
+        # 0-d, or bounds of another dtype: NumPy's own results
         out = x
-        for ufunc, b in bounds:
-            out = ufunc(out, b)
+        for ufunc, b in ((np.maximum, lo), (np.minimum, hi)):
+            if b is not None:
+                out = ufunc(out, b)
         return np.array(out, dtype=x.dtype)  # a new array: the result is fresh
     out = x if over else np.empty_like(x)
     if not bounds:
         np.copyto(out, x)
-    src = x
-    for ufunc, b in bounds:
-        ufunc(src, b, out=out)
-        src = out
-    return out
+        return out
+    return clamp(x, lo, hi, out=out)
 
 
 def _clip_over_x(

@@ -27,6 +27,7 @@ from onnxflow.compile.passes.fuse_distances import ROW_SQUARED_DISTANCES
 from onnxflow.compile.passes.fuse_qdq import FAKE_QUANTIZE
 from onnxflow.compile.passes.half import HALF_ROUND
 from onnxflow.compile.passes.memo_shapes import SHAPE_MEMO
+from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
 from onnxflow.ops.quantization import (
     dequantize_linear,
@@ -102,15 +103,22 @@ def fake_quantize(
         q = quantize_linear(x, scale, zero_point, axis=axis)
         return dequantize_linear(q, scale, zero_point, axis=axis)
     # clamp(rint(x / s) + z, lo, hi) - z is rint(x / s) clamped to [lo - z, hi - z], exactly
-    z = expand_param(zero_point, x.shape, axis, 0, "zero point").astype(np.float32)
-    info = np.iinfo(zero_point.dtype)
+    lo, hi = _BYTE_RANGE[zero_point.dtype]
+    if zero_point.size == 1 and zero_point.ndim <= 1:  # small integers: exact as Python floats
+        z: Any = float(zero_point.reshape(()))
+    else:
+        z = expand_param(zero_point, x.shape, axis, 0, "zero point").astype(np.float32)
     s = expand_param(scale, x.shape, axis, 0, "scale")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         y = np.divide(x, s)
     np.rint(y, out=y)
-    np.clip(y, info.min - z, info.max - z, out=y)
+    clamp(y, lo - z, hi - z, out=y)
     y *= s
     return y
+
+
+#: The 8-bit zero points' ranges, as floats.
+_BYTE_RANGE = {np.dtype(np.int8): (-128.0, 127.0), np.dtype(np.uint8): (0.0, 255.0)}
 
 
 @op(FOLD_BATCH_NORM, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))

@@ -21,7 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from onnxflow.ops._common import normalize_axis
+from onnxflow.ops._common import clamp, normalize_axis
 from onnxflow.ops.cast import E8M0, convert, is_float
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype
@@ -196,7 +196,7 @@ def _quantize_8bit(
     if zero_point is not None:
         q += expand_param(zero_point, x.shape, axis, 0, "zero point")
     info = np.iinfo(dtype)
-    np.clip(q, info.min, info.max, out=q)
+    clamp(q, q.dtype.type(info.min), q.dtype.type(info.max), out=q)
     with np.errstate(invalid="ignore"):  # NaN: as undefined as in the general path
         return q.astype(dtype)
 
