@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LOOP_CONDITION_MODES = ("spec", "always")
+FLOAT16_ROUNDINGS = ("each_op", "outputs")
 
 
 @dataclass
@@ -19,16 +20,26 @@ class SessionOptions:
       omitted ignores the condition its body computes, as the operator's table says. With
       ``"always"``, the body's condition stops the loop in every mode, as onnxruntime does and
       as onnxscript's translation of ``for ... break`` expects.
+    - ``float16_rounding`` (default ``"each_op"``): float16 values are held in float32 and, with
+      ``"each_op"``, every op's float16 result is rounded to float16, as the model's types say.
+      With ``"outputs"``, they are computed in float32 from op to op and rounded only where the
+      model casts to float16 and at the graph's outputs, as onnxruntime's CPU provider runs
+      float16 models (it computes them in float32 and drops the casts between ops): faster, and
+      its results differ from the spec's by float16 roundings. Applies with ``optimize``.
     """
 
     optimize: bool = True
     loop_condition: str = "spec"
+    float16_rounding: str = "each_op"
 
     def __post_init__(self) -> None:
-        if self.loop_condition not in LOOP_CONDITION_MODES:
-            from onnxflow.errors import InputError
+        for name, allowed in (
+            ("loop_condition", LOOP_CONDITION_MODES),
+            ("float16_rounding", FLOAT16_ROUNDINGS),
+        ):
+            if getattr(self, name) not in allowed:
+                from onnxflow.errors import InputError
 
-            raise InputError(
-                f"SessionOptions.loop_condition must be one of {LOOP_CONDITION_MODES}, "
-                f"found {self.loop_condition!r}"
-            )
+                raise InputError(
+                    f"SessionOptions.{name} must be one of {allowed}, found {getattr(self, name)!r}"
+                )

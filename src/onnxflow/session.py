@@ -109,6 +109,7 @@ class InferenceSession:
             functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
             optimize=self.options.optimize,
             loop_condition=self.options.loop_condition,
+            float16_rounding=self.options.float16_rounding,
         )
 
     def _opsets(self) -> dict[str, int]:

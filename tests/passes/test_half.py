@@ -215,3 +215,54 @@ def test_intermediate_values_of_a_float16_model_are_float16_under_their_own_name
     for name, value in want.items():
         assert got[name].dtype == value.dtype, name
         np.testing.assert_array_equal(got[name], value)
+
+
+def _cancelling_model(cast_between: bool) -> object:
+    """y = (x + 1000) - 1000 and z = (x * x) / x in float16; with ``cast_between``, the sum
+    is cast to float16 explicitly before the subtraction."""
+    c = numpy_helper.from_array(np.array(1000, np.float16), "c")
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"])]
+    if cast_between:
+        nodes.append(helper.make_node("Cast", ["a"], ["a16"], to=H))
+    nodes += [
+        helper.make_node("Sub", ["a16" if cast_between else "a", "c"], ["y"]),
+        helper.make_node("Mul", ["x", "x"], ["m"]),
+        helper.make_node("Div", ["m", "x"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cancel",
+        [helper.make_tensor_value_info("x", H, [5])],
+        [helper.make_tensor_value_info(n, H, [5]) for n in ("y", "z")],
+        [c],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("cast_between", [False, True])
+def test_float16_rounding_outputs_computes_in_float32_between_ops(cast_between: bool) -> None:
+    """``float16_rounding="outputs"``: no rounding between ops (onnxruntime's CPU results: x
+    comes back from x + 1000 - 1000), except where the model casts to float16; the default
+    rounds every op's result, as the types say."""
+    model = _cancelling_model(cast_between)
+    x = np.array([0.1, 0.3, 1.7, 3.14159, -2.5], np.float16)
+    x32 = x.astype(np.float32)
+    outputs = onnxflow.InferenceSession(
+        model, onnxflow.SessionOptions(float16_rounding="outputs")
+    ).run(None, {"x": x})
+    each_op = onnxflow.InferenceSession(model).run(None, {"x": x})
+    added = x32 + 1000
+    if cast_between:
+        added = added.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(outputs[0], (added - 1000).astype(np.float16))
+    np.testing.assert_array_equal(outputs[1], (x32 * x32 / x32).astype(np.float16))
+    spec = ((x + np.float16(1000)) - np.float16(1000)).astype(np.float16)
+    np.testing.assert_array_equal(each_op[0], spec)
+    assert all(o.dtype == np.float16 for o in [*outputs, *each_op])
+    if not cast_between:
+        assert not np.array_equal(outputs[0], each_op[0])  # the two modes differ here
+
+
+def test_float16_rounding_must_be_a_known_mode() -> None:
+    with pytest.raises(onnxflow.OnnxflowError, match="float16_rounding"):
+        onnxflow.SessionOptions(float16_rounding="never")

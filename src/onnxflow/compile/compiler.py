@@ -166,6 +166,7 @@ class Compiler:
     base_dir: str | None = None
     optimize: bool = True
     loop_condition: str = "spec"
+    float16_rounding: str = "each_op"
     missing: list[tuple[str, str, int]] = field(default_factory=list)
 
     def compile_main(
@@ -180,7 +181,7 @@ class Compiler:
         (for runs that do not override them), so what depends on them only can be folded.
         """
         if self.optimize:
-            widened = widen_half(graph, opsets)
+            widened = widen_half(graph, opsets, each_op=self.float16_rounding == "each_op")
             if widened is not None:
                 graph, opsets = widened, {**opsets, FUSED_DOMAIN: 1}
         builder = _GraphBuilder(self, graph, None, {})

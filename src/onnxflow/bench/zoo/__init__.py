@@ -35,6 +35,8 @@ class ZooModel:
     size: str
     tolerance: tuple[float, float] = (1e-3, 1e-4)
     tags: tuple[str, ...] = field(default=())
+    #: SessionOptions fields onnxflow's session is made with (the other engines have none).
+    options: tuple[tuple[str, str], ...] = ()
 
     def path(self) -> str:
         """The model file, made on first use (may raise sources.Unavailable)."""
@@ -143,6 +145,15 @@ ZOO: tuple[ZooModel, ...] = (
         _half(_CLS_FEEDS),
         "1x3x48x192, float16",
         tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "ppocr_cls_fp16_f32",
+        "float16",
+        Built(builders.float16_of(_cls_path)),
+        _half(_CLS_FEEDS),
+        "1x3x48x192, float16, float16_rounding='outputs'",
+        tolerance=(2e-2, 2e-2),
+        options=(("float16_rounding", "outputs"),),
     ),
     ZooModel(
         "ppocr_cls_qdq",

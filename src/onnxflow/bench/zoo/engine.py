@@ -27,10 +27,10 @@ SAMPLE_SECONDS = 0.2
 MIN_SAMPLES = 3
 
 
-def _onnxflow(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+def _onnxflow(path: str, feeds: dict[str, np.ndarray], **options: Any) -> Runner:
     import onnxflow
 
-    sess = onnxflow.InferenceSession(path)
+    sess = onnxflow.InferenceSession(path, onnxflow.SessionOptions(**options))
     return lambda f: sess.run(None, f)
 
 
@@ -80,7 +80,7 @@ def _tract_type(dtype: np.dtype) -> str:
     }[np.dtype(dtype).name]
 
 
-ENGINES: dict[str, Callable[[str, dict[str, np.ndarray]], Runner]] = {
+ENGINES: dict[str, Callable[..., Runner]] = {
     "onnxflow": _onnxflow,
     "onnxruntime": _onnxruntime,
     "tract": _tract,
@@ -88,10 +88,17 @@ ENGINES: dict[str, Callable[[str, dict[str, np.ndarray]], Runner]] = {
 }
 
 
-def measure(engine: str, model: str, feeds: dict[str, np.ndarray], seconds: float) -> dict:
-    """Build, warm up and time ``engine`` on ``model``; the result as written to OUT.json."""
+def measure(
+    engine: str,
+    model: str,
+    feeds: dict[str, np.ndarray],
+    seconds: float,
+    options: dict[str, Any] | None = None,
+) -> dict:
+    """Build, warm up and time ``engine`` on ``model``; the result as written to OUT.json.
+    ``options``: the engine's session options (onnxflow's SessionOptions fields)."""
     start = time.perf_counter()
-    run = ENGINES[engine](model, feeds)
+    run = ENGINES[engine](model, feeds, **(options or {}))
     built = time.perf_counter() - start
     start = time.perf_counter()
     outputs = run(feeds)
@@ -128,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("feeds")
     parser.add_argument("out", type=Path)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--options", type=json.loads, default=None, help="SessionOptions, JSON")
     args = parser.parse_args(argv)
     with np.load(args.feeds) as data:
         feeds = {k: data[k] for k in data.files}
     try:
-        result = measure(args.engine, args.model, feeds, args.seconds)
+        result = measure(args.engine, args.model, feeds, args.seconds, args.options)
     except Exception as exc:  # an engine that cannot run the model is reported, not fatal
         lines = f"{type(exc).__name__}: {exc}".strip().splitlines()
         args.out.write_text(json.dumps({"error": lines[0][:200], "trace": traceback.format_exc()}))

@@ -69,7 +69,7 @@ def _measure_model(model: ZooModel, tmp: Path, seconds: float, engines: tuple[st
     for order in (timed, timed[::-1]):  # two rounds, in opposite order
         for engine in order:
             if engine not in row.failures:
-                _one(engine, path, feeds, tmp, seconds / 2, row, samples, outputs)
+                _one(engine, path, feeds, tmp, seconds / 2, row, samples, outputs, model.options)
     if "onnx.reference" in engines:
         _one("onnx.reference", path, feeds, tmp, 0.0, row, samples, outputs)
     row.values = {e: statistics.median(s) for e, s in samples.items() if s}
@@ -86,8 +86,10 @@ def _one(
     row: ZooRow,
     samples: dict[str, list[float]],
     outputs: dict[str, Path],
+    options: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    """One process of ``engine`` on the model: its samples, outputs, or failure go on ``row``."""
+    """One process of ``engine`` on the model: its samples, outputs, or failure go on ``row``.
+    ``options``: onnxflow's SessionOptions fields."""
     out = tmp / f"{row.name}.{engine}.{len(samples[engine])}.json"
     cmd = [
         sys.executable,
@@ -100,6 +102,8 @@ def _one(
         "--seconds",
         str(seconds),
     ]
+    if engine == "onnxflow" and options:
+        cmd += ["--options", json.dumps(dict(options))]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:

@@ -20,6 +20,10 @@ The rewrite, on the shape-inferred main graph and every subgraph:
 - the main graph's float16 inputs are cast to float32 as the run starts, and its float16
   outputs cast back (exactly) at its end, so callers feed and get float16 as declared.
 
+With ``SessionOptions(float16_rounding="outputs")`` the op results are not rounded: float16
+values are computed in float32 from op to op, as onnxruntime computes them on CPU, and only the
+model's casts to float16 and the main graph's outputs round.
+
 The pass leaves a model alone when it has no float16 tensor, when some node output has no
 inferred type (it could not tell what to round), or when float16 occurs in a sequence, map,
 optional or sparse tensor. ``SessionOptions(optimize=False)`` computes in float16 as written.
@@ -56,9 +60,13 @@ _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
 _OPSETS: dict[str, int] = {}
 
 
-def widen_half(graph: GraphProto, opsets: dict[str, int] | None = None) -> GraphProto | None:
+def widen_half(
+    graph: GraphProto, opsets: dict[str, int] | None = None, each_op: bool = True
+) -> GraphProto | None:
     """The main ``graph`` (of a model importing ``opsets``) with its float16 values held in
-    float32 as described above, or None when the pass leaves it alone."""
+    float32 as described above, or None when the pass leaves it alone. Without ``each_op``,
+    op results are not rounded (``SessionOptions.float16_rounding="outputs"``): only casts to
+    float16 and the graph's outputs are."""
     if not _uses_half(graph) or not _typed(graph) or not _outputs_made_by_nodes(graph):
         return None
     if not _types_agree(graph, opsets or {}):
@@ -73,7 +81,7 @@ def widen_half(graph: GraphProto, opsets: dict[str, int] | None = None) -> Graph
         if _is_half(vi.type):
             renames[vi.name] = _fresh(f"{vi.name}__float32", names)
             new.value_info.append(_widened_info(vi, renames[vi.name]))
-    _widen_graph(new, names, _half_names(new), top=True)
+    _widen_graph(new, names, _half_names(new), each_op, top=True)
     _rename(new, renames)
     entry = [
         helper.make_node("Cast", [vi.name], [renames[vi.name]], to=FLOAT)
@@ -200,7 +208,7 @@ def _fresh(base: str, names: set[str]) -> str:
 
 
 def _widen_graph(
-    graph: GraphProto, names: set[str], half_inputs: set[str], top: bool = False
+    graph: GraphProto, names: set[str], half_inputs: set[str], each_op: bool, top: bool = False
 ) -> None:
     """Rewrite ``graph`` in place: float16 storage to float32, rounding after each op. The main
     graph (``top``) keeps its inputs, outputs and the initializers fed like inputs as they are."""
@@ -215,17 +223,18 @@ def _widen_graph(
             vi.type.tensor_type.elem_type = FLOAT
     nodes: list[NodeProto] = []
     for node in graph.node:
-        nodes.extend(_widen_node(node, half_values, half_inputs, names))
+        nodes.extend(_widen_node(node, half_values, half_inputs, names, each_op))
     del graph.node[:]
     graph.node.extend(nodes)
 
 
 def _widen_node(
-    node: NodeProto, half_values: set[str], half_inputs: set[str], names: set[str]
+    node: NodeProto, half_values: set[str], half_inputs: set[str], names: set[str], each_op: bool
 ) -> list[NodeProto]:
-    """``node`` rewritten for float32 storage, followed by the rounding of its float16 outputs."""
+    """``node`` rewritten for float32 storage, followed (``each_op``) by the rounding of its
+    float16 outputs."""
     for g in subgraphs(node):
-        _widen_graph(g, names, half_inputs)
+        _widen_graph(g, names, half_inputs, each_op)
     if _to_half(node, half_values):  # rounded once, from the input's own type
         return [helper.make_node(HALF_ROUND, [node.input[0]], list(node.output), name=node.name,
                                  domain=FUSED_DOMAIN)]  # fmt: skip
@@ -243,7 +252,7 @@ def _widen_node(
                 node.input[k] = narrow
     rounds = []
     for k, out in enumerate(node.output):
-        if out in half_values and not _selects(node):
+        if each_op and out in half_values and not _selects(node):
             raw = _fresh(f"{out}__unrounded", names)
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
