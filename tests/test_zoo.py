@@ -93,6 +93,7 @@ def test_selection_and_summary() -> None:
     assert [m.name for m in select(["ppocr_cls"])] == [
         "ppocr_cls",
         "ppocr_cls_fp16",
+        "ppocr_cls_fp16_f32",
         "ppocr_cls_qdq",
         "ppocr_cls_dynamic",
     ]
@@ -132,3 +133,17 @@ def test_a_saved_zoo_run_renders_into_the_readme_section(tmp_path) -> None:
     write_section(text, readme, (ZOO_START, ZOO_END))
     content = readme.read_text()
     assert "old" not in content and "| a | conv |" in content and content.endswith("tail\n")
+
+
+def test_a_zoo_models_options_reach_onnxflows_session(tmp_path: Path) -> None:
+    """ZooModel.options go to onnxflow's engine process as SessionOptions (a bad one says so)."""
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, **streaming_standin_feeds())
+    model = tmp_path / "m.onnx"
+    model.write_bytes(streaming_standin().SerializeToString())
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, "-m", "onnxflow.bench.zoo.engine", "onnxflow", str(model)]
+    cmd += [str(feeds), str(out), "--seconds", "0", "--options", '{"float16_rounding": "x"}']
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    assert "float16_rounding" in json.loads(out.read_text())["error"]
+    assert dict(BY_NAME["ppocr_cls_fp16_f32"].options) == {"float16_rounding": "outputs"}
