@@ -250,13 +250,21 @@ def _widen_node(
                 narrow = _fresh(f"{name}__float16", names)
                 before.append(helper.make_node("Cast", [name], [narrow], to=HALF))
                 node.input[k] = narrow
+    rounds = _rounds(node, half_values, names) if each_op else []
+    return [*before, node, *rounds]
+
+
+def _rounds(node: NodeProto, half_values: set[str], names: set[str]) -> list[NodeProto]:
+    """The HalfRound nodes of ``node``'s float16 outputs, which it now writes unrounded."""
+    if _selects(node):
+        return []
     rounds = []
     for k, out in enumerate(node.output):
-        if each_op and out in half_values and not _selects(node):
+        if out in half_values:
             raw = _fresh(f"{out}__unrounded", names)
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
-    return [*before, node, *rounds]
+    return rounds
 
 
 def _all_versions(node: NodeProto, promise: Callable[[Traits], bool]) -> bool:
