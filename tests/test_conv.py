@@ -65,6 +65,7 @@ def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
         monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
     if path == "taps":
         monkeypatch.setattr(conv_module, "TAP_PRODUCTS_MIN_POSITIONS", 0)
+    conv_module._geometry.cache_clear()  # the path is decided once per shapes: decide anew
     xs, ws, group, strides, dilations, pads, auto_pad = case
     rng = np.random.default_rng(len(xs) + ws[0])
     x = rng.standard_normal(xs).astype(np.float32)
@@ -78,6 +79,7 @@ def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
     assert y.shape == want.shape and y.dtype == np.float32
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(x, before)  # the input is never written
+    conv_module._geometry.cache_clear()  # no decision made under the patch outlives it
 
 
 def test_negative_pads_are_refused() -> None:

@@ -16,8 +16,10 @@ are shared with :mod:`onnxflow.ops.pool`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -129,6 +131,52 @@ def kernel_views(
 
 
 # -- shared convolution core --------------------------------------------------------------------
+class _Geometry(NamedTuple):
+    """How one convolution runs, decided once per shapes and attributes (:func:`_geometry`)."""
+
+    out: list[int]
+    begin: list[int]
+    strides: list[int]
+    dilations: list[int]
+    path: str  # pointwise, depthwise, taps or columns
+
+
+@functools.lru_cache(maxsize=2048)
+def _geometry(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    group: int,
+    strides: tuple[int, ...] | None,
+    dilations: tuple[int, ...] | None,
+    pads: tuple[int, ...] | None,
+    auto_pad: str,
+) -> _Geometry:
+    """The output geometry and the path of a convolution of X ``x_shape`` by W ``w_shape``:
+    a model runs the same few convolutions again and again, so this is remembered (errors are
+    raised every time)."""
+    _, c, *spatial = x_shape
+    m, _, *kernel = w_shape
+    _check_conv_shapes(x_shape, w_shape, group)
+    out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
+    strides_ = _per_axis(strides, len(kernel), "strides")
+    dilations_ = _per_axis(dilations, len(kernel), "dilations")
+    if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides_):
+        return _Geometry(out, begin, strides_, dilations_, "pointwise")
+    if min(*begin, *end) < 0:
+        raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
+    if group == c == m:  # depthwise: no columns, no product
+        path = "depthwise"
+    elif _by_taps(c, m, group, kernel, out, strides_):
+        path = "taps"
+    else:
+        path = "columns"
+    return _Geometry(out, begin, strides_, dilations_, path)
+
+
+def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
 def _conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -139,22 +187,32 @@ def _conv(
     auto_pad: str,
 ) -> np.ndarray:
     """Return the convolution of ``x`` with ``w`` (no bias), in x's dtype."""
-    n, c, *spatial = x.shape
-    m, _, *kernel = w.shape
-    _check_conv_shapes(x.shape, w.shape, group)
-    out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
-    wm = w.reshape(group, m // group, -1)
-    pointwise = math.prod(kernel) == 1 and not any(begin + end)
-    if pointwise and all(s == 1 for s in strides or ()):
-        return _pointwise_conv(x, wm, m, out)
-    if min(*begin, *end) < 0:
-        raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
-    strides = _per_axis(strides, len(kernel), "strides")
-    dilations = _per_axis(dilations, len(kernel), "dilations")
-    if group == c == m:  # depthwise: no columns, no product
+    out, begin, strides, dilations, path = _geometry(
+        x.shape, w.shape, group, _tuple(strides), _tuple(dilations), _tuple(pads), auto_pad
+    )
+    m = w.shape[0]
+    if path == "pointwise":
+        return _pointwise_conv(x, w.reshape(group, m // group, -1), m, out)
+    if path == "depthwise":
         return _depthwise(x, w, out, strides, dilations, begin)
-    if _by_taps(c, m, group, kernel, out, strides):
+    if path == "taps":
         return _tap_products(x, w, out, dilations, begin)
+    return _by_columns(x, w, group, out, strides, dilations, begin)
+
+
+def _by_columns(
+    x: np.ndarray,
+    w: np.ndarray,
+    group: int,
+    out: list[int],
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+) -> np.ndarray:
+    """The convolution as GEMMs over im2col columns, per image in chunks of output rows."""
+    n, c = x.shape[:2]
+    m, kernel = w.shape[0], w.shape[2:]
+    wm = w.reshape(group, m // group, -1)
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
