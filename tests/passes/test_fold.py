@@ -120,6 +120,16 @@ def test_a_failing_step_gives_nothing_to_fold() -> None:
     assert [v if v is None else v.tolist() for v in values] == [[1], [2], None]
 
 
+def _passing_x(name: str, out: str) -> onnx.GraphProto:
+    """A branch that gives the outer x back as ``out``."""
+    return helper.make_graph(
+        [helper.make_node("Identity", ["x"], [out])],
+        name,
+        [],
+        [helper.make_tensor_value_info(out, F, [4])],
+    )
+
+
 def _if_reading_an_outer_constant(overridable: bool, nested: bool) -> onnx.ModelProto:
     """y = If(c, then: x + Neg(w), else: x), w an initializer of the main graph (also an input
     the caller may feed when ``overridable``); ``nested``: the then branch is itself an If
@@ -133,12 +143,7 @@ def _if_reading_an_outer_constant(overridable: bool, nested: bool) -> onnx.Model
         [],
         [helper.make_tensor_value_info("t", F, [4])],
     )
-    other = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["e"])],
-        "else",
-        [],
-        [helper.make_tensor_value_info("e", F, [4])],
-    )
+    other = _passing_x("else", "e")
     if nested:
         then = helper.make_graph(
             [helper.make_node("If", ["c"], ["inner"], then_branch=then, else_branch=other)],
@@ -146,12 +151,7 @@ def _if_reading_an_outer_constant(overridable: bool, nested: bool) -> onnx.Model
             [],
             [helper.make_tensor_value_info("inner", F, [4])],
         )
-        other = helper.make_graph(
-            [helper.make_node("Identity", ["x"], ["e2"])],
-            "outer_else",
-            [],
-            [helper.make_tensor_value_info("e2", F, [4])],
-        )
+        other = _passing_x("outer_else", "e2")
     inputs = [
         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
         helper.make_tensor_value_info("x", F, [4]),

@@ -101,6 +101,20 @@ def _cls_path() -> str:
     return str(model_path("ppocr_cls", _CLS))
 
 
+def _cls_fp16(name: str, rounding: str) -> ZooModel:
+    """PP-OCR cls in float16, run with ``SessionOptions.float16_rounding=rounding``."""
+    size = "1x3x48x192, float16" + ("" if rounding == "each_op" else f", {rounding!r} rounding")
+    return ZooModel(
+        name,
+        "float16",
+        Built(builders.float16_of(_cls_path)),
+        _half(_CLS_FEEDS),
+        size,
+        tolerance=(2e-2, 2e-2),
+        options=(("float16_rounding", rounding),),
+    )
+
+
 ZOO: tuple[ZooModel, ...] = (
     ZooModel(
         "silero_vad",
@@ -138,23 +152,8 @@ ZOO: tuple[ZooModel, ...] = (
         _magika_feeds,
         "1x2048 bytes",
     ),
-    ZooModel(
-        "ppocr_cls_fp16",
-        "float16",
-        Built(builders.float16_of(_cls_path)),
-        _half(_CLS_FEEDS),
-        "1x3x48x192, float16",
-        tolerance=(2e-2, 2e-2),
-    ),
-    ZooModel(
-        "ppocr_cls_fp16_f32",
-        "float16",
-        Built(builders.float16_of(_cls_path)),
-        _half(_CLS_FEEDS),
-        "1x3x48x192, float16, float16_rounding='outputs'",
-        tolerance=(2e-2, 2e-2),
-        options=(("float16_rounding", "outputs"),),
-    ),
+    _cls_fp16("ppocr_cls_fp16", "each_op"),
+    _cls_fp16("ppocr_cls_fp16_f32", "outputs"),
     ZooModel(
         "ppocr_cls_qdq",
         "quantized",
