@@ -266,3 +266,18 @@ def test_float16_rounding_outputs_computes_in_float32_between_ops(cast_between: 
 def test_float16_rounding_must_be_a_known_mode() -> None:
     with pytest.raises(onnxflow.OnnxflowError, match="float16_rounding"):
         onnxflow.SessionOptions(float16_rounding="never")
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_half_round_of_normal_range_values_is_the_cast_bit_for_bit(over: bool) -> None:
+    """Arrays with no value outside float16's normal range take Veltkamp's split: every tie,
+    near-tie and kept-bit pattern of every exponent, both signs, rounds as the cast does."""
+    exps = np.arange(113, 143, dtype=np.uint32)  # 2**-14 .. 2**15
+    mant = np.arange(1 << 10, dtype=np.uint32) << np.uint32(13)
+    lows = np.array([0, 1, 0x0800, 0x0FFF, 0x1000, 0x1001, 0x17FF, 0x1FFF], np.uint32)
+    bits = ((exps[:, None, None] << np.uint32(23)) | mant[None, :, None] | lows).ravel()
+    x = np.concatenate([bits, bits | np.uint32(0x80000000)]).view(np.float32)
+    x = np.concatenate([x[np.abs(x) < 65520], np.zeros(3, np.float32), [np.float32(-0.0)]])
+    want = x.astype(np.float16).astype(np.float32)
+    got = half_round(x.copy(), over=over)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

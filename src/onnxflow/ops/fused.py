@@ -227,23 +227,36 @@ def _half_round_over_x(x: np.ndarray) -> np.ndarray:
 )
 def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     """``x`` rounded to the nearest float16 (ties to even, beyond 65504 to infinity, NaN kept),
-    as float32: a float32 input by integer operations on its bits (over its own memory when
-    ``over``), any other as a cast to float16 would convert it."""
+    as float32: a float32 input by Veltkamp's split, three float32 passes (over its own memory
+    when ``over``), any other as a cast to float16 would convert it."""
     if x.dtype != _F32:
         return np.asarray(convert(x, np.dtype(np.float16)), dtype=np.float32)
     shape, x = x.shape, x.reshape(-1)
+    if _has_half_extremes(x.view(np.uint32)):
+        return _half_round_bits(x).reshape(shape)
+    # In float32 (24 bits), t = 8193 x and t - (t - x) is x rounded to its 11 leading bits, to
+    # nearest with ties to even: float16's rounding for every magnitude in its normal range.
+    t = np.multiply(x, _SPLIT)
+    y = np.subtract(t, x, out=x if over and x.flags.writeable else None)
+    return np.subtract(t, y, out=y).reshape(shape)
+
+
+#: Veltkamp's splitting constant for 13 dropped bits: 2**13 + 1.
+_SPLIT = np.float32(2**13 + 1)
+
+
+def _half_round_bits(x: np.ndarray) -> np.ndarray:
+    """:func:`half_round` of a flat float32 ``x`` by integer operations on its bits, then the
+    values outside float16's normal range (subnormals, overflow, inf, NaN) set apart."""
     bits = x.view(np.uint32)
-    extreme = _has_half_extremes(bits)
     odd = bits >> np.uint32(13)  # ties to even: add 0xFFF, or 0x1000 when the kept part is odd
     odd &= np.uint32(1)
     odd += np.uint32(0x0FFF)
-    out = bits if over and not extreme and x.flags.writeable else odd
-    np.add(bits, odd, out=out)
-    out &= np.uint32(0xFFFFE000)
-    y = out.view(np.float32)
-    if extreme:
-        _half_extremes(x, y)  # subnormals, overflow, inf and NaN
-    return y.reshape(shape)
+    np.add(bits, odd, out=odd)
+    odd &= np.uint32(0xFFFFE000)
+    y = odd.view(np.float32)
+    _half_extremes(x, y)
+    return y
 
 
 def _has_half_extremes(bits: np.ndarray) -> bool:
