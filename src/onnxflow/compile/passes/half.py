@@ -5,7 +5,7 @@ about 4 ns an element against 0.1 in float32, and a cast each way costs 1-1.5 ns
 float16 tensors of a graph are held as float32 arrays whose values are all float16 values: every
 op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
 a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
-infinity, as a cast to float16 would, in a few integer passes (:func:`onnxflow.ops.fused.
+infinity, as a cast to float16 would, in three float32 passes (:func:`onnxflow.ops.fused.
 half_round`). Results are those of computing each op in float32 and rounding it to float16.
 
 The rewrite, on the shape-inferred main graph and every subgraph:
