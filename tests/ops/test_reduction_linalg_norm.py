@@ -343,3 +343,23 @@ def test_rotary_embedding_preserves_norms_of_rotated_pairs():
     y = run("RotaryEmbedding", [x, np.cos(angles), np.sin(angles), pos], opset=23)
     pair = lambda a: a[..., :2] ** 2 + a[..., 2:] ** 2  # noqa: E731
     assert np.allclose(pair(y), pair(x), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "c_dtype"),
+    [(F32, F32), (np.float64, np.float64), (np.int32, np.int32), (F32, np.float64)],
+)
+def test_gemm_scales_and_adds_over_its_product_without_touching_its_inputs(dtype, c_dtype):
+    """alpha * A @ B + beta * C, updated over the product where the dtypes allow: the same
+    result as the formula, in A's dtype, and A, B, C never written."""
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(-4, 5, s).astype(dtype) for s in ((3, 4), (4, 5)))
+    c = rng.integers(-4, 5, (1, 5)).astype(c_dtype)
+    kept = [v.copy() for v in (a, b, c)]
+    for alpha, beta in [(1.0, 1.0), (2.0, 0.5), (0.5, 0.0)]:
+        y = run("Gemm", [a, b, c], opset=13, alpha=alpha, beta=beta)
+        want = alpha * (a.astype(np.float64) @ b) + beta * c.astype(np.float64)
+        assert y.dtype == dtype and y.shape == (3, 5)
+        np.testing.assert_allclose(y, want.astype(dtype), rtol=1e-6)
+    for before, now in zip(kept, (a, b, c)):
+        np.testing.assert_array_equal(before, now)

@@ -8,6 +8,7 @@ otherwise lose precision or refuse the type.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -75,14 +76,20 @@ def _gemm(
 ) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"Gemm expects 2-D A and B, found shapes {a.shape} and {b.shape}")
-    y = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+    y = np.matmul(a.T if trans_a else a, b.T if trans_b else b)  # a new array: updated in place
     if alpha != 1.0:
-        y = y * alpha
+        y = np.multiply(y, alpha, out=y if _same_kind(y, alpha) else None)
     if c is not None and beta != 0.0:
         if np.broadcast_shapes(c.shape, y.shape) != y.shape:
             raise ValueError(f"Gemm: C of shape {c.shape} does not broadcast to {y.shape}")
-        y = y + (c if beta == 1.0 else c * beta)
+        term = c if beta == 1.0 else c * beta
+        y = np.add(y, term, out=y if _same_kind(y, term) else None)
     return np.asarray(y).astype(a.dtype, copy=False)
+
+
+def _same_kind(y: np.ndarray, operand: Any) -> bool:
+    """Whether ``y op operand`` has y's dtype, so it may be written over y."""
+    return np.result_type(y, operand) == y.dtype
 
 
 @op("Gemm", 1, 6, traits=Traits(static_shape=True, rounds_once=True))
