@@ -310,12 +310,41 @@ def _pad(
     data = data[crop]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
     if mode != "constant":
-        return np.pad(data, widths, mode=mode)
+        return _pad_by_copies(data, widths, mode)
     if value is None:
         value = "" if data.dtype == object else 0
-    return np.pad(
-        data, widths, mode="constant", constant_values=np.asarray(value).astype(data.dtype)
-    )
+    fill = np.asarray(value).astype(data.dtype)
+    if data.dtype == object:
+        return np.pad(data, widths, mode="constant", constant_values=fill)
+    out = np.empty([n + b + e for n, (b, e) in zip(data.shape, widths)], data.dtype)
+    np.copyto(out, fill)  # np.pad's own Python layer costs 5x this for a small tensor
+    out[tuple(slice(b, b + n) for n, (b, _) in zip(data.shape, widths))] = data
+    return out
+
+
+def _pad_by_copies(data: np.ndarray, widths: list[tuple[int, int]], mode: str) -> np.ndarray:
+    """``np.pad(data, widths, mode)`` for reflect, edge and wrap (a new array): one gather per
+    padded axis while the pads take at most one reflection or wrap of it, else np.pad."""
+    for n, (b, e) in zip(data.shape, widths):
+        limit = {"reflect": n - 1, "wrap": n, "edge": n and max(b, e)}[mode]
+        if max(b, e) > limit:
+            return np.pad(data, widths, mode=mode)  # type: ignore[call-overload]
+    padded = False
+    for axis, (b, e) in enumerate(widths):
+        if not (b or e):
+            continue
+        n = data.shape[axis]
+        index = np.arange(-b, n + e)
+        if mode == "reflect":
+            index = np.abs(index)
+            index = np.where(index >= n, 2 * (n - 1) - index, index)
+        elif mode == "edge":
+            index = np.clip(index, 0, n - 1)
+        else:
+            index %= n
+        data = data.take(index, axis=axis)
+        padded = True
+    return data if padded else data.copy()
 
 
 @op("Pad", 1)
