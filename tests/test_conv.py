@@ -56,15 +56,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("path", [None, "rows", "taps"])
+@pytest.mark.parametrize("path", [None, "rows", "taps", "filled"])
 @pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
 def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
-    """``rows``: the columns are built one output row at a time; ``taps``: every 2-D stride-1
-    case whose channels allow it sums one product per kernel tap, however small."""
+    """By default these small cases gather their columns with one remembered index; ``rows``:
+    the columns are built one output row at a time; ``taps``: every 2-D stride-1 case whose
+    channels allow it sums one product per kernel tap, however small; ``filled``: the columns
+    are filled tap by tap in one chunk, as for larger images."""
     if path == "rows":
         monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
     if path == "taps":
         monkeypatch.setattr(conv_module, "TAP_PRODUCTS_MIN_POSITIONS", 0)
+    if path == "filled":
+        monkeypatch.setattr(conv_module, "GATHER_COLUMNS", 0)
     conv_module._geometry.cache_clear()  # the path is decided once per shapes: decide anew
     xs, ws, group, strides, dilations, pads, auto_pad = case
     rng = np.random.default_rng(len(xs) + ws[0])

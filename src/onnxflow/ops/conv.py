@@ -216,7 +216,10 @@ def _by_columns(
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
-        cols = _im2col(x[0], kernel, out, strides, dilations, begin)
+        if c * math.prod(kernel) * math.prod(out) <= GATHER_COLUMNS:
+            cols = _gathered_columns(x[0], kernel, out, strides, dilations, begin)
+        else:
+            cols = _im2col(x[0], kernel, out, strides, dilations, begin)
         return _grouped_gemm(wm, cols).reshape(1, m, *out)
     y = np.empty((n, m, *out), dtype=x.dtype)
     for b in range(n):
@@ -393,6 +396,61 @@ def _im2col(
     for tap, index in enumerate(np.ndindex(*kernel)):
         _window(cols[:, tap], x, index, out, strides, dilations, begin, origin)
     return cols.reshape(x.shape[0] * taps, -1)
+
+
+#: Column matrices of at most this many elements are gathered with one remembered index
+#: (:func:`_gathered_columns`): for small convolutions, a tap-by-tap fill is mostly Python.
+GATHER_COLUMNS = 16384
+
+
+def _gathered_columns(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+) -> np.ndarray:
+    """:func:`_im2col` of one image ``x`` ``(C, *spatial)`` as one gather from x, flattened
+    with a zero after it (what windows read of the padding)."""
+    index = _column_index(
+        x.shape, tuple(kernel), tuple(out), tuple(strides), tuple(dilations), tuple(begin)
+    )
+    flat = np.empty(x.size + 1, x.dtype)
+    flat[:-1] = x.reshape(-1)
+    flat[-1] = 0
+    return flat.take(index)
+
+
+@functools.lru_cache(maxsize=256)
+def _column_index(
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    out: tuple[int, ...],
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    begin: tuple[int, ...],
+) -> np.ndarray:
+    """The ``(C * K, P)`` flat positions in an image of ``shape`` (then one zero) that its
+    im2col columns read: the zero's position where a window reaches into the padding."""
+    c, *spatial = shape
+    grids = np.meshgrid(
+        *(np.arange(k) for k in kernel), *(np.arange(o) for o in out), indexing="ij"
+    )
+    n = len(kernel)
+    flat = np.zeros(grids[0].shape, np.intp)
+    inside = np.ones(grids[0].shape, bool)
+    for axis in range(n):
+        at = grids[n + axis] * strides[axis] + grids[axis] * dilations[axis] - begin[axis]
+        inside &= (at >= 0) & (at < spatial[axis])
+        flat = flat * spatial[axis] + at
+    size = math.prod(spatial)
+    per_channel = np.where(inside, flat, -1).reshape(1, -1)
+    channels = np.arange(c).reshape(-1, 1) * size
+    index = np.where(per_channel >= 0, channels + per_channel, c * size)
+    index = index.reshape(c * math.prod(kernel), math.prod(out))
+    index.flags.writeable = False
+    return index
 
 
 #: Up to this many kernel taps, columns are filled one tap at a time (no padded copy of the
