@@ -409,3 +409,12 @@ def test_pad_copies_what_np_pad_makes_in_every_mode(mode: str) -> None:
             want = np.pad(cropped, widths, mode=mode)
             assert got.dtype == x.dtype and got is not x
             np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_gather_counts_negative_indices_from_the_end_and_names_the_range_it_misses() -> None:
+    data = np.arange(12).reshape(3, 4)
+    np.testing.assert_array_equal(run("Gather", [data, i64(-1, 0)], axis=1), data[:, [3, 0]])
+    np.testing.assert_array_equal(run("Gather", [data, np.array(-3)], axis=0), data[0])
+    for bad in (4, -5):
+        with pytest.raises(OnnxflowError, match=r"Gather index out of range \[-4, 3\]"):
+            run("Gather", [data, i64(0, bad)], axis=1)

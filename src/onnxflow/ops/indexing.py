@@ -39,8 +39,11 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)
-    idx = _check_bounds(indices, data.shape[axis], "Gather")
-    return np.asarray(np.take(data, idx, axis=axis))
+    try:  # np.take counts negative indices from the end and raises past either end
+        return np.asarray(np.take(data, indices, axis=axis))
+    except IndexError:
+        _check_bounds(indices, data.shape[axis], "Gather")  # raises, naming the range
+        raise
 
 
 @op("GatherElements", 11, 13)
