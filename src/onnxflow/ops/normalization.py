@@ -203,7 +203,7 @@ def layer_normalization(
     for ufunc, p in ((np.multiply, scale), (np.add, bias)):
         if p is None:
             continue
-        if p.dtype == y.dtype and np.broadcast_shapes(y.shape, p.shape) == y.shape:
+        if p.dtype == y.dtype and p.shape == y.shape[y.ndim - p.ndim :]:  # fits y: over y
             ufunc(y, p, out=y)
         else:
             y = ufunc(y, p)
