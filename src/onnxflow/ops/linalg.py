@@ -80,7 +80,7 @@ def _gemm(
     if alpha != 1.0:
         y = np.multiply(y, alpha, out=y if _same_kind(y, alpha) else None)
     if c is not None and beta != 0.0:
-        if np.broadcast_shapes(c.shape, y.shape) != y.shape:
+        if c.ndim > 2 or any(n not in (1, m) for n, m in zip(c.shape[::-1], y.shape[::-1])):
             raise ValueError(f"Gemm: C of shape {c.shape} does not broadcast to {y.shape}")
         term = c if beta == 1.0 else c * beta
         y = np.add(y, term, out=y if _same_kind(y, term) else None)
