@@ -134,10 +134,10 @@ def kernel_views(
 class _Geometry(NamedTuple):
     """How one convolution runs, decided once per shapes and attributes (:func:`_geometry`)."""
 
-    out: list[int]
-    begin: list[int]
-    strides: list[int]
-    dilations: list[int]
+    out: tuple[int, ...]
+    begin: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
     path: str  # pointwise, depthwise, taps or columns
 
 
@@ -160,8 +160,9 @@ def _geometry(
     out, begin, end = spatial_geometry(spatial, kernel, strides, dilations, pads, auto_pad)
     strides_ = _per_axis(strides, len(kernel), "strides")
     dilations_ = _per_axis(dilations, len(kernel), "dilations")
+    shared = (tuple(out), tuple(begin), tuple(strides_), tuple(dilations_))  # shared: immutable
     if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides_):
-        return _Geometry(out, begin, strides_, dilations_, "pointwise")
+        return _Geometry(*shared, "pointwise")
     if min(*begin, *end) < 0:
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
     if group == c == m:  # depthwise: no columns, no product
@@ -170,7 +171,7 @@ def _geometry(
         path = "taps"
     else:
         path = "columns"
-    return _Geometry(out, begin, strides_, dilations_, path)
+    return _Geometry(*shared, path)
 
 
 def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -204,10 +205,10 @@ def _by_columns(
     x: np.ndarray,
     w: np.ndarray,
     group: int,
-    out: list[int],
-    strides: list[int],
-    dilations: list[int],
-    begin: list[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
 ) -> np.ndarray:
     """The convolution as GEMMs over im2col columns, per image in chunks of output rows."""
     n, c = x.shape[:2]
