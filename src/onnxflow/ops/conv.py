@@ -217,10 +217,7 @@ def _by_columns(
     row_bytes = c * math.prod(kernel) * math.prod(out[1:]) * x.itemsize
     step = max(1, _CHUNK_BYTES // row_bytes)
     if n == 1 and step >= out[0]:  # one image in one chunk: the product is the output
-        if c * math.prod(kernel) * math.prod(out) <= GATHER_COLUMNS:
-            cols = _gathered_columns(x[0], kernel, out, strides, dilations, begin)
-        else:
-            cols = _im2col(x[0], kernel, out, strides, dilations, begin)
+        cols = _im2col(x[0], kernel, out, strides, dilations, begin)
         return _grouped_gemm(wm, cols).reshape(1, m, *out)
     y = np.empty((n, m, *out), dtype=x.dtype)
     for b in range(n):
@@ -390,6 +387,9 @@ def _im2col(
     rows ``row0 ..`` (axis 0) of sizes ``out``: zero where a window reaches into the padding
     (``begin`` before each axis, as much as needed after it), which is never built."""
     taps = math.prod(kernel)
+    if not row0 and x.shape[0] * taps * math.prod(out) <= GATHER_COLUMNS:
+        geometry = tuple(tuple(v) for v in (kernel, out, strides, dilations, begin))
+        return _gathered_columns(x, geometry)
     if taps > _FEW_TAPS:
         return _strided_columns(x, kernel, out, strides, dilations, begin, row0)
     cols = np.empty((x.shape[0], taps, *out), dtype=x.dtype)
@@ -404,19 +404,11 @@ def _im2col(
 GATHER_COLUMNS = 16384
 
 
-def _gathered_columns(
-    x: np.ndarray,
-    kernel: Sequence[int],
-    out: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    begin: Sequence[int],
-) -> np.ndarray:
-    """:func:`_im2col` of one image ``x`` ``(C, *spatial)`` as one gather from x, flattened
-    with a zero after it (what windows read of the padding)."""
-    index = _column_index(
-        x.shape, tuple(kernel), tuple(out), tuple(strides), tuple(dilations), tuple(begin)
-    )
+def _gathered_columns(x: np.ndarray, geometry: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """:func:`_im2col` of one image ``x`` ``(C, *spatial)`` (``geometry``: its kernel, out,
+    strides, dilations and begin) as one gather from x, flattened with a zero after it (what
+    windows read of the padding)."""
+    index = _column_index(x.shape, *geometry)
     flat = np.empty(x.size + 1, x.dtype)
     flat[:-1] = x.reshape(-1)
     flat[-1] = 0
