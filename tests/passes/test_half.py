@@ -281,3 +281,22 @@ def test_half_round_of_normal_range_values_is_the_cast_bit_for_bit(over: bool) -
     want = x.astype(np.float16).astype(np.float32)
     got = half_round(x.copy(), over=over)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_half_round_below_float16s_normal_range_is_the_cast_bit_for_bit(over: bool) -> None:
+    """Arrays with values below 2**-14 but none past 65504 take Veltkamp's split and fix their
+    small values by adding and subtracting 0.75: every float16 subnormal, every midpoint
+    between two (the ties), their float32 neighbours, float32 subnormals and signed zeros
+    round as the cast does."""
+    halves = np.arange(0, 0x0401, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mids = (halves[:-1] + halves[1:]) / 2
+    steps = np.concatenate([halves, mids]).astype(np.float32)
+    near = [np.nextafter(steps, np.float32(np.inf)), np.nextafter(steps, np.float32(-np.inf))]
+    f32_subnormals = np.array([1e-45, 3e-39, 1.1e-38, 6e-8, 2.9e-8, 3e-8], np.float32)
+    normal = RNG.standard_normal(500).astype(np.float32) * 100
+    x = np.concatenate([steps, *near, f32_subnormals, normal, [np.float32(-0.0)]])
+    x = np.concatenate([x, -x])
+    want = x.astype(np.float16).astype(np.float32)
+    got = half_round(x.copy(), over=over)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

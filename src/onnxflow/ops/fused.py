@@ -228,17 +228,38 @@ def _half_round_over_x(x: np.ndarray) -> np.ndarray:
 def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     """``x`` rounded to the nearest float16 (ties to even, beyond 65504 to infinity, NaN kept),
     as float32: a float32 input by Veltkamp's split, three float32 passes (over its own memory
-    when ``over``), any other as a cast to float16 would convert it."""
+    when ``over``), and its values below float16's normal range by one addition and
+    subtraction of 0.75; any other input as a cast to float16 would convert it."""
     if x.dtype != _F32:
         return np.asarray(convert(x, np.dtype(np.float16)), dtype=np.float32)
     shape, x = x.shape, x.reshape(-1)
-    if _has_half_extremes(x.view(np.uint32)):
+    large, small = _half_extremes_found(x.view(np.uint32))
+    if large:  # overflow, inf or NaN: the integer path
         return _half_round_bits(x).reshape(shape)
+    if small:
+        # below 2**-14 float16 steps by 2**-24, the spacing of float32 around 0.75: |x| + 0.75
+        # rounds there (ties to even), subtracting 0.75 back is exact, and x's sign bit goes
+        # back on (np.copysign would take 10x as long)
+        sub = np.abs(x)
+        tiny = np.less(sub, _HALF_NORMAL)
+        sub += _MAGIC
+        sub -= _MAGIC
+        sign = x.view(np.uint32) & np.uint32(0x80000000)
+        np.bitwise_or(sub.view(np.uint32), sign, out=sub.view(np.uint32))
     # In float32 (24 bits), t = 8193 x and t - (t - x) is x rounded to its 11 leading bits, to
     # nearest with ties to even: float16's rounding for every magnitude in its normal range.
     t = np.multiply(x, _SPLIT)
     y = np.subtract(t, x, out=x if over and x.flags.writeable else None)
-    return np.subtract(t, y, out=y).reshape(shape)
+    np.subtract(t, y, out=y)
+    if small:
+        np.copyto(y, sub, where=tiny)
+    return y.reshape(shape)
+
+
+#: 0.75, whose float32 neighbours are 2**-24 apart: float16's step below its normal range.
+_MAGIC = np.float32(0.75)
+#: The smallest normal float16, 2**-14.
+_HALF_NORMAL = np.float32(2.0**-14)
 
 
 #: Veltkamp's splitting constant for 13 dropped bits: 2**13 + 1.
@@ -259,16 +280,16 @@ def _half_round_bits(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def _has_half_extremes(bits: np.ndarray) -> bool:
-    """Whether some value is nonzero below float16's normal range (2**-14) or rounds past its
-    largest (65504), or is inf or NaN: two reductions over the magnitudes, doubled."""
+def _half_extremes_found(bits: np.ndarray) -> tuple[bool, bool]:
+    """Whether some value rounds past float16's largest (65504) or is inf or NaN, and whether
+    some value is nonzero below its normal range (2**-14): two reductions over the magnitudes,
+    doubled."""
     if not bits.size:
-        return False
+        return False, False
     doubled = bits << np.uint32(1)  # the sign bit dropped
-    if doubled.max() >= np.uint32(2 * 0x477FF000):
-        return True
+    large = bool(doubled.max() >= np.uint32(2 * 0x477FF000))
     doubled -= np.uint32(1)  # zero wraps to the top: only nonzero values count as small
-    return bool(doubled.min() < np.uint32(2 * 0x38800000 - 1))
+    return large, bool(doubled.min() < np.uint32(2 * 0x38800000 - 1))
 
 
 def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
