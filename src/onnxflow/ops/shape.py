@@ -6,6 +6,7 @@ Range, Pad, CenterCropPad, DepthToSpace, SpaceToDepth, ReverseSequence.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -83,11 +84,20 @@ def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
 def _squeeze(data: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
     if axes is None:
         return np.squeeze(data)
-    axes = tuple(normalize_axis(a, data.ndim) for a in axes)
-    bad = [a for a in axes if data.shape[a] != 1]
+    return data.reshape(_squeezed(data.shape, tuple(axes)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _squeezed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape left when ``axes`` (each of size 1) are dropped from ``shape``: a model
+    squeezes the same few shapes again and again (errors are raised every time)."""
+    norm = {normalize_axis(a, len(shape)) for a in axes}
+    if len(norm) != len(axes):
+        raise ValueError(f"axes {list(axes)} repeat an axis")
+    bad = [a for a in sorted(norm) if shape[a] != 1]
     if bad:
-        raise ValueError(f"cannot squeeze axes {bad} of shape {data.shape}: size is not 1")
-    return np.squeeze(data, axis=axes)
+        raise ValueError(f"cannot squeeze axes {bad} of shape {shape}: size is not 1")
+    return tuple(d for i, d in enumerate(shape) if i not in norm)
 
 
 @op("Squeeze", 1, 11, traits=Traits(selects=True))
@@ -103,14 +113,20 @@ def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
 
 
 def _unsqueeze(data: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    rank = data.ndim + len(axes)
+    return data.reshape(_unsqueezed(data.shape, tuple(axes)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unsqueezed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with a 1 inserted at each of ``axes`` (of the result), remembered."""
+    rank = len(shape) + len(axes)
     norm = sorted(normalize_axis(a, rank) for a in axes)
     if len(set(norm)) != len(norm):
         raise ValueError(f"axes {list(axes)} repeat an axis")
-    dims = list(data.shape)
+    dims = list(shape)
     for a in norm:
         dims.insert(a, 1)
-    return data.reshape(dims)
+    return tuple(dims)
 
 
 @op("Unsqueeze", 1, 11, traits=Traits(selects=True))
