@@ -205,20 +205,43 @@ def _slice(
     axes: list[int] | None,
     steps: list[int] | None,
 ) -> np.ndarray:
+    return data[
+        _slice_index(
+            data.shape,
+            tuple(starts),
+            tuple(ends),
+            None if axes is None else tuple(axes),
+            None if steps is None else tuple(steps),
+        )
+    ]
+
+
+@functools.lru_cache(maxsize=1024)
+def _slice_index(
+    shape: tuple[int, ...],
+    starts: tuple[int, ...],
+    ends: tuple[int, ...],
+    axes: tuple[int, ...] | None,
+    steps: tuple[int, ...] | None,
+) -> tuple[slice, ...]:
+    """The basic index of a Slice of a tensor of ``shape``, remembered: a model slices the
+    same few shapes again and again (errors are raised every time)."""
     axes = (
-        list(range(len(starts))) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
+        tuple(range(len(starts)))
+        if axes is None
+        else tuple(normalize_axis(a, len(shape)) for a in axes)
     )
-    steps = [1] * len(starts) if steps is None else steps
+    steps = (1,) * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError(
             f"starts, ends, axes and steps must have one length, found "
             f"{len(starts)}, {len(ends)}, {len(axes)}, {len(steps)}"
         )
-    index = [slice(None)] * data.ndim
+    index = [slice(None)] * len(shape)
     for start, end, axis, step in zip(starts, ends, axes, steps):
         if step == 0:
             raise ValueError("slice step cannot be 0")
-        dim = data.shape[axis]
+        dim = shape[axis]
         start += dim if start < 0 else 0
         end += dim if end < 0 else 0
         if step > 0:
@@ -227,7 +250,7 @@ def _slice(
         else:
             start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
             index[axis] = slice(start, end if end >= 0 else None, step)
-    return data[tuple(index)]
+    return tuple(index)
 
 
 @op("Slice", 1, traits=Traits(selects=True))
