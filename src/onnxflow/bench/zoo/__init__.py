@@ -63,8 +63,8 @@ def _magika_feeds() -> dict[str, np.ndarray]:
     return {"bytes": _rng().integers(0, 257, (1, 2048)).astype(np.int32)}
 
 
-def _tree_feeds() -> dict[str, np.ndarray]:
-    return {"input": _rng().standard_normal((1000, builders.TREE_FEATURES)).astype(np.float32)}
+def _tree_feeds(name: str = "input") -> dict[str, np.ndarray]:
+    return {name: _rng().standard_normal((1000, builders.TREE_FEATURES)).astype(np.float32)}
 
 
 def _tokens() -> dict[str, np.ndarray]:
@@ -183,6 +183,13 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.xgboost_classifier),
         _tree_feeds,
         "100 trees x 3 classes, 1000 rows",
+    ),
+    ZooModel(
+        "catboost_3class",
+        "trees",
+        Built(builders.catboost_classifier),
+        lambda: _tree_feeds("features"),
+        "100 trees x 3 classes, 1000 rows, catboost's exporter",
     ),
     _hf("bert", "tiny", "torchscript"),
     _hf("bert", "tiny", "dynamo"),

@@ -1,6 +1,7 @@
 """Builders of zoo models made the way users make them. Each imports its framework when it runs
-(lightgbm, xgboost, onnxmltools, onnxruntime.quantization, onnxconverter-common): none of them is
-a dependency of onnxflow, and a missing one makes the model unavailable, not the bench fail.
+(lightgbm, xgboost, catboost, onnxmltools, onnxruntime.quantization, onnxconverter-common):
+none of them is a dependency of onnxflow, and a missing one makes the model unavailable, not
+the bench fail.
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def xgboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> None
         target_opset=15,
     )
     onnx.save(onx, target)
+
+
+def catboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> None:
+    """A catboost multiclass classifier saved by catboost's own ONNX exporter (oblivious trees
+    as a TreeEnsembleClassifier, a ZipMap of probabilities)."""
+    import catboost
+
+    x, y = _tree_data(classes)
+    model = catboost.CatBoostClassifier(
+        iterations=trees, depth=6, loss_function="MultiClass", verbose=False, random_seed=0
+    ).fit(x, y)
+    model.save_model(str(target), format="onnx")
 
 
 def float16_of(base: Callable[[], Path]) -> Callable[[Path], None]:
