@@ -26,12 +26,10 @@ Conv's bias) are such constants of the weight's channel count. Runs that observe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 
-from onnx import AttributeProto, GraphProto, NodeProto, TensorProto, helper
+from onnx import AttributeProto, NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
-from onnxflow.ir.walk import subgraph_reads
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView, fresh_name, is_default
 
 #: The op type of the fused node that folds the parameters.
 FOLD_BATCH_NORM = "FoldBatchNorm"
@@ -43,12 +41,12 @@ def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
     """The nodes of the graph with each foldable Conv -> BatchNormalization pair as a
     ``FoldBatchNorm`` node and one Conv, or None if there is none."""
     nodes = view.nodes
-    if view.opset() < 7 or not any(_default(n, "BatchNormalization") for n in nodes):
+    if view.opset() < 7 or not any(is_default(n, "BatchNormalization") for n in nodes):
         return None
-    reads = _reads(view)
+    reads = view.reads()
     producer = {o: n for n in nodes for o in n.output if o}
     tensors = _constant_tensors(view)
-    names = _Names(view.graph, nodes)
+    names = view.names()
     replaced: dict[int, list[NodeProto]] = {}
     for bn in nodes:
         conv = _pair(bn, producer, reads, tensors)
@@ -60,25 +58,13 @@ def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
     return [m for n in nodes for m in replaced.get(id(n), [n])]
 
 
-def _reads(view: GraphView) -> Counter[str]:
-    """How many times each value is read: by nodes, subgraphs and as a graph output."""
-    reads = Counter(i for n in view.nodes for i in n.input if i)
-    reads.update(vi.name for vi in view.graph.output)
-    reads.update(subgraph_reads(view.nodes))
-    return reads
-
-
-def _default(node: NodeProto, op_type: str) -> bool:
-    return node.op_type == op_type and node.domain in ("", "ai.onnx")
-
-
 def _constant_tensors(view: GraphView) -> dict[str, TensorProto]:
     """The dense initializers the caller cannot override and the outputs of Constant nodes
     holding a tensor (as Paddle exports its weights), by name."""
     constants = view.constants()
     tensors = {t.name: t for t in view.graph.initializer if t.name in constants}
     for node in view.nodes:
-        if _default(node, "Constant") and len(node.attribute) == 1 and node.output:
+        if is_default(node, "Constant") and len(node.attribute) == 1 and node.output:
             attr = node.attribute[0]
             if attr.name == "value" and attr.type == AttributeProto.TENSOR:
                 tensors[node.output[0]] = attr.t
@@ -92,10 +78,10 @@ def _pair(
     tensors: dict[str, TensorProto],
 ) -> NodeProto | None:
     """The Conv whose output only ``bn`` reads, when the pair folds (see the module)."""
-    if not _default(bn, "BatchNormalization") or not _inference(bn):
+    if not is_default(bn, "BatchNormalization") or not _inference(bn):
         return None
     conv = producer.get(bn.input[0])
-    if conv is None or not _default(conv, "Conv") or reads[bn.input[0]] != 1:
+    if conv is None or not is_default(conv, "Conv") or reads[bn.input[0]] != 1:
         return None
     if len(conv.input) < 2 or conv.input[1] not in tensors:
         return None
@@ -119,11 +105,11 @@ def _inference(bn: NodeProto) -> bool:
     return len(bn.input) == 5 and bool(bn.output[0]) and not any(bn.output[1:])
 
 
-def _folded(conv: NodeProto, bn: NodeProto, names: _Names) -> list[NodeProto]:
+def _folded(conv: NodeProto, bn: NodeProto, names: set[str]) -> list[NodeProto]:
     """The fold node, then the Conv reading its weight and bias and writing ``bn``'s output."""
     epsilon = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
     base = bn.output[0]
-    weight, bias = names.fresh(f"{base}/folded_W"), names.fresh(f"{base}/folded_B")
+    weight, bias = fresh_name(f"{base}/folded_W", names), fresh_name(f"{base}/folded_B", names)
     bias_in = conv.input[2] if len(conv.input) > 2 else ""
     fold = helper.make_node(
         FOLD_BATCH_NORM,
@@ -139,20 +125,3 @@ def _folded(conv: NodeProto, bn: NodeProto, names: _Names) -> list[NodeProto]:
     new_conv.input.extend([conv.input[0], weight, bias])
     new_conv.output.append(base)
     return [fold, new_conv]
-
-
-class _Names:
-    """Value names not yet used in the graph."""
-
-    def __init__(self, graph: GraphProto, nodes: Sequence[NodeProto]) -> None:
-        self.used = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-        self.used.update(o for n in nodes for o in n.output)
-
-    def fresh(self, name: str) -> str:
-        """``name``, or ``name`` with a number after it, unused so far (now used)."""
-        candidate, k = name, 0
-        while candidate in self.used:
-            k += 1
-            candidate = f"{name}_{k}"
-        self.used.add(candidate)
-        return candidate

@@ -7,10 +7,14 @@ nothing. :data:`onnxflow.compile.passes.BODY_PASSES` lists them in the order the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from onnx import GraphProto, NodeProto
+from onnx import GraphProto, NodeProto, ValueInfoProto
+
+from onnxflow.ir.walk import subgraph_reads
+from onnxflow.ops.registry import normalize_domain
 
 #: The private domain of fused nodes (never in a model: made by the passes only).
 FUSED_DOMAIN = "onnxflow.fused"
@@ -69,10 +73,45 @@ class GraphView:
 
     def opset(self, domain: str = "") -> int:
         """The version the scope imports for ``domain`` (0 when not imported)."""
-        if domain == "ai.onnx":
-            domain = ""
-        return self.opsets.get(domain, 0)
+        return self.opsets.get(normalize_domain(domain), 0)
+
+    def names(self) -> set[str]:
+        """The names the graph defines: its inputs, initializers and node outputs so far."""
+        graph = self.graph
+        found = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+        found.update(o for n in self.nodes for o in n.output if o)
+        return found
+
+    def reads(self) -> Counter[str]:
+        """How many times each value is read: :func:`value_reads` of the nodes so far."""
+        return value_reads(self.nodes, self.graph.output)
 
 
 #: A graph pass: the graph's nodes rewritten, or None when the pass changes nothing.
 GraphPass = Callable[[GraphView], "list[NodeProto] | None"]
+
+
+def value_reads(nodes: Iterable[NodeProto], outputs: Iterable[ValueInfoProto]) -> Counter[str]:
+    """How many times each value is read: by ``nodes``, by their subgraphs (from the outer
+    scope) and as one of the graph's ``outputs``. A pass fuses a value away only when the
+    fused node is its one reader."""
+    nodes = list(nodes)
+    reads = Counter(i for n in nodes for i in n.input if i)
+    reads.update(vi.name for vi in outputs)
+    reads.update(subgraph_reads(nodes))
+    return reads
+
+
+def is_default(node: NodeProto, op_type: str) -> bool:
+    """Whether ``node`` is the standard (ai.onnx) operator ``op_type``."""
+    return node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def fresh_name(base: str, used: set[str]) -> str:
+    """``base``, or ``base`` with a number after it, not in ``used`` (added to it)."""
+    name, k = base, 0
+    while name in used:
+        k += 1
+        name = f"{base}_{k}"
+    used.add(name)
+    return name

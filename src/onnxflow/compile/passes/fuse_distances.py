@@ -22,8 +22,13 @@ from typing import Any
 
 from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, BodyFacts, BodyForms
-from onnxflow.ir.walk import subgraph_reads
+from onnxflow.compile.passes.forms import (
+    FUSED_DOMAIN,
+    BodyFacts,
+    BodyForms,
+    is_default,
+    value_reads,
+)
 from onnxflow.ops.registry import REGISTRY
 
 __all__ = ["FUSED_DOMAIN", "ROW_SQUARED_DISTANCES", "fuse", "fuse_distances"]
@@ -52,7 +57,7 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     """
     if not any(n.op_type == "ReduceSumSquare" for n in body.node):
         return None
-    reads = _reads(body)
+    reads = value_reads(body.node, body.output)  # any other read: not fused
     producer = {o: n for n in body.node for o in n.output if o}
     consts = {t.name: t for t in body.initializer}
     fused: dict[int, NodeProto] = {}
@@ -73,18 +78,6 @@ def fuse_distances(body: GraphProto, rank: Callable[[str], int | None]) -> Graph
     return graph
 
 
-def _reads(body: GraphProto) -> Counter[str]:
-    """How many times each value of ``body`` is read (by nodes, as an output, by subgraphs)."""
-    reads = Counter(i for n in body.node for i in n.input if i)
-    reads.update(vi.name for vi in body.output)
-    reads.update(subgraph_reads(body.node))  # any such read: not fused
-    return reads
-
-
-def _is_default(node: NodeProto, op_type: str) -> bool:
-    return node.op_type == op_type and node.domain in ("", "ai.onnx")
-
-
 def _fusable_sub(
     node: NodeProto,
     producer: dict[str, NodeProto],
@@ -92,10 +85,10 @@ def _fusable_sub(
     rank: Callable[[str], int | None],
 ) -> NodeProto | None:
     """The Sub that ``node``, a ReduceSumSquare, alone reads, of a matrix minus a vector."""
-    if not _is_default(node, "ReduceSumSquare"):
+    if not is_default(node, "ReduceSumSquare"):
         return None
     sub = producer.get(node.input[0])
-    if sub is None or not _is_default(sub, "Sub") or reads[node.input[0]] != 1:
+    if sub is None or not is_default(sub, "Sub") or reads[node.input[0]] != 1:
         return None
     if rank(sub.input[0]) != 2 or rank(sub.input[1]) != 1:
         return None

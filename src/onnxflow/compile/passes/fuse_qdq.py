@@ -20,8 +20,7 @@ from collections import Counter
 
 from onnx import NodeProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
-from onnxflow.ir.walk import subgraph_reads
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView, is_default
 
 #: The op type of the fused node.
 FAKE_QUANTIZE = "FakeQuantize"
@@ -33,9 +32,7 @@ def fuse_qdq(view: GraphView) -> list[NodeProto] | None:
     nodes = view.nodes
     if not any(n.op_type == "DequantizeLinear" for n in nodes):
         return None
-    reads = Counter(i for n in nodes for i in n.input if i)
-    reads.update(vi.name for vi in view.graph.output)
-    reads.update(subgraph_reads(nodes))
+    reads = view.reads()
     producer = {o: n for n in nodes for o in n.output if o}
     fused: dict[int, NodeProto] = {}
     dropped: set[int] = set()
@@ -49,10 +46,6 @@ def fuse_qdq(view: GraphView) -> list[NodeProto] | None:
     return [fused.get(id(n), n) for n in nodes if id(n) not in dropped]
 
 
-def _default(node: NodeProto, op_type: str) -> bool:
-    return node.op_type == op_type and node.domain in ("", "ai.onnx")
-
-
 def _attrs(node: NodeProto) -> dict[str, object]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
@@ -60,10 +53,10 @@ def _attrs(node: NodeProto) -> dict[str, object]:
 def _pair(dq: NodeProto, producer: dict[str, NodeProto], reads: Counter[str]) -> NodeProto | None:
     """The QuantizeLinear that ``dq`` alone reads, with the same scale, zero point and axis,
     per tensor or per axis (no blocks, no output type or precision of its own)."""
-    if not _default(dq, "DequantizeLinear") or len(dq.input) < 2:
+    if not is_default(dq, "DequantizeLinear") or len(dq.input) < 2:
         return None
     q = producer.get(dq.input[0])
-    if q is None or not _default(q, "QuantizeLinear") or reads[dq.input[0]] != 1:
+    if q is None or not is_default(q, "QuantizeLinear") or reads[dq.input[0]] != 1:
         return None
     if list(q.input[1:3]) != list(dq.input[1:3]) or len(q.input) < 3 or not q.input[2]:
         return None  # the zero point sets the 8-bit type: it must be given

@@ -46,7 +46,7 @@ from onnx import (
     numpy_helper,
 )
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN
+from onnxflow.compile.passes.forms import FUSED_DOMAIN, fresh_name, is_default
 from onnxflow.ir.walk import subgraphs
 from onnxflow.ops.registry import REGISTRY, normalize_domain
 from onnxflow.traits import Traits
@@ -79,7 +79,7 @@ def widen_half(
     renames: dict[str, str] = {}
     for vi in [*new.input, *new.output]:
         if _is_half(vi.type):
-            renames[vi.name] = _fresh(f"{vi.name}__float32", names)
+            renames[vi.name] = fresh_name(f"{vi.name}__float32", names)
             new.value_info.append(_widened_info(vi, renames[vi.name]))
     _widen_graph(new, names, _half_names(new), each_op, top=True)
     _rename(new, renames)
@@ -198,15 +198,6 @@ def _all_names(graph: GraphProto) -> set[str]:
     return names
 
 
-def _fresh(base: str, names: set[str]) -> str:
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}_{k}"
-    names.add(name)
-    return name
-
-
 def _widen_graph(
     graph: GraphProto, names: set[str], half_inputs: set[str], each_op: bool, top: bool = False
 ) -> None:
@@ -247,7 +238,7 @@ def _widen_node(
     if not _same_in_float32(node):  # computed in float16 as written: real float16 inputs
         for k, name in enumerate(node.input):
             if name in half_inputs:
-                narrow = _fresh(f"{name}__float16", names)
+                narrow = fresh_name(f"{name}__float16", names)
                 before.append(helper.make_node("Cast", [name], [narrow], to=HALF))
                 node.input[k] = narrow
     rounds = _rounds(node, half_values, names) if each_op else []
@@ -261,7 +252,7 @@ def _rounds(node: NodeProto, half_values: set[str], names: set[str]) -> list[Nod
     rounds = []
     for k, out in enumerate(node.output):
         if out in half_values:
-            raw = _fresh(f"{out}__unrounded", names)
+            raw = fresh_name(f"{out}__unrounded", names)
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
     return rounds
@@ -297,11 +288,9 @@ def _same_in_float32(node: NodeProto) -> bool:
 
 def _to_half(node: NodeProto, half_values: set[str]) -> bool:
     """Whether ``node`` is a Cast to float16, or a CastLike whose output is float16."""
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if node.op_type == "Cast":
+    if is_default(node, "Cast"):
         return any(a.name == "to" and a.i == HALF for a in node.attribute)
-    return node.op_type == "CastLike" and node.output[0] in half_values
+    return is_default(node, "CastLike") and node.output[0] in half_values
 
 
 def _widened_tensor(t: TensorProto) -> TensorProto:
