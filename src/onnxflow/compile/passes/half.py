@@ -32,6 +32,7 @@ optional or sparse tensor. ``SessionOptions(optimize=False)`` computes in float1
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -56,8 +57,18 @@ HALF_ROUND = "HalfRound"
 
 HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
 _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
-#: The opsets of the model being rewritten (set by :func:`widen_half` for its helpers).
-_OPSETS: dict[str, int] = {}
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """What every step of one model's rewrite reads: the names in use (new ones are added),
+    the float16 inputs of every scope, whether each op's result is rounded, and the model's
+    opsets by normalized domain (which kernel serves a node)."""
+
+    names: set[str]
+    half_inputs: set[str]
+    each_op: bool
+    opsets: dict[str, int]
 
 
 def widen_half(
@@ -71,8 +82,6 @@ def widen_half(
         return None
     if not _types_agree(graph, opsets or {}):
         return None
-    _OPSETS.clear()
-    _OPSETS.update({normalize_domain(d): v for d, v in (opsets or {}).items()})
     new = GraphProto()
     new.CopyFrom(graph)
     names = _all_names(new)
@@ -81,7 +90,8 @@ def widen_half(
         if _is_half(vi.type):
             renames[vi.name] = fresh_name(f"{vi.name}__float32", names)
             new.value_info.append(_widened_info(vi, renames[vi.name]))
-    _widen_graph(new, names, _half_names(new), each_op, top=True)
+    imports = {normalize_domain(d): v for d, v in (opsets or {}).items()}
+    _widen_graph(new, _Rewrite(names, _half_names(new), each_op, imports), top=True)
     _rename(new, renames)
     entry = [
         helper.make_node("Cast", [vi.name], [renames[vi.name]], to=FLOAT)
@@ -198,9 +208,7 @@ def _all_names(graph: GraphProto) -> set[str]:
     return names
 
 
-def _widen_graph(
-    graph: GraphProto, names: set[str], half_inputs: set[str], each_op: bool, top: bool = False
-) -> None:
+def _widen_graph(graph: GraphProto, rewrite: _Rewrite, top: bool = False) -> None:
     """Rewrite ``graph`` in place: float16 storage to float32, rounding after each op. The main
     graph (``top``) keeps its inputs, outputs and the initializers fed like inputs as they are."""
     declared = [*graph.value_info, *graph.output, *(() if top else graph.input)]
@@ -214,18 +222,16 @@ def _widen_graph(
             vi.type.tensor_type.elem_type = FLOAT
     nodes: list[NodeProto] = []
     for node in graph.node:
-        nodes.extend(_widen_node(node, half_values, half_inputs, names, each_op))
+        nodes.extend(_widen_node(node, half_values, rewrite))
     del graph.node[:]
     graph.node.extend(nodes)
 
 
-def _widen_node(
-    node: NodeProto, half_values: set[str], half_inputs: set[str], names: set[str], each_op: bool
-) -> list[NodeProto]:
+def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[NodeProto]:
     """``node`` rewritten for float32 storage, followed (``each_op``) by the rounding of its
     float16 outputs."""
     for g in subgraphs(node):
-        _widen_graph(g, names, half_inputs, each_op)
+        _widen_graph(g, rewrite)
     if _to_half(node, half_values):  # rounded once, from the input's own type
         return [helper.make_node(HALF_ROUND, [node.input[0]], list(node.output), name=node.name,
                                  domain=FUSED_DOMAIN)]  # fmt: skip
@@ -235,33 +241,35 @@ def _widen_node(
         elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
             a.i = FLOAT
     before = []
-    if not _same_in_float32(node):  # computed in float16 as written: real float16 inputs
+    if not _same_in_float32(node, rewrite.opsets):  # computed in float16 as written
         for k, name in enumerate(node.input):
-            if name in half_inputs:
-                narrow = fresh_name(f"{name}__float16", names)
+            if name in rewrite.half_inputs:  # it gets real float16 inputs
+                narrow = fresh_name(f"{name}__float16", rewrite.names)
                 before.append(helper.make_node("Cast", [name], [narrow], to=HALF))
                 node.input[k] = narrow
-    rounds = _rounds(node, half_values, names) if each_op else []
+    rounds = _rounds(node, half_values, rewrite) if rewrite.each_op else []
     return [*before, node, *rounds]
 
 
-def _rounds(node: NodeProto, half_values: set[str], names: set[str]) -> list[NodeProto]:
+def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[NodeProto]:
     """The HalfRound nodes of ``node``'s float16 outputs, which it now writes unrounded."""
-    if _selects(node):
+    if _selects(node, rewrite.opsets):
         return []
     rounds = []
     for k, out in enumerate(node.output):
         if out in half_values:
-            raw = fresh_name(f"{out}__unrounded", names)
+            raw = fresh_name(f"{out}__unrounded", rewrite.names)
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
     return rounds
 
 
-def _all_versions(node: NodeProto, promise: Callable[[Traits], bool]) -> bool:
+def _all_versions(
+    node: NodeProto, promise: Callable[[Traits], bool], opsets: dict[str, int]
+) -> bool:
     """Whether the kernel serving the node at the model's opset makes the ``promise`` (every
     registered version, when the model's opset for the domain is not known)."""
-    opset = _OPSETS.get(normalize_domain(node.domain))
+    opset = opsets.get(normalize_domain(node.domain))
     if opset is not None:
         kernel = REGISTRY.lookup(node.domain, node.op_type, opset)
         return kernel is not None and promise(kernel.traits)
@@ -270,20 +278,20 @@ def _all_versions(node: NodeProto, promise: Callable[[Traits], bool]) -> bool:
     return bool(kernels) and all(k is not None and promise(k.traits) for k in kernels)
 
 
-def _selects(node: NodeProto) -> bool:
+def _selects(node: NodeProto, opsets: dict[str, int]) -> bool:
     """Whether the op only selects values of its inputs (:attr:`Traits.selects`): float16
     inputs make float16 outputs, no rounding needed."""
-    return _all_versions(node, lambda t: t.selects)
+    return _all_versions(node, lambda t: t.selects, opsets)
 
 
-def _same_in_float32(node: NodeProto) -> bool:
+def _same_in_float32(node: NodeProto, opsets: dict[str, int]) -> bool:
     """Whether the op, given float32 inputs holding float16 values, computes what it computes
     on float16 inputs before rounding: a single NumPy ufunc (whose float16 loops compute in
     float32 and round), an op that rounds once (:attr:`Traits.rounds_once`), one that only
     selects, or a node with subgraphs (rewritten themselves)."""
     if any(True for _ in subgraphs(node)):
         return True
-    return _all_versions(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects)
+    return _all_versions(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects, opsets)
 
 
 def _to_half(node: NodeProto, half_values: set[str]) -> bool:
