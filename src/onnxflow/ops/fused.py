@@ -237,15 +237,7 @@ def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     if large:  # overflow, inf or NaN: the integer path
         return _half_round_bits(x).reshape(shape)
     if small:
-        # below 2**-14 float16 steps by 2**-24, the spacing of float32 around 0.75: |x| + 0.75
-        # rounds there (ties to even), subtracting 0.75 back is exact, and x's sign bit goes
-        # back on (np.copysign would take 10x as long)
-        sub = np.abs(x)
-        tiny = np.less(sub, _HALF_NORMAL)
-        sub += _MAGIC
-        sub -= _MAGIC
-        sign = x.view(np.uint32) & np.uint32(0x80000000)
-        np.bitwise_or(sub.view(np.uint32), sign, out=sub.view(np.uint32))
+        sub, tiny = _below_normal(x)
     # In float32 (24 bits), t = 8193 x and t - (t - x) is x rounded to its 11 leading bits, to
     # nearest with ties to even: float16's rounding for every magnitude in its normal range.
     t = np.multiply(x, _SPLIT)
@@ -254,6 +246,20 @@ def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     if small:
         np.copyto(y, sub, where=tiny)
     return y.reshape(shape)
+
+
+def _below_normal(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The float16 rounding of float32 ``x`` where it lies below float16's normal range
+    (2**-14), and that mask. There float16 steps by 2**-24, the spacing of float32 around 0.75:
+    |x| + 0.75 rounds there (ties to even), subtracting 0.75 back is exact, and x's sign bit
+    goes back on (np.copysign would take 10x as long)."""
+    sub = np.abs(x)
+    tiny = np.less(sub, _HALF_NORMAL)
+    sub += _MAGIC
+    sub -= _MAGIC
+    sign = x.view(np.uint32) & np.uint32(0x80000000)
+    np.bitwise_or(sub.view(np.uint32), sign, out=sub.view(np.uint32))
+    return sub, tiny
 
 
 #: 0.75, whose float32 neighbours are 2**-24 apart: float16's step below its normal range.
@@ -295,11 +301,10 @@ def _half_extremes_found(bits: np.ndarray) -> tuple[bool, bool]:
 def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
     """Set in ``y`` the float16 roundings of the values of ``x`` outside float16's normal range:
     below 2**-14 it steps by 2**-24; beyond 65504 it overflows to infinity; NaN stays NaN."""
-    magnitude = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
-    small = magnitude < np.uint32(0x38800000)
-    if small.any():
-        y[small] = np.rint(x[small] * np.float32(2.0**24)) * np.float32(2.0**-24)
-    large = magnitude >= np.uint32(0x477FF000)
+    with np.errstate(invalid="ignore"):  # signalling NaNs pass through the additions
+        sub, tiny = _below_normal(x)
+    np.copyto(y, sub, where=tiny)
+    large = (x.view(np.uint32) & np.uint32(0x7FFFFFFF)) >= np.uint32(0x477FF000)
     if large.any():
         v = x[large]
         y[large] = np.where(np.isnan(v), v, np.copysign(np.float32(np.inf), v))
