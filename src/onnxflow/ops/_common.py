@@ -78,13 +78,11 @@ def clamp(
     x: np.ndarray, lo: Any = None, hi: Any = None, out: np.ndarray | None = None
 ) -> np.ndarray:
     """``min(max(x, lo), hi)`` elementwise in x's dtype, as ``np.clip`` (NaN propagates; lo >
-    hi gives hi); a None bound does not clip. Bounds are scalars or arrays of x's dtype (float
-    or integer x). NumPy's clip ufunc, called directly: ``np.maximum`` / ``np.minimum`` with a
-    scalar operand take a loop about 4x slower on float32, and ``np.clip``'s Python layer
-    costs more than its work on small arrays."""
+    hi gives hi); a None bound does not clip, and at least one is given. Bounds are scalars or
+    arrays of x's dtype. NumPy's clip ufunc, called directly: ``np.maximum`` / ``np.minimum``
+    with a scalar operand take a loop about 4x slower on float32, and ``np.clip``'s Python
+    layer costs more than its work on small arrays."""
     if _CLIP is None or x.dtype.kind not in "fiu":  # no ufunc, or ml_dtypes' bfloat16...
-        if lo is None and hi is None:
-            return np.copyto(out, x) or out if out is not None else x.copy()
         return np.clip(x, lo, hi, out=out)
     if lo is None or hi is None:
         low, high = _NO_BOUND[x.dtype]

@@ -30,6 +30,7 @@ from onnxflow.compile.passes.memo_shapes import SHAPE_MEMO
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
 from onnxflow.ops.quantization import (
+    BYTE_RANGE,
     dequantize_linear,
     expand_param,
     fast_fake_quantize,
@@ -103,7 +104,7 @@ def fake_quantize(
         q = quantize_linear(x, scale, zero_point, axis=axis)
         return dequantize_linear(q, scale, zero_point, axis=axis)
     # clamp(rint(x / s) + z, lo, hi) - z is rint(x / s) clamped to [lo - z, hi - z], exactly
-    lo, hi = _BYTE_RANGE[zero_point.dtype]
+    lo, hi = BYTE_RANGE[zero_point.dtype]
     if zero_point.size == 1 and zero_point.ndim <= 1:  # small integers: exact as Python floats
         z: Any = float(zero_point.reshape(()))
     else:
@@ -115,10 +116,6 @@ def fake_quantize(
     clamp(y, lo - z, hi - z, out=y)
     y *= s
     return y
-
-
-#: The 8-bit zero points' ranges, as floats.
-_BYTE_RANGE = {np.dtype(np.int8): (-128.0, 127.0), np.dtype(np.uint8): (0.0, 255.0)}
 
 
 @op(FOLD_BATCH_NORM, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))

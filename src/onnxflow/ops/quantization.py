@@ -162,7 +162,9 @@ def quantize_linear(
 
 
 _F32 = np.dtype(np.float32)
-_BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
+#: The 8-bit integer types' ranges, as floats (the fast float32 paths clamp to them).
+BYTE_RANGE = {np.dtype(np.int8): (-128.0, 127.0), np.dtype(np.uint8): (0.0, 255.0)}
+_BYTES = tuple(BYTE_RANGE)
 
 
 def _fast_quantize(
@@ -195,8 +197,8 @@ def _quantize_8bit(
         q = np.rint(x / expand_param(scale, x.shape, axis, 0, "scale"))
     if zero_point is not None:
         q += expand_param(zero_point, x.shape, axis, 0, "zero point")
-    info = np.iinfo(dtype)
-    clamp(q, q.dtype.type(info.min), q.dtype.type(info.max), out=q)
+    lo, hi = BYTE_RANGE[dtype]
+    clamp(q, q.dtype.type(lo), q.dtype.type(hi), out=q)
     with np.errstate(invalid="ignore"):  # NaN: as undefined as in the general path
         return q.astype(dtype)
 
