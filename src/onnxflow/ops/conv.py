@@ -301,13 +301,9 @@ def _depthwise(
     product ``(C, 1, K) @ (C, K, P)`` weighs them. Two passes over the columns instead of two
     NumPy calls per kernel tap over the output (about half the time on MobileNet-style
     layers)."""
-    n, c, *spatial = x.shape
+    n, c = x.shape[:2]
     kernel = w.shape[2:]
-    reach = [
-        max(0, (o - 1) * s + (k - 1) * d + 1 - b - size)
-        for o, s, k, d, b, size in zip(out, strides, kernel, dilations, begin, spatial)
-    ]
-    xp = pad_spatial(x, begin, reach)
+    xp = pad_spatial(x, begin, _reach(x.shape[2:], kernel, out, strides, dilations, begin))
     taps, positions = math.prod(kernel), math.prod(out)
     weights = w.reshape(c, 1, taps)
     y = np.empty((n, c, 1, positions), x.dtype)
@@ -321,6 +317,24 @@ def _depthwise(
             np.copyto(cols, view[c0:c1])
             np.matmul(weights[c0:c1], cols.reshape(c1 - c0, taps, positions), out=y[b, c0:c1])
     return y.reshape(n, c, *out)
+
+
+def _reach(
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    out: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    origin: Sequence[int] | None = None,
+) -> list[int]:
+    """How far past the end of each spatial axis the windows of the output positions
+    ``origin .. origin + out`` reach (0 where they stay inside): the end padding they need."""
+    origin = origin or [0] * len(out)
+    return [
+        max(0, (o0 + o - 1) * s + (k - 1) * d + 1 - b - size)
+        for o0, o, s, k, d, b, size in zip(origin, out, strides, kernel, dilations, begin, spatial)
+    ]
 
 
 def _windows_view(
@@ -464,12 +478,7 @@ def _strided_columns(
     """:func:`_im2col` as one copy of a strided view ``(C, *kernel, *out)`` of ``x`` padded
     with zeros as far as the windows reach."""
     origin = [row0] + [0] * (len(out) - 1)
-    reach = [
-        max(0, (o0 + o - 1) * s + (k - 1) * d + 1 - b - size)
-        for o0, o, s, k, d, b, size in zip(
-            origin, out, strides, kernel, dilations, begin, x.shape[1:]
-        )
-    ]
+    reach = _reach(x.shape[1:], kernel, out, strides, dilations, begin, origin)
     xp = pad_spatial(x[None], begin, reach)[0]
     start = xp[(slice(None), *(slice(o0 * s, None) for o0, s in zip(origin, strides)))]
     view = _windows_view(start, kernel, out, strides, dilations)
