@@ -353,12 +353,13 @@ def _lstm_plain_steps(
     g, term = np.empty((batch, width), h.dtype), np.empty((batch, hidden), h.dtype)
     sig, cand = g[:, : 3 * hidden], g[:, 3 * hidden :]
     i, o, forget = g[:, :hidden], g[:, hidden : 2 * hidden], g[:, 2 * hidden : 3 * hidden]
+    ones, halves = np.ones_like(sig), np.full_like(sig, 0.5)  # scalars cost a conversion a call
     for t in steps:
         np.dot(h, rts, out=g)
         np.add(xw[t], g, out=g)
         np.tanh(g, out=g)
-        sig += 1
-        sig *= 0.5
+        np.add(sig, ones, out=sig)
+        np.multiply(sig, halves, out=sig)
         np.multiply(forget, c, out=c)
         c += np.multiply(i, cand, out=term)
         np.multiply(o, np.tanh(c, out=term), out=y[t])
