@@ -196,6 +196,23 @@ def test_knn_regressor(opsets: dict[str, int]) -> None:
 
 
 @opsets
+@pytest.mark.parametrize("name", ["knn_classifier", "knn_regressor"])
+def test_knn_with_the_cdist_option_uses_com_microsoft_cdist(
+    opsets: dict[str, int], name: str
+) -> None:
+    est = fitted(name)
+    options = {"optim": "cdist"} | ({"zipmap": False} if name == "knn_classifier" else {})
+    model = convert(est, X_TRAIN[:1], opsets, options=options)
+    assert any(n.op_type == "CDist" and n.domain == "com.microsoft" for n in model.graph.node)
+    out = run(model, X_TEST)
+    if name == "knn_classifier":
+        same_labels(out[0], est.predict(X_TEST))
+        close(out[1], est.predict_proba(X_TEST))
+    else:
+        close(out[0], est.predict(X_TEST))
+
+
+@opsets
 def test_gaussian_process_mean_and_std(opsets: dict[str, int]) -> None:
     est = fitted("gaussian_process")
     options = {GaussianProcessRegressor: {"return_std": True}}
