@@ -35,7 +35,9 @@ def ms_model(
         [helper.make_value_info(n, value_type(v)) for n, v in feeds.items()],
         [helper.make_empty_tensor_value_info(o) for o in outs],
     )
-    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(domain, 1)]
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:  # the default domain is imported once, at ``opset``
+        opsets.append(helper.make_opsetid(domain, 1))
     return helper.make_model(graph, opset_imports=opsets, ir_version=8), feeds
 
 
