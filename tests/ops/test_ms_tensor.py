@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from ort_compare import assert_matches, ms_model
 
@@ -109,3 +110,39 @@ def test_unique_keeps_the_order_of_first_occurrence() -> None:
 @pytest.mark.parametrize("dim, size, step", [(-1, 3, 1), (0, 2, 2), (1, 4, 3)])
 def test_unfold_tensor_windows(dim: int, size: int, step: int) -> None:
     assert_matches(*ms_model("UnfoldTensor", [_f32(5, 7)], dim=dim, size=size, step=step))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 7), (1, 6, 2)])
+def test_dynamic_time_warping_path(shape: tuple[int, ...]) -> None:
+    (path,) = assert_matches(*ms_model("DynamicTimeWarping", [RNG.random(shape, np.float32)]))
+    assert path[:, 0].tolist() == [0, 0] and path[:, -1].tolist() == [s - 1 for s in shape[-2:]]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_contrib(mode: str, padding_mode: str, align_corners: int) -> None:
+    x, grid = _f32(1, 2, 4, 5), RNG.uniform(-1.2, 1.2, (1, 3, 3, 2)).astype(np.float32)
+    attrs = {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners}
+    assert_matches(*ms_model("GridSample", [x, grid], **attrs), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 0, 1, 2]])
+def test_conv_transpose_with_dynamic_pads(pads: list[int]) -> None:
+    x, w, b = _f32(1, 2, 4, 4), _f32(2, 3, 3, 3), _f32(3)
+    p = np.array(pads, np.int64)
+    model, feeds = ms_model("ConvTransposeWithDynamicPads", [x, w, p, b], strides=[2, 2])
+    assert_matches(model, feeds, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_transpose_with_the_optional_pads_omitted_pads_nothing() -> None:
+    """The schema makes ``Pads`` optional (onnxruntime's kernel refuses to run without it):
+    omitted, it means no padding."""
+    x, w = _f32(1, 2, 4, 4), _f32(2, 3, 3, 3)
+    results = []
+    for inputs in ([x, w], [x, w, np.zeros(4, np.int64)]):
+        model, feeds = ms_model("ConvTransposeWithDynamicPads", inputs)
+        model.graph.output[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        results.append(onnxflow.InferenceSession(model).run(None, feeds)[0])
+    assert results[0].shape == (1, 3, 6, 6)
+    np.testing.assert_array_equal(results[0], results[1])

@@ -15,6 +15,7 @@ ScaledSiLU              1     ``z * sigmoid(z)`` with ``z = scale * x``, rounded
 Trilu                   1     onnx Trilu
 Unique                  1     unique values in order of occurrence, indices and counts
 UnfoldTensor            1     every window of ``size`` along ``dim``, ``step`` apart
+DynamicTimeWarping      1     the cheapest monotone path through a cost matrix
 ======================  ====  ==========================================================
 """
 
@@ -158,3 +159,32 @@ def unfold_tensor(x: np.ndarray, *, size: int, dim: int = -1, step: int = 1) -> 
         )
     windows = np.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
     return np.ascontiguousarray(np.take(windows, np.arange(0, windows.shape[axis], step), axis))
+
+
+@op("DynamicTimeWarping", 1, domain=MS_DOMAIN)
+def dynamic_time_warping(cost: np.ndarray) -> np.ndarray:
+    """The cheapest monotone path through the (M, N) ``cost`` matrix (a leading axis of 1 is
+    allowed) from (0, 0) to (M-1, N-1), stepping to (r+1, c), (r+1, c+1) or (r, c+1): shape
+    (2, steps) int32, rows then columns. Ties prefer the diagonal, then the step down."""
+    matrix = cost.reshape(cost.shape[-2:]).astype(np.float64)
+    rows, cols = matrix.shape
+    total = np.full((rows + 1, cols + 1), np.inf)
+    total[0, 0] = 0.0
+    came = np.zeros((rows + 1, cols + 1), np.int8)
+    for r in range(1, rows + 1):
+        for c in range(1, cols + 1):
+            options = (total[r - 1, c - 1], total[r - 1, c], total[r, c - 1])
+            best = min(range(3), key=options.__getitem__)
+            came[r, c] = best
+            total[r, c] = matrix[r - 1, c - 1] + options[best]
+    return _trace_back(came, rows, cols)
+
+
+def _trace_back(came: np.ndarray, r: int, c: int) -> np.ndarray:
+    """The path that :func:`dynamic_time_warping` recorded in ``came``, first point first."""
+    path = []
+    while r > 0 and c > 0:
+        path.append((r - 1, c - 1))
+        step = came[r, c]
+        r, c = (r - 1, c - 1) if step == 0 else (r - 1, c) if step == 1 else (r, c - 1)
+    return np.array(path[::-1], np.int32).T.copy()
