@@ -3,18 +3,17 @@
 MurmurHash3-1 (FeatureHasher), Solve-1 (GaussianProcessClassifier), Tokenizer-1 (between
 StringNormalizer and TfIdfVectorizer in every TfidfVectorizer and CountVectorizer pipeline).
 
-Tokenizer patterns are RE2 syntax; they run on Python's ``re`` with RE2's matching rules:
-ASCII-only ``\\w``, ``\\d``, ``\\s``, ``\\b``; ``.`` also matches a newline; leftmost-longest
-matches; ``\\z`` and POSIX classes such as ``[[:alpha:]]`` translated.
+Tokenizer patterns are RE2 syntax and run on RE2 (google-re2), as in onnxruntime: linear time
+whatever the pattern, leftmost-longest matches, ``.`` also matching a newline.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import re2
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.registry import op
@@ -22,88 +21,25 @@ from onnxflow.ops.registry import op
 MS_DOMAIN = "com.microsoft"
 
 _START_TEXT, _END_TEXT = "\x02", "\x03"
-_FLAGS = re.ASCII | re.DOTALL
-
-_POSIX_RANGES = {
-    "alnum": "0-9A-Za-z",
-    "alpha": "A-Za-z",
-    "ascii": "\\x00-\\x7f",
-    "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "digit": "0-9",
-    "graph": "!-~",
-    "lower": "a-z",
-    "print": " -~",
-    "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z",
-    "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_POSIX_CLASS = re.compile(r"\[:(\^?)([a-z]+):\]")
-_NEGATED_POSIX_ONLY = re.compile(r"\[\[:\^([a-z]+):\]\]")
-_GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z]+\)")
 _UNTAKEN = re.compile(b"\x00+")
 
-#: Patterns whose leftmost-first match is also the longest (checked on random patterns and
-#: strings): no alternation or group, only single-character atoms (a literal, a class, ``.``),
-#: each with an optional greedy quantifier, and zero-width assertions such as ``\\b``.
-_LITERAL = r"(?:[^\\\[\](){}|?*+^$.]|\\[^a-zA-Z0-9])"
-_ATOM = r"(?:\[\^?\]?(?:\\.|[^\]\\])*\]|\\[dDsSwW]|\.|" + _LITERAL + ")"
-_QUANTIFIER = r"(?:[*+?]|\{\d+(?:,\d*)?\})"
-_GREEDY_IS_LONGEST = re.compile(rf"(?:{_ATOM}{_QUANTIFIER}?|\\[bBAZ]|[\^$])+")
 
-
-def _re2_to_python(pattern: str) -> str:
-    """Spell an RE2 pattern for ``re``: ``\\z`` as ``\\Z`` and POSIX classes as ASCII ranges."""
-    out, i, in_class = [], 0, False
-    while i < len(pattern):
-        negated_only = None if in_class else _NEGATED_POSIX_ONLY.match(pattern, i)
-        posix = _POSIX_CLASS.match(pattern, i) if in_class else None
-        if negated_only:
-            out.append(f"[^{_posix_ranges(negated_only.group(1))}]")
-            i = negated_only.end()
-        elif posix:
-            if posix.group(1):
-                raise ValueError(
-                    f"negated POSIX class {posix.group()!r} is only supported as a whole "
-                    f"bracket expression such as [[:^alpha:]], found in {pattern!r}"
-                )
-            out.append(_posix_ranges(posix.group(2)))
-            i = posix.end()
-        elif pattern[i] == "\\":
-            escape = pattern[i : i + 2]
-            out.append("\\Z" if escape == "\\z" and not in_class else escape)
-            i += 2
-        else:
-            if pattern[i] == "[" and not in_class:
-                in_class = True
-                start = i + 1 + (pattern[i + 1 : i + 2] == "^")
-                if pattern[start : start + 1] == "]":  # a leading ']' is a literal member
-                    out.append(pattern[i:start])
-                    i = start
-            elif pattern[i] == "]" and in_class:
-                in_class = False
-            out.append(pattern[i])
-            i += 1
-    return "".join(out)
-
-
-def _posix_ranges(name: str) -> str:
-    if name not in _POSIX_RANGES:
-        raise ValueError(f"unknown POSIX class [:{name}:], expected one of {sorted(_POSIX_RANGES)}")
-    return _POSIX_RANGES[name]
+def _tokenizer_options() -> re2.Options:
+    """RE2 as onnxruntime's Tokenizer runs it: leftmost-longest matches, ``.`` matching a
+    newline too, errors raised rather than logged."""
+    options = re2.Options()
+    options.longest_match = True
+    options.dot_nl = True
+    options.log_errors = False
+    return options
 
 
 class _Pattern:
-    """An RE2 pattern that finds leftmost-longest, non-overlapping, non-empty matches."""
+    """An RE2 pattern that finds leftmost-longest, non-overlapping, non-empty matches, in time
+    linear in the text (RE2 never backtracks)."""
 
     def __init__(self, pattern: str) -> None:
-        python = _re2_to_python(pattern)
-        self.regex = re.compile(python, _FLAGS)
-        flags = _GLOBAL_FLAGS.match(python)
-        self.flags, self.body = (flags.group(), python[flags.end() :]) if flags else ("", python)
-        self.greedy_is_longest = _GREEDY_IS_LONGEST.fullmatch(self.body) is not None
+        self.regex = re2.compile(pattern, _tokenizer_options())
 
     def spans(self, s: str) -> Iterator[tuple[int, int]]:
         """Yield the (start, end) of each match, scanning left to right."""
@@ -113,20 +49,9 @@ class _Pattern:
             if m is None:
                 return
             start, end = m.span()
-            if not self.greedy_is_longest:
-                end = next((e for e in range(len(s), end, -1) if self._ends_at(s, start, e)), end)
             if end > start:
                 yield start, end
             pos = max(end, start + 1)
-
-    def _ends_at(self, s: str, start: int, end: int) -> bool:
-        return _followed_by(self.flags, self.body, len(s) - end).match(s, start) is not None
-
-
-@functools.lru_cache(maxsize=256)
-def _followed_by(flags: str, body: str, tail: int) -> re.Pattern[str]:
-    """Compile ``body`` constrained to end exactly ``tail`` characters before the string's end."""
-    return re.compile(f"{flags}(?:{body})(?=[\\s\\S]{{{tail}}}\\Z)", _FLAGS)
 
 
 def _token_splitter(tokenexp: _Pattern, mincharnum: int) -> Callable[[str], list[str]]:
@@ -153,8 +78,9 @@ def _separator_splitter(separators: list[_Pattern], mincharnum: int) -> Callable
 def _compile(node: NodeContext, what: str, pattern: str) -> _Pattern:
     try:
         return _Pattern(pattern)
-    except (re.error, ValueError) as exc:
-        raise node.error(f"cannot compile {what} {pattern!r}: {exc}") from exc
+    except re2.error as exc:
+        message = exc.args[0].decode() if isinstance(exc.args[0], bytes) else exc.args[0]
+        raise node.error(f"cannot compile {what} {pattern!r}: {message}") from exc
 
 
 @op("Tokenizer", 1, domain=MS_DOMAIN, build=True)
