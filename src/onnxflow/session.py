@@ -62,10 +62,13 @@ class InferenceSession:
                 f"{type(sess_options).__name__}"
             )
         self.options = sess_options or SessionOptions()
-        self._source = model
         self._base_dir = base_dir
         self._check = check
         self.model: ModelProto = load_model(model, base_dir)
+        if self.model is model:  # the caller's proto: the session keeps its own copy
+            self.model = ModelProto()
+            self.model.CopyFrom(model)
+        self._source = self.model if isinstance(model, ModelProto) else model
         validate_model(self.model, run_checker=check)
         try:
             self._compile()

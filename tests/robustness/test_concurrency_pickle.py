@@ -134,6 +134,18 @@ def test_pickle_round_trip_from_every_kind_of_source(tmp_path: Path) -> None:
         assert_close(clone.run(None, feeds), want)
 
 
+def test_the_session_owns_its_model_whatever_the_caller_does_after() -> None:
+    m = mixed_model()
+    sess = onnxflow.InferenceSession(m)
+    feeds = feeds_for(3)
+    want = sess.run(None, feeds)
+    m.graph.input[0].name = "renamed"  # the caller edits its proto after making the session
+    del m.graph.node[:]
+    assert sess.model.graph.input[0].name != "renamed" and len(sess.model.graph.node) > 0
+    clone = pickle.loads(pickle.dumps(sess))
+    assert_close(clone.run(None, feeds), want)
+
+
 def test_pickle_carries_external_data_and_the_check_flag(tmp_path: Path) -> None:
     directory = tmp_path / "m"
     directory.mkdir()
