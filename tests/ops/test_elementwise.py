@@ -385,3 +385,26 @@ def test_relu_and_clip_through_the_clip_ufunc_keep_numpys_bits(dtype: type) -> N
         assert got.dtype == x.dtype
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
         np.testing.assert_array_equal(clamp(x, *bounds).view(np.uint8), want.view(np.uint8))
+
+
+# -- integer division: the spec leaves division by zero undefined; onnxflow raises ----------
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+@pytest.mark.parametrize("op, attrs", [("Div", {}), ("Mod", {}), ("Mod", {"fmod": 1})])
+def test_integer_division_by_zero_is_an_error_naming_the_node(dtype, op, attrs):
+    a, b = np.array([7, 1], dtype), np.array([2, 0], dtype)
+    with pytest.raises(OnnxflowError, match=f"{op} .*integer {op} by zero"):
+        run(op, [a, b], **attrs)
+
+
+def test_integer_minimum_divided_by_minus_one_overflows():
+    low = np.iinfo(np.int32).min
+    with pytest.raises(OnnxflowError, match="type's minimum divided by -1"):
+        run("Div", [np.array([low], np.int32), np.array([-1], np.int32)])
+    assert run("Mod", [np.array([low], np.int32), np.array([-1], np.int32)]).tolist() == [0]
+
+
+def test_integer_division_without_zero_truncates_toward_zero():
+    a, b = np.array([7, -7, 7, -7], np.int32), np.array([2, 2, -2, -2], np.int32)
+    assert run("Div", [a, b]).tolist() == [3, -3, -3, 3]

@@ -14,9 +14,10 @@ Binary operators broadcast NumPy-style from version 7 on; their versions 1 and 6
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -341,11 +342,32 @@ def is_inf(x: np.ndarray, *, detect_negative: int = 1, detect_positive: int = 1)
 
 # -- binary arithmetic ------------------------------------------------------------------------
 def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Return a / b; integers divide truncating toward zero, as in C."""
-    if a.dtype.kind != "i":
-        return np.divide(a, b) if a.dtype.kind != "u" else np.floor_divide(a, b)
-    q = np.floor_divide(a, b)
-    return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+    """Return a / b; integers divide truncating toward zero, as in C, and an integer divisor
+    of 0, or the type's minimum divided by -1, is an error (see :func:`_integer_division`)."""
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    with _integer_division("Div", b):
+        if a.dtype.kind == "u":
+            return np.floor_divide(a, b)
+        q = np.floor_divide(a, b)
+        return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
+@contextlib.contextmanager
+def _integer_division(what: str, b: np.ndarray) -> Iterator[None]:
+    """Integer division by 0, and of the type's minimum by -1, raise ZeroDivisionError /
+    OverflowError naming ``what``. The spec leaves their results undefined; NumPy would return
+    0 and the minimum with a warning, onnxruntime raises: a silent wrong number is the worst
+    of the three. (Mod of the minimum by -1 is 0, exactly, and stays allowed.)"""
+    with np.errstate(divide="raise", over="raise"):
+        try:
+            yield
+        except FloatingPointError:
+            if not np.all(b):
+                raise ZeroDivisionError(f"integer {what} by zero (a divisor is 0)") from None
+            raise OverflowError(
+                f"integer {what} overflows: the type's minimum divided by -1"
+            ) from None
 
 
 def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -409,7 +431,10 @@ def mod(a: np.ndarray, b: np.ndarray, *, fmod: int = 0) -> np.ndarray:
     """Return a mod b: sign of b (floored) when fmod=0, sign of a (truncated, C fmod) when 1."""
     if fmod not in (0, 1):
         raise ValueError(f"Mod attribute fmod must be 0 or 1, found {fmod}")
-    return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
+    if a.dtype.kind not in "iu":
+        return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
+    with _integer_division("Mod", b):
+        return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
 @op("BitShift", 11, 28)
