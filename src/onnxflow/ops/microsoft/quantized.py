@@ -1,0 +1,460 @@
+"""com.microsoft quantized operators: the QOperator format of ``onnxruntime.quantization``,
+its contrib QuantizeLinear / DequantizeLinear (QDQ with ``use_qdq_contrib_ops``) and the
+dynamic quantizer's fused MatMuls.
+
+========================  =====  ======================================================
+operator                  since  meaning
+========================  =====  ======================================================
+QuantizeLinear            1      onnx QuantizeLinear: 8, 16 and 4-bit integers, per axis
+DequantizeLinear          1      onnx DequantizeLinear: 8, 16, 32 and 4-bit integers
+QLinearAdd                1      ``A + B`` of 8-bit tensors, requantized to C's scale
+QLinearMul                1      ``A * B`` of 8-bit tensors, requantized to C's scale
+QLinearSigmoid            1      sigmoid through a table of the 256 codes
+QLinearLeakyRelu          1      leaky relu through a table of the 256 codes
+QLinearSoftmax            1      softmax of an 8-bit tensor to an 8-bit tensor
+QLinearConcat             1      inputs requantized to Y's scale and joined
+QLinearWhere              1      ``where(cond, X, Y)`` with both requantized to Z's scale
+QLinearGlobalAveragePool  1      channel means, NCHW or channels last
+QLinearAveragePool        1      onnx AveragePool between quantized tensors
+QLinearConv               1      onnx QLinearConv, also channels last
+QGemm                     1      8-bit Gemm with an int32 C, to float or requantized
+DynamicQuantizeMatMul     1      A quantized on the fly to uint8, MatMulInteger, scaled
+MatMulIntegerToFloat      1      MatMulInteger scaled to float, plus a bias
+========================  =====  ======================================================
+
+The float arithmetic is float32, as in onnxruntime's CPU kernels: a value is dequantized
+exactly (an 8-bit difference times a float32 scale), the operator runs on it, and the result
+is quantized with :func:`onnxflow.ops.quantization.store_quantized` (round half to even, then
+saturate). Unary and requantizing operators go through a table of the 256 codes, so each code
+gets the one answer the formula gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxflow.ops._common import normalize_axis
+from onnxflow.ops.activations import _sigmoid
+from onnxflow.ops.conv import qlinear_conv
+from onnxflow.ops.microsoft import MS_DOMAIN
+from onnxflow.ops.pool import average_pool
+from onnxflow.ops.quantization import (
+    dequantize,
+    dequantize_linear,
+    dynamic_quantize_linear,
+    expand_param,
+    quantize,
+    quantize_linear,
+    store_quantized,
+)
+from onnxflow.ops.registry import op
+from onnxflow.ops.shape import concat
+
+_F32 = np.float32
+
+
+def _f32(value: np.ndarray | float) -> np.float32:
+    """A per-tensor scale (a scalar or a 1-element tensor) or a float attribute as float32."""
+    return np.float32(np.asarray(value).reshape(()))
+
+
+def _zero(zero_point: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+    """The zero point, or a 0 of ``like``'s type when it is omitted."""
+    return np.zeros((), like.dtype) if zero_point is None else zero_point
+
+
+def _real(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """``(q - zero_point) * scale`` in float32 (the difference exact, the product rounded once)."""
+    return dequantize(q, scale, zero_point, 1, 0, np.dtype(_F32))
+
+
+def _store(real: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """``real`` (float32) quantized to ``scale`` and ``zero_point``, in the zero point's type."""
+    return quantize(real, scale, zero_point, 1, 0, zero_point.dtype, True)
+
+
+def _store_shifted(real: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """``real`` (float32) quantized as ``round(real / scale + zero_point)``: the zero point is
+    added in float32 before rounding (onnxruntime's pooling kernels), which differs from
+    :func:`_store` only where ``real / scale`` lies within float32 rounding of a tie."""
+    shifted = real / _f32(scale) + _f32(zero_point)
+    return store_quantized(shifted, None, zero_point.dtype, True)
+
+
+def _codes(dtype: np.dtype) -> np.ndarray:
+    """The 256 values of an 8-bit type, ordered by their bytes (so ``x.view(uint8)`` indexes)."""
+    return np.arange(256, dtype=np.uint8).view(dtype)
+
+
+def _table_map(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None,
+    fn: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Each code of ``x`` dequantized, mapped by ``fn`` (float32) and quantized to Y's scale."""
+    _check_byte(x)
+    codes = _codes(x.dtype)
+    table = _store(fn(_real(codes, scale, zero_point)), y_scale, _zero(y_zero_point, x))
+    return table[x.view(np.uint8)]
+
+
+def _check_byte(x: np.ndarray) -> None:
+    if x.dtype not in (np.uint8, np.int8):
+        raise TypeError(f"expected a uint8 or int8 tensor, found {x.dtype}")
+
+
+# -- QDQ in the contrib domain ------------------------------------------------------------------
+@op("QuantizeLinear", 1, domain=MS_DOMAIN)
+def ms_quantize_linear(
+    x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *, axis: int = 1
+) -> np.ndarray:
+    """onnx QuantizeLinear (round half to even, saturate) into uint8, int8, uint16, int16,
+    uint4 or int4 (the zero point's type; uint8 without one), per tensor or along ``axis``."""
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis)
+
+
+@op("DequantizeLinear", 1, domain=MS_DOMAIN)
+def ms_dequantize_linear(
+    x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, *, axis: int = 1
+) -> np.ndarray:
+    """onnx DequantizeLinear of 8, 16, 32 or 4-bit integers, per tensor or along ``axis``."""
+    return dequantize_linear(x, x_scale, x_zero_point, axis=axis)
+
+
+# -- elementwise --------------------------------------------------------------------------------
+@op("QLinearAdd", 1, domain=MS_DOMAIN)
+def qlinear_add(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray | None,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray | None,
+    c_scale: np.ndarray,
+    c_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """``A + B`` (broadcast) in real values, quantized to C's scale and zero point."""
+    _check_byte(a)
+    ratio_a = _f32(a_scale) / _f32(c_scale)
+    ratio_b = _f32(b_scale) / _f32(c_scale)
+    scaled = _centered(a, a_zero_point) * ratio_a + _centered(b, b_zero_point) * ratio_b
+    return store_quantized(scaled, _zero(c_zero_point, a), a.dtype, True)
+
+
+@op("QLinearMul", 1, domain=MS_DOMAIN)
+def qlinear_mul(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray | None,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray | None,
+    c_scale: np.ndarray,
+    c_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """``A * B`` (broadcast) in real values, quantized to C's scale and zero point."""
+    _check_byte(a)
+    ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
+    scaled = _centered(a, a_zero_point) * _centered(b, b_zero_point) * ratio
+    return store_quantized(scaled, _zero(c_zero_point, a), a.dtype, True)
+
+
+def _centered(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """``q - zero_point`` as float32 (exact for 8-bit codes)."""
+    centered = q.astype(_F32)
+    return centered if zero_point is None else centered - _f32(zero_point)
+
+
+@op("QLinearSigmoid", 1, domain=MS_DOMAIN)
+def qlinear_sigmoid(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """The logistic function of ``x``'s real values, quantized to Y's scale."""
+    return _table_map(x, x_scale, x_zero_point, y_scale, y_zero_point, _sigmoid)
+
+
+@op("QLinearLeakyRelu", 1, domain=MS_DOMAIN)
+def qlinear_leaky_relu(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    alpha: float = 0.01,
+) -> np.ndarray:
+    """``x`` where its real value is not negative, else ``alpha * x``, quantized to Y's scale."""
+    slope = _f32(alpha)
+    return _table_map(
+        x, x_scale, x_zero_point, y_scale, y_zero_point, lambda v: np.where(v < 0, v * slope, v)
+    )
+
+
+@op("QLinearWhere", 1, domain=MS_DOMAIN)
+def qlinear_where(
+    condition: np.ndarray,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    y: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    z_scale: np.ndarray,
+    z_zero_point: np.ndarray,
+) -> np.ndarray:
+    """``where(condition, X, Y)`` (broadcast), each side requantized to Z's scale."""
+    x_z = _requantize(x, x_scale, x_zero_point, z_scale, z_zero_point)
+    y_z = _requantize(y, y_scale, y_zero_point, z_scale, z_zero_point)
+    return np.where(condition, x_z, y_z)
+
+
+def _requantize(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+) -> np.ndarray:
+    """``x`` quantized to Y's scale and zero point (itself when they are already its own)."""
+    same_zero = np.array_equal(_zero(zero_point, x), y_zero_point)
+    if x.dtype == y_zero_point.dtype and _f32(scale) == _f32(y_scale) and same_zero:
+        return x
+    return _table_map(x, scale, zero_point, y_scale, y_zero_point, lambda v: v)
+
+
+@op("QLinearConcat", 1, domain=MS_DOMAIN)
+def qlinear_concat(
+    y_scale: np.ndarray, y_zero_point: np.ndarray, *inputs: np.ndarray, axis: int
+) -> np.ndarray:
+    """The (tensor, scale, zero point) triples requantized to Y's scale and joined on ``axis``."""
+    if len(inputs) % 3:
+        raise ValueError(
+            f"QLinearConcat takes (tensor, scale, zero point) triples after Y's scale and zero "
+            f"point, found {len(inputs)} inputs there"
+        )
+    parts = [
+        _requantize(x, scale, zero_point, y_scale, y_zero_point)
+        for x, scale, zero_point in zip(inputs[0::3], inputs[1::3], inputs[2::3], strict=True)
+    ]
+    return concat(*parts, axis=axis)
+
+
+# -- softmax ------------------------------------------------------------------------------------
+@op("QLinearSoftmax", 1, domain=MS_DOMAIN)
+def qlinear_softmax(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    *,
+    axis: int = -1,
+    opset: int,
+) -> np.ndarray:
+    """Softmax of ``x``'s real values along ``axis`` (opset 13 on) or over the 2-D rows it
+    starts (``opset`` below 13), quantized to Y's scale."""
+    _check_byte(x)
+    axis = normalize_axis(axis, x.ndim)
+    shape = x.shape
+    if opset < 13:
+        x = x.reshape(int(np.prod(shape[:axis])), -1)
+        axis = 1
+    steps = x.astype(np.int32) - x.max(axis=axis, keepdims=True).astype(np.int32)
+    exp = np.exp(steps.astype(_F32) * _f32(x_scale))
+    total = exp.sum(axis=axis, keepdims=True, dtype=_F32)
+    out = _store(exp / total, y_scale, y_zero_point)
+    return out.reshape(shape)
+
+
+# -- pooling and convolution --------------------------------------------------------------------
+@op("QLinearGlobalAveragePool", 1, domain=MS_DOMAIN)
+def qlinear_global_average_pool(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    *,
+    channels_last: int = 0,
+) -> np.ndarray:
+    """The mean of each channel over the spatial axes (kept, of size 1), from and to 8 bits:
+    the integer sum less the zero points, times ``x_scale / (y_scale * count)`` in float32."""
+    _check_byte(x)
+    spatial = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+    count = int(np.prod([x.shape[a] for a in spatial]))
+    offset = int(np.asarray(x_zero_point).reshape(())) * count
+    total = x.sum(axis=spatial, keepdims=True, dtype=np.int64) - offset
+    ratio = _f32(x_scale) / (_f32(y_scale) * _f32(count))
+    return store_quantized(total.astype(_F32) * ratio, y_zero_point, y_zero_point.dtype, True)
+
+
+@op("QLinearAveragePool", 1, domain=MS_DOMAIN)
+def qlinear_average_pool(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    channels_last: int = 0,
+    count_include_pad: int = 0,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """onnx AveragePool of ``x``'s real values (float32), quantized to Y's scale; NCHW, or
+    channels last with ``channels_last``."""
+    _check_byte(x)
+    real = _real(_channels_first(x, channels_last), x_scale, x_zero_point)
+    mean = average_pool(
+        real,
+        auto_pad=auto_pad,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
+    return _channels_back(_store_shifted(mean, y_scale, _zero(y_zero_point, x)), channels_last)
+
+
+def _channels_first(x: np.ndarray, channels_last: int) -> np.ndarray:
+    """``x`` in NC... layout (from N...C when ``channels_last``)."""
+    return np.moveaxis(x, -1, 1) if channels_last else x
+
+
+def _channels_back(y: np.ndarray, channels_last: int) -> np.ndarray:
+    """``y`` (NC...) back in the layout its input had."""
+    return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if channels_last else y
+
+
+@op("QLinearConv", 1, domain=MS_DOMAIN)
+def ms_qlinear_conv(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    channels_last: int = 0,
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """onnx QLinearConv; with ``channels_last`` X and Y are N...C (W stays M, C/group, k...)."""
+    y = qlinear_conv(
+        _channels_first(x, channels_last),
+        x_scale,
+        x_zero_point,
+        w,
+        w_scale,
+        w_zero_point,
+        y_scale,
+        y_zero_point,
+        b,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
+    return _channels_back(y, channels_last)
+
+
+# -- matrix products ----------------------------------------------------------------------------
+def _integer_matmul(
+    a: np.ndarray, a_zero_point: np.ndarray | None, b: np.ndarray, b_zero_point: np.ndarray | None
+) -> np.ndarray:
+    """``(a - a_zero_point) @ (b - b_zero_point)``, exact, as float64 (b's zero point per
+    column or one)."""
+    a_c = a.astype(np.float64) - (0 if a_zero_point is None else np.float64(a_zero_point))
+    b_c = b.astype(np.float64)
+    if b_zero_point is not None:
+        b_c -= expand_param(b_zero_point, b.shape, -1, 0, "b_zero_point")
+    return np.matmul(a_c, b_c)
+
+
+def _column_scale(scale: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
+    """A scalar or per-column (B's last axis) scale, as float32 ready to broadcast."""
+    return expand_param(scale, b.shape[-1:], 0, 0, what).astype(_F32)
+
+
+@op("QGemm", 1, domain=MS_DOMAIN)
+def qgemm(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    c: np.ndarray | None = None,
+    y_scale: np.ndarray | None = None,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> np.ndarray:
+    """``alpha * a_scale * b_scale * ((A - a_zp) @ (B - b_zp) + C)``: float32, or quantized to
+    ``y_scale`` and ``y_zero_point`` when given. C is int32 at scale ``a_scale * b_scale``;
+    B's scale and zero point may be per column of the product."""
+    a = a.T if transA else a
+    b = b.T if transB else b
+    acc = _integer_matmul(a, a_zero_point, b, b_zero_point)
+    if c is not None:
+        acc = acc + c
+    scale = _f32(alpha) * _f32(a_scale) * _column_scale(b_scale, b, "b_scale")
+    if y_scale is None:
+        return acc.astype(_F32) * scale
+    zero = _zero(y_zero_point, a)
+    return store_quantized(acc.astype(_F32) * (scale / _f32(y_scale)), zero, zero.dtype, True)
+
+
+@op("MatMulIntegerToFloat", 1, domain=MS_DOMAIN)
+def matmul_integer_to_float(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_scale: np.ndarray,
+    b_scale: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """``(A - a_zp) @ (B - b_zp) * a_scale * b_scale + bias`` in float32; B's scale and zero
+    point may be per column."""
+    acc = _integer_matmul(a, a_zero_point, b, b_zero_point).astype(_F32)
+    y = acc * (_f32(a_scale) * _column_scale(b_scale, b, "b_scale"))
+    return y if bias is None else y + bias
+
+
+@op("DynamicQuantizeMatMul", 1, domain=MS_DOMAIN)
+def dynamic_quantize_matmul(
+    a: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """A quantized to uint8 over its own range (onnx DynamicQuantizeLinear), then
+    :func:`matmul_integer_to_float` with B."""
+    a_q, a_scale, a_zero_point = dynamic_quantize_linear(a)
+    return matmul_integer_to_float(a_q, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
