@@ -162,3 +162,55 @@ def test_a_dtype_equal_to_but_not_the_builtin_one_is_accepted(
     assert x.dtype == np.float32 and x.dtype is not np.dtype(np.float32)
     (z,) = sess.run(None, feeds(X=x))
     np.testing.assert_array_equal(z, np.ones((2, 3)))
+
+
+STRINGS = """
+<ir_version: 10, opset_import: ["" : 21]>
+g (string[N] S) => (string[N] T) {
+    T = StringNormalizer <case_change_action = "UPPER"> (S)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        np.array(["ab", b"cd"], dtype=object),
+        np.array([b"ab", b"cd"]),
+        np.array(["ab", "cd"]),
+        ["ab", b"cd"],
+    ],
+    ids=["bytes_in_object_array", "numpy_bytes_array", "numpy_unicode_array", "list"],
+)
+def test_string_feeds_take_bytes_as_utf8(feed) -> None:
+    sess = onnxflow.InferenceSession(parser.parse_model(STRINGS))
+    (out,) = sess.run(None, {"S": feed})
+    assert out.dtype == object and out.tolist() == ["AB", "CD"]
+
+
+@pytest.mark.parametrize(
+    "feed, message",
+    [
+        (np.array(["ok", b"\xff"], dtype=object), r"element \[1\] is bytes that are not UTF-8"),
+        (np.array(["ok", 3], dtype=object), r"elements to be str, found int 3 at element \[1\]"),
+        (np.array(["ok", None], dtype=object), r"found NoneType None at element \[1\]"),
+    ],
+    ids=["not_utf8", "int", "none"],
+)
+def test_string_feed_elements_that_are_not_text_are_input_errors(feed, message) -> None:
+    sess = onnxflow.InferenceSession(parser.parse_model(STRINGS))
+    with pytest.raises(onnxflow.InputError, match=message):
+        sess.run(None, {"S": feed})
+
+
+def test_an_ndarray_subclass_reaches_no_kernel() -> None:
+    sess = onnxflow.InferenceSession(
+        parser.parse_model(
+            """
+            <ir_version: 10, opset_import: ["" : 13]>
+            g (float[2, 2] X) => (float Y) { Y = ReduceSum <keepdims = 0> (X) }
+            """
+        )
+    )
+    (out,) = sess.run(None, {"X": np.matrix([[1, 2], [3, 4]], dtype=np.float32)})
+    assert out.__class__ is np.ndarray and out.shape == () and out == 10

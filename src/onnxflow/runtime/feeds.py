@@ -50,8 +50,9 @@ class InputCheck:
         self.variables = [
             (a, v) for a, d in enumerate(shape or ()) if (v := dimension_variable(d)) is not None
         ]
-        #: ``fast(array, dims) -> bool``, or None when only the general path can bind the input.
-        self.fast = self._fast() if self.dtype is not None else None
+        #: ``fast(array, dims) -> bool``, or None when only the general path can bind the input
+        #: (strings too: their elements must be checked to be str).
+        self.fast = self._fast() if self.dtype not in (None, _TEXT) else None
 
     def _fast(self) -> Callable[[np.ndarray, Dims], bool]:
         """The fast test, specialised to what the declaration fixes: an array passes when its
@@ -138,14 +139,47 @@ class InputCheck:
             value = _to_array(arg, value, expected)
         elif value.__class__ is not np.ndarray:
             value = np.asarray(value)
+        if expected == _TEXT and value.dtype.kind in "OSU":
+            return _text(arg, value)
         if expected is None or value.dtype == expected:
             return value
-        if expected == np.dtype(object) and value.dtype.kind == "U":
-            return value.astype(object)
         raise InputError(
             f"input {arg.name!r}: expected dtype {arg.type}, found {value_type_str(value)} "
             f"(numpy {value.dtype})"
         )
+
+
+_TEXT = np.dtype(object)
+
+
+def _text(arg: NodeArg, value: np.ndarray) -> np.ndarray:
+    """A string feed as an object array of ``str``: ``bytes`` elements (and NumPy ``S``
+    arrays) are decoded as UTF-8, as onnxruntime takes them; anything else is an InputError
+    naming the element."""
+    flat = value.reshape(-1).tolist()
+    if value.dtype == _TEXT and all(s.__class__ is str for s in flat):
+        return value
+    for i, s in enumerate(flat):
+        if isinstance(s, bytes):
+            try:
+                flat[i] = s.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"input {arg.name!r}: element {_index(value, i)} is bytes that are not "
+                    f"UTF-8 ({exc.reason} at byte {exc.start}); string tensors hold UTF-8 text"
+                ) from None
+        elif not isinstance(s, str):
+            raise InputError(
+                f"input {arg.name!r}: expected {arg.type} elements to be str, found "
+                f"{type(s).__name__} {s!r} at element {_index(value, i)}"
+            )
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(value.shape)
+
+
+def _index(value: np.ndarray, i: int) -> list[int]:
+    return [int(k) for k in np.unravel_index(i, value.shape)] if value.ndim else []
 
 
 class FeedBinder:
