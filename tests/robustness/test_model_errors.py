@@ -350,3 +350,44 @@ def test_every_element_type_round_trips_through_the_size_check() -> None:
 def test_examples_pass_every_rule() -> None:
     for path in EXAMPLES.glob("*.onnx"):
         onnxflow.InferenceSession(path)
+
+
+def _nested_ifs(depth: int) -> onnx.ModelProto:
+    """``depth`` Ifs, each in the previous one's then-branch, built in place (helper.make_node
+    copies its attributes, and protobuf's copy refuses past ~33 levels)."""
+    out_info = helper.make_tensor_value_info
+    m = helper.make_model(
+        helper.make_graph(
+            [],
+            "main",
+            [out_info("x", TensorProto.FLOAT, [1]), out_info("c", TensorProto.BOOL, [])],
+            [out_info("y", TensorProto.FLOAT, [1])],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+    )
+    graph, out = m.graph, "y"
+    for d in range(depth):
+        node = graph.node.add(op_type="If", input=["c"], output=[out])
+        other = node.attribute.add(name="else_branch", type=onnx.AttributeProto.GRAPH)
+        other.g.name = f"e{d}"
+        other.g.node.add(op_type="Identity", input=["x"], output=[f"e{d}"])
+        other.g.output.add().CopyFrom(out_info(f"e{d}", TensorProto.FLOAT, [1]))
+        then = node.attribute.add(name="then_branch", type=onnx.AttributeProto.GRAPH)
+        graph, out = then.g, f"t{d}"
+        graph.name = out
+        graph.output.add().CopyFrom(out_info(out, TensorProto.FLOAT, [1]))
+    graph.node.add(op_type="Identity", input=["x"], output=[out])
+    return m
+
+
+def test_subgraphs_nested_as_deep_as_protobuf_allows_run() -> None:
+    sess = onnxflow.InferenceSession(_nested_ifs(31))
+    feeds = {"x": np.array([2.0], np.float32), "c": np.array(True)}
+    assert sess.run(None, feeds)[0].tolist() == [2.0]
+
+
+@pytest.mark.parametrize("depth", [32, 1000])
+@pytest.mark.parametrize("check", [True, False])
+def test_deeper_nesting_is_a_validation_error_naming_the_depth(depth: int, check: bool) -> None:
+    with pytest.raises(onnxflow.ValidationError, match=f"subgraphs nest {depth} levels deep"):
+        onnxflow.InferenceSession(_nested_ifs(depth), check=check)

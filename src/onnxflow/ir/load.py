@@ -73,14 +73,22 @@ def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
 
 
 def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from _sparse_parts(sparse)
-    for node in graph.node:
-        yield from _node_tensors(node)
+    """The tensors of ``graph`` and of its subgraphs, at any depth (no recursion)."""
+    pending = [graph]
+    while pending:
+        g = pending.pop()
+        yield from g.initializer
+        for sparse in g.sparse_initializer:
+            yield from _sparse_parts(sparse)
+        for node in g.node:
+            yield from _node_tensors(node, pending)
 
 
-def _node_tensors(node: NodeProto) -> Iterator[TensorProto]:
+def _node_tensors(
+    node: NodeProto, subgraphs: list[GraphProto] | None = None
+) -> Iterator[TensorProto]:
+    """The tensors in ``node``'s attributes; its subgraphs go to ``subgraphs`` when given,
+    else their tensors are yielded too."""
     for a in node.attribute:
         if a.type == AttributeProto.TENSOR:
             yield a.t
@@ -91,11 +99,30 @@ def _node_tensors(node: NodeProto) -> Iterator[TensorProto]:
         elif a.type == AttributeProto.SPARSE_TENSORS:
             for sparse in a.sparse_tensors:
                 yield from _sparse_parts(sparse)
-        elif a.type == AttributeProto.GRAPH:
-            yield from _graph_tensors(a.g)
-        elif a.type == AttributeProto.GRAPHS:
-            for g in a.graphs:
-                yield from _graph_tensors(g)
+        elif a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            graphs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
+            if subgraphs is None:
+                for g in graphs:
+                    yield from _graph_tensors(g)
+            else:
+                subgraphs.extend(graphs)
+
+
+def nesting_depth(graph: GraphProto) -> tuple[int, list[str]]:
+    """How deep subgraphs nest below ``graph`` (0: none), and the names of the nodes down the
+    deepest chain, outermost first (no recursion, whatever the depth)."""
+    deepest: tuple[int, list[str]] = (0, [])
+    pending: list[tuple[GraphProto, list[str]]] = [(graph, [])]
+    while pending:
+        g, chain = pending.pop()
+        if len(chain) > deepest[0]:
+            deepest = (len(chain), chain)
+        for node in g.node:
+            for a in node.attribute:
+                subgraphs = [a.g] if a.type == AttributeProto.GRAPH else a.graphs
+                label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+                pending.extend((sub, [*chain, label]) for sub in subgraphs)
+    return deepest
 
 
 def _sparse_parts(sparse: SparseTensorProto) -> Iterator[TensorProto]:

@@ -22,13 +22,17 @@ from google.protobuf.message import Message
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from onnxflow.errors import UnsupportedVersionError, ValidationError, where
-from onnxflow.ir.load import all_tensors
+from onnxflow.ir.load import all_tensors, nesting_depth
 from onnxflow.ir.walk import subgraphs
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.values import np_dtype
 
 #: Newest IR version whose rules onnxflow follows.
 MAX_IR_VERSION = onnx.IR_VERSION
+#: The deepest nesting of subgraphs accepted. Serialized, each level is three nested messages
+#: (node, attribute, graph) and protobuf's parsers stop at 100: onnx's checker, onnxruntime
+#: and a model file saved and read back all fail beyond 31 levels.
+MAX_NESTING = 31
 
 #: Checker complaints about models that run correctly and that onnxruntime accepts, and whose
 #: substance this module checks itself: a graph input or output declared without a shape (rank
@@ -44,6 +48,7 @@ _BENIGN_CHECKER_COMPLAINTS = (
 
 def validate_model(model: ModelProto, run_checker: bool = True) -> None:
     """Raise ValidationError listing every IR rule the model breaks."""
+    _check_nesting(model.graph)
     problems: list[str] = []
     too_new: list[str] = []
     if model.ir_version > MAX_IR_VERSION:
@@ -76,6 +81,19 @@ def validate_model(model: ModelProto, run_checker: bool = True) -> None:
         except Exception as exc:  # the checker raises its ValidationError, and others on garbage
             if not any(benign in str(exc) for benign in _BENIGN_CHECKER_COMPLAINTS):
                 raise ValidationError(f"the ONNX checker rejects the model: {exc}") from exc
+
+
+def _check_nesting(graph: GraphProto) -> None:
+    """Refuse subgraphs nested deeper than :data:`MAX_NESTING`, naming the depth and the
+    outermost nodes of the deepest chain, before anything walks them recursively."""
+    depth, chain = nesting_depth(graph)
+    if depth > MAX_NESTING:
+        shown = " > ".join(chain[:3])
+        raise ValidationError(
+            f"subgraphs nest {depth} levels deep (from {shown} > ...); at most {MAX_NESTING} "
+            "are accepted: protobuf parsers (onnx's checker, onnxruntime, reading a saved "
+            "model back) refuse deeper models"
+        )
 
 
 def opset_map(imports: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
