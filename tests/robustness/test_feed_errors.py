@@ -203,6 +203,7 @@ def test_string_feed_elements_that_are_not_text_are_input_errors(feed, message) 
         sess.run(None, {"S": feed})
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_an_ndarray_subclass_reaches_no_kernel() -> None:
     sess = onnxflow.InferenceSession(
         parser.parse_model(
