@@ -221,3 +221,15 @@ def test_sparse_initializer_with_external_values_is_confined(tmp_path: Path) -> 
     (directory / "model.onnx").write_bytes(m.SerializeToString())
     (y,) = onnxflow.InferenceSession(directory / "model.onnx").run(None, {})
     np.testing.assert_array_equal(y, [0, 7, 0, 8])
+
+
+def test_external_data_beyond_available_memory_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = save_external(matmul_model(), tmp_path)
+    with open(tmp_path / "weights.bin", "r+b") as f:  # a sparse 64 GiB file: no disk used
+        f.truncate(64 * 2**30)
+    tamper(path, offset="0", length=str(64 * 2**30))
+    monkeypatch.setattr(onnxflow.ir.load, "available_memory", lambda: 2**30)  # any machine
+    with pytest.raises(onnxflow.ExternalDataError, match="more than the .* bytes of memory"):
+        onnxflow.InferenceSession(path)

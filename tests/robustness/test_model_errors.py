@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,28 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_directory_instead_of_file(tmp_path: Path) -> None:
     with pytest.raises(onnxflow.ModelLoadError, match="cannot read model file"):
         onnxflow.InferenceSession(tmp_path)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs a character device")
+def test_a_character_device_is_refused_before_reading() -> None:
+    with pytest.raises(onnxflow.ModelLoadError, match="not a regular file .a character device"):
+        onnxflow.InferenceSession("/dev/zero")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)  # opening it to read would block until a writer came
+    with pytest.raises(onnxflow.ModelLoadError, match="not a regular file .a FIFO"):
+        onnxflow.InferenceSession(fifo)
+
+
+def test_a_file_over_protobufs_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as f:  # sparse: no disk used
+        f.truncate(2**31)
+    with pytest.raises(onnxflow.ModelLoadError, match="over protobuf's limit"):
+        onnxflow.InferenceSession(path)
 
 
 def test_wrong_source_type() -> None:

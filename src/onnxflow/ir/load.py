@@ -17,6 +17,7 @@ from pathlib import Path
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 
 from onnxflow.errors import ExternalDataError, ModelLoadError
+from onnxflow.resources import available_memory
 
 ModelSource = str | os.PathLike | bytes | ModelProto
 
@@ -36,12 +37,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         proto = _parse(bytes(model), "the given bytes")
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
-        try:
-            data = path.read_bytes()
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            raise ModelLoadError(f"cannot read model file {str(path)!r}: {reason}") from exc
-        proto = _parse(data, repr(str(path)))
+        proto = _parse(_read_model_file(path), repr(str(path)))
         if base_dir is None:
             base_dir = path.resolve().parent
     else:
@@ -62,6 +58,43 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         for tensor in external:
             _read_external(tensor, Path(base_dir))
     return proto
+
+
+#: protobuf refuses to parse a message of 2 GiB or more; larger weights go in external data.
+PROTOBUF_LIMIT = 2**31 - 1
+
+
+def _read_model_file(path: Path) -> bytes:
+    """The bytes of a model file, which must be a regular file under protobuf's 2 GiB limit:
+    checked before reading, so /dev/zero or a FIFO is refused at once instead of read for
+    ever."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelLoadError(
+                f"cannot read model file {str(path)!r}: not a regular file "
+                f"({_file_kind(info.st_mode)})"
+            )
+        if info.st_size > PROTOBUF_LIMIT:
+            raise ModelLoadError(
+                f"model file {str(path)!r} is {info.st_size} bytes, over protobuf's limit of "
+                f"{PROTOBUF_LIMIT}: save large weights as external data"
+            )
+        return path.read_bytes()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ModelLoadError(f"cannot read model file {str(path)!r}: {reason}") from exc
+
+
+def _file_kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
 
 
 def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
@@ -190,6 +223,16 @@ def _regular_size(target: Path, what: str) -> int:
     return info.st_size
 
 
+def _check_fits_in_memory(nbytes: int, what: str) -> None:
+    """Refuse, before reading, data larger than the memory available (a sparse file of
+    64 GiB would otherwise be read for minutes before failing)."""
+    available = available_memory()
+    if nbytes > available:
+        raise ExternalDataError(
+            f"{what}: {nbytes} bytes to read, more than the {available} bytes of memory available"
+        )
+
+
 def _read_external(tensor: TensorProto, base_dir: Path) -> None:
     """Read ``tensor``'s external data into ``raw_data``: only a regular file inside
     ``base_dir``, only the bytes its offset and length name."""
@@ -205,6 +248,7 @@ def _read_external(tensor: TensorProto, base_dir: Path) -> None:
             raise ExternalDataError(
                 f"{what}: offset {offset} and length {length} do not fit the file of {size} bytes"
             )
+        _check_fits_in_memory(size - offset if length is None else length, what)
         with open(target, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read() if length is None else f.read(length)
