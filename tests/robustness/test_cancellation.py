@@ -38,6 +38,27 @@ class CountingOptions(onnxflow.RunOptions):
         pass
 
 
+class WatchedOptions(onnxflow.RunOptions):
+    """RunOptions that count the reads of ``terminate`` made after it was set: a run that stops
+    at its first check after the flag reads it once, however long that took on a busy
+    machine (so no test here asserts seconds)."""
+
+    def __init__(self) -> None:
+        self._flag = False
+        self.reads_after = 0
+        super().__init__()
+
+    @property
+    def terminate(self) -> bool:
+        if self._flag:
+            self.reads_after += 1
+        return self._flag
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        self._flag = bool(value)
+
+
 def run_in_thread(fn, *args) -> tuple[threading.Thread, dict[str, Any]]:
     """Start ``fn(*args)`` in a daemon thread; the dict receives its result or exception."""
     outcome: dict[str, Any] = {}
@@ -105,32 +126,34 @@ def test_loop_stops_at_the_first_check_after_terminate(flip_at: int) -> None:
 
 def test_unbounded_loop_runs_until_another_thread_terminates_it() -> None:
     sess = onnxflow.InferenceSession(unbounded_loop())
-    options = onnxflow.RunOptions()
+    options = WatchedOptions()
     thread, outcome = run_in_thread(sess.run, None, {"x0": X0}, options)
     time.sleep(0.3)
     assert thread.is_alive(), f"the unbounded loop ended by itself: {outcome}"
-    set_at = time.monotonic()
     options.terminate = True
     thread.join(timeout=10)
     assert not thread.is_alive(), "the loop did not stop after terminate was set"
     error = outcome.get("error")
     assert isinstance(error, onnxflow.CancelledError), outcome
     assert "'counter'" in str(error) or "Loop 'loop'" in str(error)
-    assert outcome["end"] - set_at < 1.0  # one iteration takes microseconds
+    assert options.reads_after == 1  # stopped at the first check after the flag
 
 
 def test_long_chain_stops_within_one_node() -> None:
-    """5000 nodes of ~1 ms each; terminate set after 50 ms stops the run long before its end."""
+    """5000 nodes of ~1 ms each; terminate set from another thread stops the run at the next
+    node, long before its end."""
     sess = onnxflow.InferenceSession(chain(5000, 1 << 18))
     x = np.ones(1 << 18, np.float32)
-    options = onnxflow.RunOptions()
+    options = WatchedOptions()
     thread, outcome = run_in_thread(sess.run, None, {"X": x}, options)
     time.sleep(0.05)
-    set_at = time.monotonic()
     options.terminate = True
-    thread.join(timeout=30)
-    assert isinstance(outcome.get("error"), onnxflow.CancelledError), outcome
-    assert outcome["end"] - set_at < 0.5
+    thread.join(timeout=60)
+    error = outcome.get("error")
+    assert isinstance(error, onnxflow.CancelledError), outcome
+    assert options.reads_after == 1
+    stopped_before = int(re.search(r"Neg 'neg(\d+)'", str(error)).group(1))
+    assert stopped_before < 4999
 
 
 def test_long_scan_stops_within_one_iteration() -> None:
@@ -144,17 +167,16 @@ def test_long_scan_stops_within_one_iteration() -> None:
     sess = onnxflow.InferenceSession(
         model([node], [vi("s0", F, []), vi("X", F, [None])], [vi("sf", F, [])])
     )
-    options = onnxflow.RunOptions()
+    options = WatchedOptions()
     feeds = {"s0": np.float32(0), "X": np.ones(50_000_000, np.float32)}
     thread, outcome = run_in_thread(sess.run, None, feeds, options)
     time.sleep(0.2)
-    set_at = time.monotonic()
     options.terminate = True
-    thread.join(timeout=30)
+    thread.join(timeout=60)
     error = outcome.get("error")
     assert isinstance(error, onnxflow.CancelledError), outcome
     assert "Scan 'scan'" in str(error) or "graph 'body'" in str(error)
-    assert outcome["end"] - set_at < 1.0
+    assert options.reads_after == 1
 
 
 def test_terminating_one_run_leaves_a_concurrent_run_alone() -> None:
@@ -180,7 +202,6 @@ def test_ctrl_c_interrupts_a_long_loop() -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupt = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     rescue = threading.Timer(10.0, setattr, (guard, "terminate", True))
-    start = time.monotonic()
     try:
         interrupt.start()
         rescue.start()
@@ -190,7 +211,7 @@ def test_ctrl_c_interrupts_a_long_loop() -> None:
         interrupt.cancel()
         rescue.cancel()
         signal.signal(signal.SIGINT, previous)
-    assert time.monotonic() - start < 5.0
+    assert not guard.terminate  # the interrupt stopped it, not the rescue timer
     assert current_run_options() is None  # the run's options were reset on the way out
     (y,) = onnxflow.InferenceSession(chain(3)).run(None, {"X": np.ones(64, np.float32)})
     np.testing.assert_array_equal(y, -np.ones(64, np.float32))
