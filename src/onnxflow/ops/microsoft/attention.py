@@ -1,0 +1,241 @@
+"""com.microsoft attention operators, the ones onnxruntime's transformer optimizer and the
+onnxruntime-genai model builder emit.
+
+===================  =====  ==================================================================
+operator             since  meaning
+===================  =====  ==================================================================
+Attention            1      self-attention from one packed Q/K/V projection (BERT, GPT-2)
+MultiHeadAttention   1      attention on separate, packed or BNSH Q/K/V, with a kv cache
+GroupQueryAttention  1      grouped-query attention on a per-batch kv cache, rotary inside
+RotaryEmbedding      1      rotary position embedding with a position offset or ids
+QAttention           1      Attention on a uint8 input and 8-bit weights
+===================  =====  ==================================================================
+
+Padding masks are additive, as onnxruntime's are: a padded key's score gets
+``mask_filter_value`` added, so a row whose keys are all padding still has a softmax. Future
+keys (``unidirectional``, ``causal``) and, in GroupQueryAttention, keys outside the cache or the
+local window are dropped outright.
+
+The scores, softmax and weighted sums are computed in float32 for float16 inputs (the onnx
+Attention kernel's rule), and rounded back once.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from onnxflow.compile.compiler import NodeContext
+from onnxflow.ops._common import accumulation_dtype
+from onnxflow.ops.attention import _heads_first, _share_heads, _softmax_rows
+from onnxflow.ops.microsoft import MS_DOMAIN
+from onnxflow.ops.registry import op
+
+_FILTER = -10000.0
+
+Kernel = Callable[..., tuple[np.ndarray, ...]]
+
+
+def _registered(op_type: str) -> Callable[[Kernel], Kernel]:
+    """Register a kernel returning every output of com.microsoft ``op_type`` (since 1) through
+    a builder that gives a node listing fewer outputs only those: the compiler takes a
+    one-output node's result whole when onnx has no schema saying the operator has more."""
+
+    def register(kernel: Kernel) -> Kernel:
+        signature = inspect.signature(kernel)
+
+        def build(node: NodeContext, **attrs: Any) -> Callable[..., Any]:
+            signature.bind_partial(**attrs)  # a TypeError names an unknown attribute
+            bound = functools.partial(kernel, **attrs)
+            return bound if node.n_outputs > 1 else lambda *inputs: bound(*inputs)[0]
+
+        build.__qualname__, build.__doc__ = kernel.__qualname__, kernel.__doc__
+        op(op_type, 1, domain=MS_DOMAIN, build=True)(build)
+        return kernel
+
+    return register
+
+
+def _merge_heads(x4: np.ndarray) -> np.ndarray:
+    """Return a (B, N, S, H) tensor as (B, S, N*H)."""
+    b, n, s, h = x4.shape
+    return x4.transpose(0, 2, 1, 3).reshape(b, s, n * h)
+
+
+def _softmax_with_sink(scores: np.ndarray, sink: np.ndarray | None) -> np.ndarray:
+    """Softmax over the last axis with an extra logit ``sink`` (per head, broadcast to the
+    rows) counted in the denominator only; plain softmax when ``sink`` is None."""
+    if sink is None:
+        return _softmax_rows(scores)
+    top = np.maximum(np.max(scores, axis=-1, keepdims=True), sink)
+    e = np.exp(scores - top)
+    return e / (np.sum(e, axis=-1, keepdims=True) + np.exp(sink - top))
+
+
+def _attend(
+    q4: np.ndarray,
+    k4: np.ndarray,
+    v4: np.ndarray,
+    bias: np.ndarray | None,
+    scale: float,
+    softcap: float = 0.0,
+    sink: np.ndarray | None = None,
+) -> np.ndarray:
+    """Return softmax(softcap(scale * Q K^T) + bias) V for (B, N, S, H) queries over
+    (B, Nk, T, H) keys and values (each kv head serving N / Nk query heads), as (B, N, S, Hv)
+    in the accumulation dtype."""
+    work = accumulation_dtype(q4.dtype)
+    factor = work.type(scale or 1 / np.sqrt(q4.shape[3]))
+    keys = _share_heads(k4.astype(work), q4.shape[1])
+    scores = np.matmul(q4.astype(work), keys.swapaxes(-1, -2)) * factor
+    if softcap > 0:
+        cap = work.type(softcap)
+        scores = cap * np.tanh(scores / cap)
+    if bias is not None:
+        scores = scores + bias.astype(work)
+    probs = _softmax_with_sink(scores, sink)
+    return np.matmul(probs, _share_heads(v4.astype(work), q4.shape[1]))
+
+
+# -- masks of Attention and MultiHeadAttention -------------------------------------------------
+
+
+def _mask_allowed(mask: np.ndarray, b: int, s: int, total: int, past: int) -> np.ndarray:
+    """Return the keys a ``mask_index`` / ``key_padding_mask`` allows, as (B, S|1, T) bools.
+
+    The forms: (B) key lengths (right padding); (2B) exclusive ends then inclusive starts
+    (left padding); (B, T) and (B, S, T) raw masks, 0 masked; (B, 1, M, M) a Megatron mask,
+    of which the rows of this call's queries and the first T keys are read.
+    """
+    key = np.arange(total)
+    if mask.ndim == 1 and mask.shape[0] in (b, 2 * b):
+        ends = mask[:b].astype(np.int64).reshape(b, 1, 1)
+        starts = mask[b:].astype(np.int64).reshape(b, 1, 1) if mask.shape[0] == 2 * b else 0
+        return (key < ends) & (key >= starts)
+    if mask.ndim == 2 and mask.shape == (b, total):
+        return mask[:, np.newaxis, :] > 0
+    if mask.ndim == 3 and mask.shape == (b, s, total):
+        return mask > 0
+    if mask.ndim == 4 and mask.shape[:2] == (b, 1) and mask.shape[2] >= past + s:
+        return mask[:, 0, past : past + s, :total] > 0
+    raise ValueError(
+        f"mask of shape {mask.shape} is none of (B), (2B), (B, T), (B, S, T) or (B, 1, M, M) "
+        f"for B={b}, S={s}, T={total}"
+    )
+
+
+def _additive_mask(
+    mask: np.ndarray | None,
+    shape: tuple[int, int, int, int],
+    filter_value: float,
+    causal: int,
+) -> np.ndarray | None:
+    """Return the additive (B|1, 1, S, T) mask of padding and causality, or None for none.
+
+    ``shape`` is (B, S, T, past length). Padding adds ``filter_value``; a future key (when
+    ``causal``) is dropped outright, so a query whose past is all padding attends to it."""
+    b, s, total, past = shape
+    bias = None
+    if mask is not None:
+        allowed = _mask_allowed(mask, b, s, total, past)
+        bias = np.where(allowed, np.float32(0), np.float32(filter_value))[:, np.newaxis]
+    if causal:
+        future = np.arange(total) > past + np.arange(s)[:, np.newaxis]
+        step = np.where(future, np.float32(-np.inf), np.float32(0))
+        bias = step[np.newaxis, np.newaxis] if bias is None else bias + step
+    return bias
+
+
+def _plus(bias: np.ndarray | None, attention_bias: np.ndarray | None) -> np.ndarray | None:
+    """The sum of two optional additive biases."""
+    if attention_bias is None:
+        return bias
+    return attention_bias if bias is None else bias + attention_bias
+
+
+# -- Attention ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SelfAttention:
+    """The attributes of an Attention or QAttention node."""
+
+    num_heads: int
+    sizes: tuple[int, ...] | None
+    unidirectional: int
+    scale: float
+    mask_filter_value: float
+
+    def run(
+        self,
+        qkv: np.ndarray,
+        mask_index: np.ndarray | None,
+        past: np.ndarray | None,
+        attention_bias: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Attend with the projected (B, S, Dq + Dk + Dv) ``qkv``; return (output, present),
+        present None when K and V differ in hidden size (the schema allows no present then)."""
+        width = qkv.shape[2]
+        sizes = self.sizes or (width // 3,) * 3
+        if len(sizes) != 3 or sum(sizes) != width or any(d % self.num_heads for d in sizes):
+            raise ValueError(
+                f"qkv_hidden_sizes {list(sizes)} must be three multiples of num_heads "
+                f"{self.num_heads} adding up to the weights' second dimension {width}"
+            )
+        q, k, v = np.split(qkv, np.cumsum(sizes[:2]), axis=2)
+        q4, k4, v4 = (_heads_first(x, self.num_heads, n) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
+        past_len = 0
+        if past is not None:
+            past_len = past.shape[3]
+            k4, v4 = np.concatenate([past[0], k4], axis=2), np.concatenate([past[1], v4], axis=2)
+        b, s, total = q.shape[0], q.shape[1], k4.shape[2]
+        mask = _additive_mask(
+            mask_index, (b, s, total, past_len), self.mask_filter_value, self.unidirectional
+        )
+        y = _attend(q4, k4, v4, _plus(mask, attention_bias), self.scale)
+        present = np.stack([k4, v4]).astype(qkv.dtype) if k4.shape == v4.shape else None
+        return _merge_heads(y).astype(qkv.dtype), present
+
+
+def _refuse(what: str, value: object) -> None:
+    """Raise for an attribute or input onnxruntime's CPU kernel does not run either."""
+    if value:
+        raise NotImplementedError(f"{what} is not supported (onnxruntime's CPU kernel lacks it)")
+
+
+@_registered("Attention")
+def attention(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray | None = None,
+    mask_index: np.ndarray | None = None,
+    past: np.ndarray | None = None,
+    attention_bias: np.ndarray | None = None,
+    past_sequence_length: np.ndarray | None = None,
+    *,
+    num_heads: int,
+    qkv_hidden_sizes: list[int] | None = None,
+    unidirectional: int = 0,
+    scale: float = 0.0,
+    mask_filter_value: float = _FILTER,
+    do_rotary: int = 0,
+    past_present_share_buffer: int = 0,
+    rotary_embedding_dim: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Self-attention of (B, S, D) ``x`` through the packed (D, Dq + Dk + Dv) projection;
+    return (output (B, S, Dv), present (2, B, N, past + S, H)), the past stacked before."""
+    _refuse("Attention do_rotary", do_rotary)
+    _refuse("Attention past_present_share_buffer", past_present_share_buffer)
+    work = accumulation_dtype(x.dtype)
+    qkv = np.matmul(x.astype(work), weights.astype(work))
+    if bias is not None:
+        qkv += bias.astype(work)
+    spec = _SelfAttention(
+        num_heads, tuple(qkv_hidden_sizes or ()), unidirectional, scale, mask_filter_value
+    )
+    return spec.run(qkv.astype(x.dtype), mask_index, past, attention_bias)

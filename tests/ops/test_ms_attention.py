@@ -1,0 +1,105 @@
+"""com.microsoft attention operators against onnxruntime (ops/microsoft/attention.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ort_compare import assert_matches, ms_model
+
+import onnxflow
+
+RNG = np.random.default_rng(18)
+B, S, D, N = 2, 4, 16, 2  # batch, sequence, hidden, heads: head size 8
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# -- Attention ---------------------------------------------------------------------------------
+
+
+def _packed(sizes: tuple[int, int, int] = (D, D, D)) -> list[np.ndarray]:
+    """Input, packed weights and bias of an Attention node."""
+    return [_f32(B, S, D), _f32(D, sum(sizes)) / 4, _f32(sum(sizes))]
+
+
+MASKS = {
+    "key_lengths": np.array([4, 2], np.int32),
+    "ends_then_starts": np.array([4, 3, 0, 1], np.int32),
+    "raw_2d": np.array([[1, 1, 1, 1], [1, 1, 0, 0]], np.int32),
+    "raw_3d": RNG.integers(0, 2, (B, S, S)).astype(np.int32) | np.eye(S, dtype=np.int32),
+}
+
+
+@pytest.mark.parametrize("mask", [None, *MASKS], ids=str)
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_masks_as_bert_and_gpt2_give_them(mask: str | None, unidirectional: int) -> None:
+    index = None if mask is None else MASKS[mask]
+    model = ms_model("Attention", [*_packed(), index], num_heads=N, unidirectional=unidirectional)
+    assert_matches(*model)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_attention_with_and_without_its_bias(bias: bool) -> None:
+    x, w, b = _packed()
+    assert_matches(*ms_model("Attention", [x, w, b if bias else None], num_heads=N))
+
+
+def test_attention_v_hidden_size_differs_by_qkv_hidden_sizes() -> None:
+    sizes = (D, D, 2 * D)
+    assert_matches(*ms_model("Attention", _packed(sizes), num_heads=N, qkv_hidden_sizes=sizes))
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+@pytest.mark.parametrize("mask_filter_value", [-10000.0, -3.0])
+def test_attention_scale_and_mask_filter_value(scale: float, mask_filter_value: float) -> None:
+    inputs = [*_packed(), MASKS["raw_2d"]]
+    model = ms_model(
+        "Attention", inputs, num_heads=N, scale=scale, mask_filter_value=mask_filter_value
+    )
+    assert_matches(*model)
+
+
+@pytest.mark.parametrize("mask", [None, "past_key_lengths", "past_raw_2d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_past_is_stacked_before_and_present_returned(
+    mask: str | None, unidirectional: int
+) -> None:
+    past = _f32(2, B, N, 3, D // N)
+    masks = {
+        "past_key_lengths": np.array([7, 5], np.int32),
+        "past_raw_2d": np.array([[1] * 7, [0, 1, 1, 1, 1, 1, 0]], np.int32),
+    }
+    index = masks.get(mask)
+    inputs = [*_packed(), index, past]
+    assert_matches(*ms_model("Attention", inputs, 2, num_heads=N, unidirectional=unidirectional))
+
+
+@pytest.mark.parametrize("shape", [(B, N, S, S), (1, 1, S, S), (B, 1, S, S)])
+def test_attention_bias_broadcasts_over_batch_and_heads(shape: tuple[int, ...]) -> None:
+    inputs = [*_packed(), MASKS["key_lengths"], None, _f32(*shape)]
+    assert_matches(*ms_model("Attention", inputs, num_heads=N))
+
+
+def _ours(op: str, inputs: list[np.ndarray | None], n_out: int = 1, **attrs: object) -> list:
+    """onnxflow's float outputs of a one-node model (no onnxruntime to compare with)."""
+    model, feeds = ms_model(op, inputs, n_out, **attrs)
+    for out in model.graph.output:
+        out.type.tensor_type.elem_type = 1
+    return onnxflow.InferenceSession(model).run(None, feeds)
+
+
+def test_attention_megatron_mask_reads_the_rows_of_this_call() -> None:
+    """A (B, 1, M, M) mask (onnxruntime's CPU kernel refuses it) is read at the rows of the
+    queries after the past, and the first T keys: the same as that block as a 3-D mask."""
+    megatron = RNG.integers(0, 2, (B, 1, 9, 9)).astype(np.int32) | np.eye(9, dtype=np.int32)
+    inputs = [*_packed(), megatron, _f32(2, B, N, 3, D // N)]
+    got = _ours("Attention", inputs, num_heads=N)[0]
+    inputs[3] = megatron[:, 0, 3:7, :7]
+    np.testing.assert_array_equal(got, _ours("Attention", inputs, num_heads=N)[0])
+
+
+def test_attention_refuses_weights_not_split_by_its_qkv_hidden_sizes() -> None:
+    with pytest.raises(onnxflow.OnnxflowError, match="qkv_hidden_sizes"):
+        _ours("Attention", _packed(), num_heads=N, qkv_hidden_sizes=[D, D, 2 * D])
