@@ -181,6 +181,49 @@ def test_a_checked_model_with_layer_norm_below_opset_17_loads(opset: int) -> Non
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
 
 
+def _bfloat16_model(
+    op: str, inputs: list[Any], n_out: int, domain: str, rounded: set[int]
+) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """A model feeding ``op`` the float32 ``inputs`` cast to bfloat16 (onnxruntime takes no
+    bfloat16 arrays) and casting its outputs listed in ``rounded`` back to float32."""
+    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
+    outs = [f"out{i}" for i in range(n_out)]
+    bf = TensorProto.BFLOAT16
+    nodes = [helper.make_node("Cast", [n], [f"{n}_bf"], to=bf) for n in names if n]
+    inner = [f"{o}_bf" if i in rounded else o for i, o in enumerate(outs)]
+    nodes.append(helper.make_node(op, [n and f"{n}_bf" for n in names], inner, domain=domain))
+    back = [(o, w) for o, w in zip(outs, inner, strict=True) if o != w]
+    nodes += [helper.make_node("Cast", [w], [o], to=TensorProto.FLOAT) for o, w in back]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes,
+        "bf16",
+        [helper.make_tensor_value_info(n, f, v.shape) for n, v in zip(names, inputs) if n],
+        [helper.make_tensor_value_info(o, f, None) for o in outs],
+    )
+    opsets = [helper.make_opsetid("", 14)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    return model, {n: v for n, v in zip(names, inputs) if n}
+
+
+BFLOAT16_CASES = {
+    "SkipLayerNormalization": ("com.microsoft", 5, 4, {0, 3}),
+    "SkipSimplifiedLayerNormalization": ("com.microsoft", 4, 4, {0, 3}),
+    "LayerNormalization": ("", 3, 3, {0}),
+    "SimplifiedLayerNormalization": ("", 2, 2, {0}),
+}
+
+
+@pytest.mark.parametrize("op", BFLOAT16_CASES)
+def test_bfloat16_in_float32_rounded_once(op: str) -> None:
+    domain, n_in, n_out, rounded = BFLOAT16_CASES[op]
+    inputs = [_normal(B, S, H, mean=2), _normal(B, S, H), _normal(H), _normal(H), _normal(H)]
+    if domain == "":
+        inputs = [inputs[0], *inputs[2:]]
+    model, feeds = _bfloat16_model(op, inputs[:n_in], n_out, domain, rounded)
+    assert_matches(model, feeds, rtol=1e-2, atol=2e-2)  # LayerNormalization-17 rounds twice
+
+
 # -- EmbedLayerNormalization ------------------------------------------------------------------
 
 VOCAB, MAX_POS, SEGMENTS = 20, 8, 2
