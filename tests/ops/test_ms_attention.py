@@ -103,3 +103,92 @@ def test_attention_megatron_mask_reads_the_rows_of_this_call() -> None:
 def test_attention_refuses_weights_not_split_by_its_qkv_hidden_sizes() -> None:
     with pytest.raises(onnxflow.OnnxflowError, match="qkv_hidden_sizes"):
         _ours("Attention", _packed(), num_heads=N, qkv_hidden_sizes=[D, D, 2 * D])
+
+
+# -- MultiHeadAttention ------------------------------------------------------------------------
+
+L = 5  # key/value sequence length of cross attention
+H = D // N
+
+
+def _heads(x: np.ndarray) -> np.ndarray:
+    """(B, S, D) as (B, N, S, H)."""
+    return x.reshape(x.shape[0], x.shape[1], N, H).transpose(0, 2, 1, 3)
+
+
+def _mha_forms(form: str) -> list[np.ndarray | None]:
+    """query, key, value of MultiHeadAttention in one of its input forms."""
+    q, k, v = _f32(B, S, D), _f32(B, L, D), _f32(B, L, D)
+    if form == "separate":
+        return [q, k, v]
+    if form == "packed_kv":
+        return [q, np.stack([k.reshape(B, L, N, H), v.reshape(B, L, N, H)], axis=3), None]
+    if form == "packed_qkv":
+        k, v = _f32(B, S, D), _f32(B, S, D)
+        parts = [x.reshape(B, S, N, H) for x in (q, k, v)]
+        return [np.stack(parts, axis=3), None, None]
+    return [q, _heads(k), _heads(v)]  # "bnsh_kv": cross attention on projected keys
+
+
+@pytest.mark.parametrize("form", ["separate", "bnsh_kv"])
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_mha_input_forms(form: str, bias: bool) -> None:
+    """Separate Q, K, V and cross attention on keys and values already (B, N, L, H), whose
+    part of the bias onnxruntime ignores."""
+    inputs = [*_mha_forms(form), _f32(3 * D) if bias else None]
+    assert_matches(*ms_model("MultiHeadAttention", inputs, num_heads=N))
+
+
+@pytest.mark.parametrize("form", ["packed_kv", "packed_qkv"])
+def test_mha_packed_forms_mean_their_parts(form: str) -> None:
+    """Packed KV (B, L, N, 2, H) and packed QKV (B, S, N, 3, H), which onnxruntime runs on
+    CUDA only, give the same as the separate tensors they pack."""
+    packed = _mha_forms(form)
+    bias = _f32(3 * D)
+    if form == "packed_kv":
+        q, kv = packed[0], packed[1]
+        separate = [q, kv[:, :, :, 0].reshape(B, L, D), kv[:, :, :, 1].reshape(B, L, D)]
+    else:
+        separate = [packed[0][:, :, :, i].reshape(B, S, D) for i in range(3)]
+    got = _ours("MultiHeadAttention", [*packed, bias], num_heads=N)[0]
+    expected = _ours("MultiHeadAttention", [*separate, bias], num_heads=N)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+KEY_PADDING = {
+    "key_lengths": np.array([5, 3], np.int32),
+    "raw_2d": np.array([[1, 1, 1, 1, 1], [1, 0, 1, 1, 0]], np.int32),
+    "raw_3d": RNG.integers(0, 2, (B, S, L)).astype(np.int32),
+}
+
+
+@pytest.mark.parametrize("mask", list(KEY_PADDING))
+@pytest.mark.parametrize("mask_filter_value", [-10000.0, -2.0])
+def test_mha_key_padding_mask_forms(mask: str, mask_filter_value: float) -> None:
+    inputs = [*_mha_forms("separate"), _f32(3 * D), KEY_PADDING[mask]]
+    model = ms_model("MultiHeadAttention", inputs, num_heads=N, mask_filter_value=mask_filter_value)
+    assert_matches(*model)
+
+
+@pytest.mark.parametrize("shape", [(B, N, S, L), (1, N, S, L), (B, 1, S, L), (1, 1, S, L)])
+def test_mha_attention_bias_broadcasts(shape: tuple[int, ...]) -> None:
+    inputs = [*_mha_forms("separate"), None, None, _f32(*shape)]
+    assert_matches(*ms_model("MultiHeadAttention", inputs, num_heads=N))
+
+
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("mask", [None, "key_lengths"])
+def test_mha_past_and_present_of_a_decoder_step(unidirectional: int, mask: str | None) -> None:
+    q, k, v = _f32(B, S, D), _f32(B, S, D), _f32(B, S, D)
+    past = 3
+    lengths = {"key_lengths": np.array([7, 5], np.int32)}.get(mask)
+    inputs = [q, k, v, _f32(3 * D), lengths, None, _f32(B, N, past, H), _f32(B, N, past, H)]
+    model = ms_model("MultiHeadAttention", inputs, 3, num_heads=N, unidirectional=unidirectional)
+    assert_matches(*model)
+
+
+@pytest.mark.parametrize("scale", [0.25, 3.0])
+def test_mha_scale(scale: float) -> None:
+    assert_matches(
+        *ms_model("MultiHeadAttention", _mha_forms("separate"), num_heads=N, scale=scale)
+    )

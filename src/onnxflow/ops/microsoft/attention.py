@@ -239,3 +239,79 @@ def attention(
         num_heads, tuple(qkv_hidden_sizes or ()), unidirectional, scale, mask_filter_value
     )
     return spec.run(qkv.astype(x.dtype), mask_index, past, attention_bias)
+
+
+# -- MultiHeadAttention ------------------------------------------------------------------------
+
+
+def _mha_inputs(
+    query: np.ndarray,
+    key: np.ndarray | None,
+    value: np.ndarray | None,
+    bias: np.ndarray | None,
+    num_heads: int,
+) -> list[np.ndarray]:
+    """Return Q, K, V as (B, N, S, H) from the forms MultiHeadAttention takes: separate
+    (B, S, D) tensors, packed QKV (B, S, N, 3, H) in ``query``, packed KV (B, L, N, 2, H) in
+    ``key``, or K and V already (B, N, L, H); ``bias`` (Dq + Dk + Dv) added to each but K
+    and V already (B, N, L, H), which are projected already (onnxruntime ignores their bias)."""
+    if key is None and query.ndim == 5:
+        parts = [query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
+    elif key is not None and key.ndim == 5:
+        kv = key.transpose(0, 2, 1, 3, 4)  # (B, N, L, 2, H)
+        parts = [_heads_first(query, num_heads, "query"), kv[..., 0, :], kv[..., 1, :]]
+    elif key is not None and value is not None:
+        parts = [
+            _heads_first(x, num_heads, n)
+            for x, n in ((query, "query"), (key, "key"), (value, "value"))
+        ]
+    else:
+        raise ValueError(
+            f"MultiHeadAttention needs key and value, packed KV in key, or packed QKV in "
+            f"query; found query {query.shape}, key {None if key is None else key.shape}"
+        )
+    if bias is not None:
+        widths = [x.shape[1] * x.shape[3] for x in parts]
+        pieces = np.split(bias, np.cumsum(widths[:2]))
+        biased = 1 if key is not None and key.ndim == 4 else 3
+        for i in range(biased):
+            parts[i] = parts[i] + pieces[i].reshape(num_heads, 1, -1)
+    return parts
+
+
+@_registered("MultiHeadAttention")
+def multi_head_attention(
+    query: np.ndarray,
+    key: np.ndarray | None = None,
+    value: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    key_padding_mask: np.ndarray | None = None,
+    attention_bias: np.ndarray | None = None,
+    past_key: np.ndarray | None = None,
+    past_value: np.ndarray | None = None,
+    past_sequence_length: np.ndarray | None = None,
+    cache_indirection: np.ndarray | None = None,
+    *,
+    num_heads: int,
+    unidirectional: int = 0,
+    scale: float = 0.0,
+    mask_filter_value: float = _FILTER,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Self or cross attention; return (output (B, S, Dv), present_key, present_value), the
+    presents (B, N, past + L, H) with the past before the new keys and values."""
+    _refuse(
+        "MultiHeadAttention past_sequence_length (a shared kv buffer)",
+        past_sequence_length is not None,
+    )
+    _refuse("MultiHeadAttention cache_indirection (beam search)", cache_indirection is not None)
+    q4, k4, v4 = _mha_inputs(query, key, value, bias, num_heads)
+    past_len = 0
+    if past_key is not None and past_value is not None:
+        past_len = past_key.shape[2]
+        k4, v4 = np.concatenate([past_key, k4], axis=2), np.concatenate([past_value, v4], axis=2)
+    b, s, total = q4.shape[0], q4.shape[2], k4.shape[2]
+    mask = _additive_mask(
+        key_padding_mask, (b, s, total, past_len), mask_filter_value, unidirectional
+    )
+    y = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
+    return _merge_heads(y).astype(query.dtype), k4, v4
