@@ -192,3 +192,48 @@ def test_mha_scale(scale: float) -> None:
     assert_matches(
         *ms_model("MultiHeadAttention", _mha_forms("separate"), num_heads=N, scale=scale)
     )
+
+
+# -- RotaryEmbedding ---------------------------------------------------------------------------
+
+MAX_POS = 16
+
+
+def _caches(half: int, dtype: type = np.float32) -> list[np.ndarray]:
+    """cos and sin caches (MAX_POS, half) of the usual inverse-frequency angles."""
+    freq = 1.0 / (10000 ** (np.arange(half) / half))
+    angles = np.arange(MAX_POS)[:, np.newaxis] * freq
+    return [np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)]
+
+
+POSITIONS = {
+    "offset": np.array([3], np.int64),
+    "ids_2d": RNG.integers(0, MAX_POS, (B, S)).astype(np.int64),
+}
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("layout", ["bsd", "bnsh"])
+def test_rotary_embedding_positions_and_layouts(
+    positions: str, interleaved: int, layout: str
+) -> None:
+    x = _f32(B, S, D) if layout == "bsd" else _f32(B, N, S, H)
+    inputs = [x, POSITIONS[positions], *_caches(H // 2)]
+    model = ms_model("RotaryEmbedding", inputs, interleaved=interleaved)
+    assert_matches(*model)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_of_part_of_each_head(interleaved: int) -> None:
+    inputs = [_f32(B, S, D), POSITIONS["ids_2d"], *_caches(H // 4)]
+    model = ms_model(
+        "RotaryEmbedding", inputs, interleaved=interleaved, num_heads=N, rotary_embedding_dim=H // 2
+    )
+    assert_matches(*model)
+
+
+def test_rotary_embedding_float16() -> None:
+    x = _f32(B, S, D).astype(np.float16)
+    inputs = [x, POSITIONS["offset"], *_caches(H // 2, np.float16)]
+    assert_matches(*ms_model("RotaryEmbedding", inputs, num_heads=N), rtol=1e-3, atol=1e-3)

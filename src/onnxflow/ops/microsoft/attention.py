@@ -32,7 +32,7 @@ import numpy as np
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype
-from onnxflow.ops.attention import _heads_first, _share_heads, _softmax_rows
+from onnxflow.ops.attention import _heads_first, _share_heads, _softmax_rows, rotary_embedding
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.registry import op
 
@@ -315,3 +315,46 @@ def multi_head_attention(
     )
     y = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
     return _merge_heads(y).astype(query.dtype), k4, v4
+
+
+# -- RotaryEmbedding ---------------------------------------------------------------------------
+
+
+def _positions(position_ids: np.ndarray, b: int, s: int) -> np.ndarray:
+    """Return (B, S) positions from ``position_ids``: (B, S) itself, or one start position
+    (shape (1) or a scalar) followed by consecutive ones."""
+    if position_ids.size == 1:
+        start = int(position_ids.reshape(-1)[0])
+        return np.broadcast_to(np.arange(start, start + s), (b, s))
+    return position_ids
+
+
+@op("RotaryEmbedding", 1, domain=MS_DOMAIN)
+def rotary_embedding_ms(
+    x: np.ndarray,
+    position_ids: np.ndarray,
+    cos_cache: np.ndarray,
+    sin_cache: np.ndarray,
+    *,
+    interleaved: int = 0,
+    is_packed_batching: int = 0,
+    num_heads: int = 0,
+    rotary_embedding_dim: int = 0,
+    scale: float = 1.0,
+) -> np.ndarray:
+    """Rotate (B, S, N*H) or (B, N, S, H) ``x`` by the angles of its positions: the onnx
+    RotaryEmbedding with the caches indexed by ``position_ids`` (an offset, or (B, S)). Without
+    ``num_heads`` the head size is the whole rotary width, twice the caches' last dimension.
+    ``scale`` changes nothing, as in onnxruntime's CPU kernel."""
+    _refuse("RotaryEmbedding is_packed_batching", is_packed_batching)
+    if rotary_embedding_dim and not num_heads:
+        raise ValueError("RotaryEmbedding rotary_embedding_dim needs num_heads")
+    if x.ndim == 4:  # (B, N, S, H)
+        heads, (b, s) = x.shape[1], (x.shape[0], x.shape[2])
+    else:
+        heads, (b, s) = num_heads or x.shape[2] // (2 * cos_cache.shape[-1]), x.shape[:2]
+    pos = _positions(position_ids, b, s)
+    return rotary_embedding(
+        x, cos_cache, sin_cache, pos, interleaved=interleaved, num_heads=heads,
+        rotary_embedding_dim=rotary_embedding_dim,
+    )  # fmt: skip
