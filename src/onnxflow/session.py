@@ -36,6 +36,10 @@ class RunOptions:
         self.terminate = False
         self.log_severity_level = 2
         self.run_tag = ""
+        #: The most bytes one stacked loop scan output may take (None: the memory available
+        #: when the loop runs). A loop whose scan output would exceed it fails at once when
+        #: its trip count is known, else when the rows collected reach it.
+        self.max_scan_output_bytes: int | None = None
 
 
 class InferenceSession:

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, ValueInfoProto
 
+from onnxflow.resources import available_memory
+from onnxflow.runtime.context import current_run_options
 from onnxflow.values import np_dtype
 
 
@@ -53,6 +55,18 @@ TRUE.flags.writeable = False
 BOUND_BYTES = 1 << 26
 
 
+def scan_output_limit() -> int:
+    """The most bytes one stacked scan output may take: the current run's
+    ``RunOptions.max_scan_output_bytes`` when set, else the memory available now."""
+    limit = _limit_set()
+    return available_memory() if limit is None else limit
+
+
+def _limit_set() -> int | None:
+    limit = getattr(current_run_options(), "max_scan_output_bytes", None)
+    return None if limit is None else int(limit)
+
+
 class Stacker:
     """Collects one tensor per iteration into a stacked array (new axis 0).
 
@@ -73,6 +87,8 @@ class Stacker:
         self.dtype: np.dtype | None = None
         self.buffer: np.ndarray | None = None
         self.items: list[np.ndarray] = []
+        #: Rows collected as a list before the memory they stand for is checked again.
+        self._check_at = 0
 
     def add(self, value: Any) -> None:
         """Append one iteration's value."""
@@ -82,15 +98,11 @@ class Stacker:
             if self.buffer is not None:
                 self.buffer[self.n] = value
             else:
-                self.items.append(value)
+                self._keep(value)
             self.n += 1
             return
         if self.shape is None:
-            self.shape, self.dtype = value.shape, value.dtype
-            if self.at_most and self.count is not None and self.count * value.nbytes > BOUND_BYTES:
-                self.count = None
-            if self.count is not None:
-                self.buffer = np.empty((self.count, *value.shape), dtype=value.dtype)
+            self._first(value)
         elif value.shape != self.shape or value.dtype != self.dtype:
             raise ValueError(
                 f"{self.what} changes across iterations: iteration 0 gave shape "
@@ -100,8 +112,43 @@ class Stacker:
         if self.buffer is not None:
             self.buffer[self.n] = value
         else:
-            self.items.append(value)
+            self._keep(value)
         self.n += 1
+
+    def _first(self, value: np.ndarray) -> None:
+        """Take the first element's shape and dtype; make the buffer when the count is known,
+        refusing one larger than the limit (:func:`scan_output_limit`) before more iterations
+        run."""
+        self.shape, self.dtype = value.shape, value.dtype
+        row = max(value.nbytes, 1)
+        watch = min(BOUND_BYTES, _limit_set() or BOUND_BYTES)  # checked past this many bytes
+        self._check_at = max(watch // row, 1)
+        if self.count is not None and self.count * row > watch:
+            if self.at_most:  # a limit the loop may not reach: rows are listed and counted
+                self.count = None
+            else:
+                self._refuse_beyond(self.count, row)
+        if self.count is not None:
+            self.buffer = np.empty((self.count, *value.shape), dtype=value.dtype)
+
+    def _keep(self, value: np.ndarray) -> None:
+        """List one more row, checking now and then what all rows so far would take stacked
+        (the same array repeated takes no memory until then, so a loop that runs for ever would
+        never fail otherwise)."""
+        if self.n >= self._check_at:
+            row = max(value.nbytes, 1)
+            self._refuse_beyond(self.n + 1, row)
+            self._check_at = max(self.n + 1, scan_output_limit() // row)
+        self.items.append(value)
+
+    def _refuse_beyond(self, rows: int, row: int) -> None:
+        limit = scan_output_limit()
+        if rows * row > limit:
+            raise MemoryError(
+                f"{self.what}: {rows} iterations of {row}-byte elements take {rows * row} bytes "
+                f"stacked, more than the limit of {limit} (RunOptions.max_scan_output_bytes; by "
+                "default the memory available)"
+            )
 
     def result(self, declared: ValueInfoProto) -> np.ndarray:
         """Return the stacked values; an empty array of the declared type after no iterations."""

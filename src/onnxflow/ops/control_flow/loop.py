@@ -47,7 +47,7 @@ def loop(node: NodeContext, *, body: GraphProto) -> Callable[..., Any]:
         states, captured = list(rest[:n_states]), rest[n_states:]
         trips = None if m is None else as_count(m, what_m)
         use_cond = cond is not None or honour_body_cond
-        scans = [Stacker(what, trips, at_most=True) for what in what_scans]
+        scans = [Stacker(what, trips, at_most=use_cond) for what in what_scans]
         if cond is None or as_bool(cond, what_cond):
             stop = FOREVER if trips is None else trips
             states = run_loop(
