@@ -14,7 +14,7 @@ LayerNormalization                ai.onnx 1           onnx LayerNormalization-17
 SimplifiedLayerNormalization      ai.onnx 1           RMS norm over axes [axis, rank); inv_std_var
 ================================  ======  ==========  ==============================================
 
-Statistics are computed in float32 (float64 for float64 inputs of the default-domain pair) and
+(ms: com.microsoft.) Statistics are computed in float32 (float64 for float64 inputs of the default-domain pair) and
 the result rounded once to the output type, as onnxruntime's CPU kernels do; mean and inverse
 standard deviation outputs are float32, the type onnxruntime's CPU provider registers for them.
 The default-domain pair has no onnx schema below opset 17 (SimplifiedLayerNormalization none at
@@ -217,9 +217,9 @@ def _mask_index(mask: np.ndarray | None, input_ids: np.ndarray) -> np.ndarray:
 def _embed_normalized(
     parts: list[np.ndarray], gamma: np.ndarray, beta: np.ndarray, epsilon: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(layer norm of the sum of the embedding ``parts`` times gamma plus beta, the sum),
-    both in the statistics dtype."""
-    total = _work(parts[0]).copy()
+    """(layer norm of the sum of the embedding ``parts`` (new arrays, the first summed over)
+    times gamma plus beta, the sum), both in the statistics dtype."""
+    total = _work(parts[0])
     for part in parts[1:]:
         np.add(total, part, out=total)
     _check_hidden(total.shape[-1], gamma=gamma, beta=beta)
