@@ -40,7 +40,7 @@ from onnxflow.ops.registry import op
 from onnxflow.runtime.context import cancelled, current_run_options
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.loop import BODY_ERRORS, iteration_error
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import Observation, current_observation
 from onnxflow.traits import Traits
 
 #: The decoder's inputs before its pasts, in order.
@@ -54,28 +54,26 @@ class GptDecoder:
         self, node: NodeContext, decoder: GraphProto, init_decoder: GraphProto | None
     ) -> None:
         self.label, self.key = node.describe(), node.key
-        n_past = _check_decoder(node, decoder, "decoder")
-        if (
-            init_decoder is not None
-            and _check_decoder(node, init_decoder, "init_decoder") != n_past
+        self.n_past = _check_decoder(node, decoder, "decoder")
+        if init_decoder is not None and self.n_past != _check_decoder(
+            node, init_decoder, "init_decoder"
         ):
-            raise node.error("init_decoder and decoder have different numbers of past inputs")
+            raise node.error("init_decoder and decoder have different numbers of pasts")
         self.main = node.subgraph(decoder)
         self.first = self.main if init_decoder is None else node.subgraph(init_decoder)
-        self.n_past = n_past
-        self.dtypes = [helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
-                       for i in decoder.input[: 3 + min(n_past, 1)]]  # fmt: skip
-        self.past_dims = _past_dims(node, decoder) if n_past else (0, 0)
-        self.names = tuple(i.name for i in decoder.input)
+        #: element types of input_ids, position_ids, attention_mask and the pasts
+        self.dtypes = [
+            helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type) for i in decoder.input[:4]
+        ]
+        self.heads, self.head_size = _past_dims(node, decoder)
 
     def first_feeds(self, ids: np.ndarray, mask: np.ndarray) -> list[Any]:
         """The first run's feeds: the whole prompt, its positions and mask, empty pasts."""
         positions = np.where(mask > 0, np.cumsum(mask > 0, axis=1) - 1, 0)
-        past = np.zeros((2, ids.shape[0], self.past_dims[0], 0, self.past_dims[1]))
-        feeds = [ids, positions, mask]
-        feeds = [f.astype(t) for f, t in zip(feeds, self.dtypes, strict=False)]
-        past = past.astype(self.dtypes[3]) if self.n_past else past
-        return feeds + [past] * self.n_past
+        past = np.zeros((2, ids.shape[0], self.heads, 0, self.head_size))
+        feeds = [ids, positions, mask, past]
+        ids, positions, mask, past = [f.astype(t) for f, t in zip(feeds, self.dtypes, strict=True)]
+        return [ids, positions, mask, *[past] * self.n_past]
 
     def next_feeds(
         self, feeds: list[Any], presents: Sequence[Any], rows: np.ndarray, tokens: np.ndarray
@@ -105,7 +103,9 @@ class GptDecoder:
         return np.asarray(outs[0])[:, -1, :], list(outs[1:])
 
 
-def _observed(observation: Any, key: str, step: int, total: int, sub: Subgraph, args: list[Any]):
+def _observed(
+    observation: Observation, key: str, step: int, total: int, sub: Subgraph, args: list[Any]
+) -> list[Any]:
     """Run ``sub`` as one scope of the node (keyed by the step) for the run's observers."""
     observation.enter(key, step, total)
     try:
@@ -118,7 +118,7 @@ def _observed(observation: Any, key: str, step: int, total: int, sub: Subgraph, 
 def _check_decoder(node: NodeContext, graph: GraphProto, which: str) -> int:
     """Return the number of past inputs after checking the GPT-2 decoder convention."""
     n_in, n_out = len(graph.input), len(graph.output)
-    if n_in < 3 or n_out != n_in - 2:
+    if n_in < 4 or n_out != n_in - 2:
         raise node.error(
             f"{which} has {n_in} inputs and {n_out} outputs, expected (input_ids, position_ids, "
             "attention_mask, past_0..past_{n-1}) and (logits, present_0..present_{n-1})"
@@ -183,9 +183,11 @@ def decode(
     mask: np.ndarray,
     max_length: int,
     captured: Sequence[Any],
+    vocab_size: int = -1,
 ) -> np.ndarray:
     """Run the decoder until ``search`` finishes every row or the sequences reach
-    ``max_length``; return the sequences (rows, length)."""
+    ``max_length``; return the sequences (rows, length). Only the first ``vocab_size`` logits
+    count (all when -1)."""
     options = current_run_options()
     sequences, feeds = ids, decoder.first_feeds(ids, mask)
     total = max_length - ids.shape[1]
@@ -193,6 +195,8 @@ def decode(
         if options is not None and options.terminate:
             raise cancelled(f"in {decoder.label} before decoding step {step}")
         logits, presents = decoder.run(step, feeds, captured, total)
+        if vocab_size > 0:
+            logits = logits[:, :vocab_size]
         rows, tokens, finished = search.step(logits, sequences, step == 0)
         sequences = np.concatenate([sequences[rows], tokens[:, None]], axis=1)
         if finished:
@@ -212,12 +216,8 @@ def _processors(
             _scalar(args.get("repetition_penalty"), 1.0, "repetition_penalty")
         ),
         no_repeat_ngram_size=no_repeat_ngram_size,
-        vocab_mask=None if args.get("vocab_mask") is None else np.asarray(args["vocab_mask"]),
-        prefix_vocab_mask=None
-        if args.get("prefix_vocab_mask") is None
-        else np.asarray(args["prefix_vocab_mask"]).reshape(
-            -1, np.shape(args["prefix_vocab_mask"])[-1]
-        ),
+        vocab_mask=args.get("vocab_mask"),
+        prefix_vocab_mask=args.get("prefix_vocab_mask"),
         rows_per_entry=beams,
     )
 
@@ -238,20 +238,32 @@ def _driver(
 
 
 GREEDY_INPUTS = (
-    "input_ids", "max_length", "min_length", "repetition_penalty", "vocab_mask",
-    "prefix_vocab_mask", "attention_mask",
-)  # fmt: skip
+    "input_ids",
+    "max_length",
+    "min_length",
+    "repetition_penalty",
+    "vocab_mask",
+    "prefix_vocab_mask",
+    "attention_mask",
+)
 SAMPLING_INPUTS = (*GREEDY_INPUTS, "presence_mask", "seed")
 BEAM_INPUTS = (
-    "input_ids", "max_length", "min_length", "num_beams", "num_return_sequences",
-    "length_penalty", "repetition_penalty", "vocab_mask", "prefix_vocab_mask", "attention_mask",
-    "decoder_input_ids", "logits_processor",
-)  # fmt: skip
+    "input_ids",
+    "max_length",
+    "min_length",
+    "num_beams",
+    "num_return_sequences",
+    "length_penalty",
+    "repetition_penalty",
+    "vocab_mask",
+    "prefix_vocab_mask",
+    "attention_mask",
+    "decoder_input_ids",
+    "logits_processor",
+)
 
 
-def _setup(
-    node: NodeContext, label: str, args: dict[str, Any], pad: int
-) -> tuple[np.ndarray, np.ndarray, int]:
+def _setup(label: str, args: dict[str, Any], pad: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(prompt, attention mask, max_length) of one call."""
     if "max_length" not in args:
         raise InputError(f"{label}: max_length is required")
@@ -286,25 +298,17 @@ def greedy_search(
     dec, label = GptDecoder(node, decoder, init_decoder), node.describe()
 
     def make(args: dict[str, Any], captured: Sequence[Any]) -> np.ndarray:
-        ids, mask, max_length = _setup(node, label, args, pad_token_id)
-        search = Greedy(_processors(eos_token_id, args, no_repeat_ngram_size),
-                        pad_token_id, ids.shape[0])  # fmt: skip
-        return _padded(decode(dec, _vocab(search, vocab_size), ids, mask, max_length, captured),
-                       max_length, pad_token_id)  # fmt: skip
+        ids, mask, max_length = _setup(label, args, pad_token_id)
+        search = Greedy(
+            _processors(eos_token_id, args, no_repeat_ngram_size), pad_token_id, ids.shape[0]
+        )
+        return _padded(
+            decode(dec, search, ids, mask, max_length, captured, vocab_size),
+            max_length,
+            pad_token_id,
+        )
 
     return _driver(node, GREEDY_INPUTS, make)
-
-
-def _vocab(search: Any, vocab_size: int) -> Any:
-    """``search`` seeing only the first ``vocab_size`` logits (all when -1)."""
-    if vocab_size <= 0:
-        return search
-
-    class Cut:
-        def step(self, logits: np.ndarray, sequences: np.ndarray, first: bool) -> Any:
-            return search.step(logits[:, :vocab_size], sequences, first)
-
-    return Cut()
 
 
 @op("Sampling", 1, domain=MS_DOMAIN, build=True, traits=Traits(pure=False))
@@ -335,7 +339,7 @@ def sampling(
     nucleus = top_p if 0.0 < top_p < 1.0 else 1.0
 
     def make(args: dict[str, Any], captured: Sequence[Any]) -> np.ndarray:
-        ids, mask, max_length = _setup(node, label, args, pad_token_id)
+        ids, mask, max_length = _setup(label, args, pad_token_id)
         search = TopP(
             _processors(eos_token_id, args, no_repeat_ngram_size),
             pad_token_id,
@@ -346,8 +350,11 @@ def sampling(
             filter_value=filter_value,
             min_tokens_to_keep=max(min_tokens_to_keep, 1),
         )
-        return _padded(decode(dec, _vocab(search, vocab_size), ids, mask, max_length, captured),
-                       max_length, pad_token_id)  # fmt: skip
+        return _padded(
+            decode(dec, search, ids, mask, max_length, captured, vocab_size),
+            max_length,
+            pad_token_id,
+        )
 
     return _driver(node, SAMPLING_INPUTS, make)
 
@@ -374,7 +381,9 @@ def beam_search(
     n_out = node.n_outputs
 
     def make(args: dict[str, Any], captured: Sequence[Any]) -> tuple[Any, ...]:
-        ids, mask, max_length = _setup(node, label, args, pad_token_id)
+        ids, mask, max_length = _setup(label, args, pad_token_id)
+        if _scalar(args.get("logits_processor"), 0, f"{label}: logits_processor"):
+            raise InputError(f"{label}: logits_processor (Whisper's) is not supported")
         beams = int(_scalar(args.get("num_beams"), 1, f"{label}: num_beams"))
         returned = int(_scalar(args.get("num_return_sequences"), 1, "num_return_sequences"))
         if not 1 <= returned <= beams:
@@ -383,12 +392,15 @@ def beam_search(
             )
         search = Beam(
             _processors(eos_token_id, args, no_repeat_ngram_size, beams),
-            pad_token_id, ids.shape[0], beams,
+            pad_token_id,
+            ids.shape[0],
+            beams,
             length_penalty=float(_scalar(args.get("length_penalty"), 1.0, "length_penalty")),
-            early_stopping=bool(early_stopping), keep_scores=n_out > 2,
-        )  # fmt: skip
+            early_stopping=bool(early_stopping),
+            keep_scores=n_out > 2,
+        )
         rows = np.repeat(ids, beams, axis=0), np.repeat(mask, beams, axis=0)
-        seqs = decode(dec, _vocab(search, vocab_size), *rows, max_length, captured)
+        seqs = decode(dec, search, *rows, max_length, captured, vocab_size)
         sequences, scores = search.finish(seqs, returned, max_length)
         outs = (sequences, scores, _scores_output(search, max_length - ids.shape[1]))
         return outs[:n_out] if n_out > 1 else sequences

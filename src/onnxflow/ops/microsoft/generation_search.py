@@ -49,9 +49,10 @@ class LogitsProcessors:
         if self.no_repeat_ngram_size > 0:
             _no_repeat_ngram(scores, sequences, self.no_repeat_ngram_size)
         if self.vocab_mask is not None:
-            scores[:, self.vocab_mask.reshape(-1)[: scores.shape[1]] == 0] = LOWEST
+            scores[:, np.reshape(self.vocab_mask, -1)[: scores.shape[1]] == 0] = LOWEST
         if first and self.prefix_vocab_mask is not None:
-            rows = np.repeat(self.prefix_vocab_mask, self.rows_per_entry, axis=0)
+            entries = np.reshape(self.prefix_vocab_mask, (-1, np.shape(self.prefix_vocab_mask)[-1]))
+            rows = np.repeat(entries, self.rows_per_entry, axis=0)
             scores[rows[:, : scores.shape[1]] == 0] = LOWEST
         if sequences.shape[1] < self.min_length and 0 <= self.eos < scores.shape[1]:
             scores[:, self.eos] = LOWEST
@@ -250,7 +251,9 @@ class Beam:
                 if rank < self.beams:
                     self.hyps[b].add(seqs[row].copy(), float(s))
                 continue
-            rows.append(row), toks.append(t), scores.append(s)
+            rows.append(row)
+            toks.append(t)
+            scores.append(s)
             if len(rows) == self.beams:
                 break
         return np.array(rows), np.array(toks), np.array(scores, dtype=np.float32)
