@@ -237,3 +237,115 @@ def test_rotary_embedding_float16() -> None:
     x = _f32(B, S, D).astype(np.float16)
     inputs = [x, POSITIONS["offset"], *_caches(H // 2, np.float16)]
     assert_matches(*ms_model("RotaryEmbedding", inputs, num_heads=N), rtol=1e-3, atol=1e-3)
+
+
+# -- GroupQueryAttention -----------------------------------------------------------------------
+
+KV = 1  # kv heads: each serves N / KV query heads
+GH = 16  # onnxruntime's rotary needs a head size that is a multiple of 16
+
+
+def _gqa_step(step: str, dtype: type = np.float32) -> list[np.ndarray | None]:
+    """query, key, value, past_key, past_value, seqlens_k, total_sequence_length of a step:
+    a first prompt (batch 1 right-padded), the next token, a two-token continuation, or the
+    next token into a shared buffer longer than the sequence."""
+    s, past, lengths = {
+        "prompt": (S, None, [S, 2]),
+        "next_token": (1, 5, [6, 4]),
+        "two_tokens": (2, 5, [7]),  # onnxruntime takes several new tokens in a batch of one
+        "shared_buffer": (1, 8, [6, 4]),
+    }[step]
+    b = len(lengths)
+    caches = [None, None] if past is None else [_f32(b, KV, past, GH), _f32(b, KV, past, GH)]
+    inputs = [_f32(b, s, N * GH), _f32(b, s, KV * GH), _f32(b, s, KV * GH), *caches]
+    inputs = [x if x is None else x.astype(dtype) for x in inputs]
+    seqlens = np.array(lengths, np.int32) - 1
+    return [*inputs, seqlens, np.array(max(lengths), np.int32)]
+
+
+def _gqa(inputs: list[np.ndarray | None], rtol: float = 1e-5, **attrs: object) -> None:
+    model = ms_model("GroupQueryAttention", inputs, 3, num_heads=N, kv_num_heads=KV, **attrs)
+    assert_matches(*model, rtol=rtol, atol=rtol)
+
+
+STEPS = ["prompt", "next_token", "two_tokens", "shared_buffer"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_gqa_cache_steps(step: str) -> None:
+    _gqa(_gqa_step(step))
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_gqa_rotary_at_each_batchs_positions(step: str, interleaved: int) -> None:
+    inputs = [*_gqa_step(step), *_caches(GH // 2)]
+    _gqa(inputs, do_rotary=1, rotary_interleaved=interleaved)
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token"])
+def test_gqa_packed_qkv_with_key_and_value_omitted(step: str) -> None:
+    q, k, v, *rest = _gqa_step(step)
+    _gqa([np.concatenate([q, k, v], axis=2), None, None, *rest])
+
+
+@pytest.mark.parametrize("step", ["prompt", "two_tokens"])
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_gqa_local_window(step: str, window: int) -> None:
+    _gqa(_gqa_step(step), local_window_size=window)
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token"])
+@pytest.mark.parametrize(
+    "attrs",
+    [{"softcap": 2.0}, {"smooth_softmax": 1}, {"scale": 0.5}, {"softcap": 1.0, "scale": 3.0}],
+    ids=str,
+)
+def test_gqa_softcap_smooth_softmax_scale(step: str, attrs: dict) -> None:
+    _gqa(_gqa_step(step), **attrs)
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token"])
+def test_gqa_head_sink_joins_the_softmax_denominator(step: str) -> None:
+    inputs = [*_gqa_step(step), None, None, None, None, _f32(N)]
+    _gqa(inputs)
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token", "shared_buffer"])
+def test_gqa_attention_bias(step: str) -> None:
+    inputs = _gqa_step(step)
+    s, total = inputs[0].shape[1], int(inputs[6])
+    _gqa([*inputs, None, None, None, _f32(1, N, s, total)])
+
+
+def test_gqa_bidirectional_prompt() -> None:
+    _gqa(_gqa_step("prompt"), causal=0)
+
+
+def test_gqa_rotary_at_given_position_ids() -> None:
+    inputs = _gqa_step("next_token")
+    _gqa([*inputs, *_caches(GH // 2), np.array([[9], [2]], np.int64)], do_rotary=1)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_gqa_float16(step: str) -> None:
+    inputs = [*_gqa_step(step, np.float16), *_caches(GH // 2, np.float16)]
+    _gqa(inputs, rtol=2e-3, do_rotary=1)
+
+
+@pytest.mark.parametrize(
+    "op, inputs, attrs, named",
+    [
+        ("Attention", _packed(), {"num_heads": N, "do_rotary": 1}, "do_rotary"),
+        ("GroupQueryAttention", _gqa_step("prompt"), {"k_quant_type": "PER_TENSOR"}, "quantized"),
+        ("GroupQueryAttention", _gqa_step("prompt"), {"qk_output": 1}, "qk_output"),
+    ],
+    ids=["attention_do_rotary", "gqa_quantized_cache", "gqa_qk_output"],
+)
+def test_options_not_run_are_refused_by_name(
+    op: str, inputs: list, attrs: dict, named: str
+) -> None:
+    if op == "GroupQueryAttention":
+        attrs = {"num_heads": N, "kv_num_heads": KV, **attrs}
+    with pytest.raises(onnxflow.OnnxflowError, match=named):
+        _ours(op, inputs, **attrs)

@@ -203,9 +203,9 @@ class _SelfAttention:
 
 
 def _refuse(what: str, value: object) -> None:
-    """Raise for an attribute or input onnxruntime's CPU kernel does not run either."""
+    """Raise, naming ``what``, for an option given (``value`` true) that onnxflow does not run."""
     if value:
-        raise NotImplementedError(f"{what} is not supported (onnxruntime's CPU kernel lacks it)")
+        raise NotImplementedError(f"onnxflow does not run {what}")
 
 
 @_registered("Attention")
@@ -229,8 +229,9 @@ def attention(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Self-attention of (B, S, D) ``x`` through the packed (D, Dq + Dk + Dv) projection;
     return (output (B, S, Dv), present (2, B, N, past + S, H)), the past stacked before."""
-    _refuse("Attention do_rotary", do_rotary)
-    _refuse("Attention past_present_share_buffer", past_present_share_buffer)
+    _refuse("Attention do_rotary (nor does onnxruntime's CPU kernel)", do_rotary)
+    share = past_present_share_buffer or past_sequence_length is not None
+    _refuse("Attention past_present_share_buffer (nor does onnxruntime's CPU kernel)", share)
     work = accumulation_dtype(x.dtype)
     qkv = np.matmul(x.astype(work), weights.astype(work))
     if bias is not None:
@@ -358,3 +359,184 @@ def rotary_embedding_ms(
         x, cos_cache, sin_cache, pos, interleaved=interleaved, num_heads=heads,
         rotary_embedding_dim=rotary_embedding_dim,
     )  # fmt: skip
+
+
+# -- GroupQueryAttention -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _GroupQuery:
+    """The attributes of a GroupQueryAttention node that change what it computes."""
+
+    num_heads: int
+    kv_num_heads: int
+    scale: float
+    softcap: float
+    local_window_size: int
+    causal: int
+    rotary_interleaved: int
+    smooth_softmax: int
+
+    def split(
+        self, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Q (B, N, S, H) and the new K, V (B, Nk, S, H), from separate or packed inputs."""
+        if key is None or value is None:
+            head = query.shape[2] // (self.num_heads + 2 * self.kv_num_heads)
+            q_width, kv_width = self.num_heads * head, self.kv_num_heads * head
+            query, key, value = np.split(query, [q_width, q_width + kv_width], axis=2)
+        return (
+            _heads_first(query, self.num_heads, "query"),
+            _heads_first(key, self.kv_num_heads, "key"),
+            _heads_first(value, self.kv_num_heads, "value"),
+        )
+
+    def allowed(self, steps: _Steps) -> np.ndarray:
+        """The (B, 1, S, T) keys each query sees: in the cache, not in its future when
+        causal, within ``local_window_size`` behind it."""
+        pos = steps.positions(None)[:, np.newaxis, :, np.newaxis]
+        key = np.arange(steps.longest)
+        allowed = key < steps.total.reshape(-1, 1, 1, 1)
+        if self.causal:
+            allowed = allowed & (key <= pos)
+        if self.local_window_size >= 0:
+            allowed = allowed & (key > pos - self.local_window_size)
+        return allowed
+
+    def rotate(
+        self, q4: np.ndarray, k4: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Q and the new K rotated at positions ``pos`` (B, S)."""
+        rotate = functools.partial(
+            rotary_embedding, cos_cache=cos, sin_cache=sin, position_ids=pos,
+            interleaved=self.rotary_interleaved, rotary_embedding_dim=2 * cos.shape[-1],
+        )  # fmt: skip
+        return rotate(q4), rotate(k4)
+
+    def attend(
+        self,
+        q4: np.ndarray,
+        presents: tuple[np.ndarray, np.ndarray],
+        steps: _Steps,
+        attention_bias: np.ndarray | None,
+        head_sink: np.ndarray | None,
+    ) -> np.ndarray:
+        """The (B, N, S, H) attention of the queries over the first T cached keys."""
+        work = accumulation_dtype(q4.dtype)
+        keys, values = (x[:, :, : steps.longest] for x in presents)
+        bias = np.where(self.allowed(steps), work.type(0), work.type(-np.inf))
+        return _attend(
+            q4, keys, values, _plus(bias, attention_bias), self.scale, self.softcap,
+            self.sink(head_sink, work),
+        )  # fmt: skip
+
+    def sink(self, head_sink: np.ndarray | None, work: np.dtype) -> np.ndarray | None:
+        """The extra softmax logit of each head: ``head_sink``, or 0 with smooth_softmax."""
+        if head_sink is not None:
+            return head_sink.astype(work).reshape(1, -1, 1, 1)
+        return np.zeros((1, 1, 1, 1), work) if self.smooth_softmax == 1 else None
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Where one GroupQueryAttention call sits in each batch's sequence."""
+
+    s: int  # new tokens
+    past: np.ndarray  # (B) keys cached before them
+    total: np.ndarray  # (B) keys after them
+    longest: int  # total_sequence_length, T
+    length: int  # of the present cache: the past buffer's, or T if longer
+
+    @classmethod
+    def of(
+        cls, s: int, past_key: np.ndarray | None, seqlens_k: np.ndarray, longest: np.ndarray
+    ) -> _Steps:
+        """A first prompt (no cache, S = T) starts each batch at position 0, its keys past
+        ``seqlens_k[b] + 1`` right padding; later calls follow each batch's cached keys."""
+        total = seqlens_k.astype(np.int64).reshape(-1) + 1
+        cache_len = 0 if past_key is None else past_key.shape[2]
+        t = int(np.asarray(longest).reshape(-1)[0])
+        past = np.zeros_like(total) if cache_len == 0 and s == t else total - s
+        return cls(s, past, total, t, max(cache_len, t))
+
+    def positions(self, position_ids: np.ndarray | None) -> np.ndarray:
+        """The (B, S) positions of the new tokens: ``position_ids`` or after each past."""
+        if position_ids is not None:
+            return position_ids
+        return self.past[:, np.newaxis] + np.arange(self.s)
+
+    def cached(self, past: np.ndarray | None, new: np.ndarray) -> np.ndarray:
+        """The (B, Nk, length, H) present cache: each batch's past up to its past length,
+        then its new rows; zeros beyond."""
+        b, heads, s, size = new.shape
+        present = np.zeros((b, heads, self.length, size), new.dtype if past is None else past.dtype)
+        for i, start in enumerate(self.past):
+            if past is not None:
+                present[i, :, :start] = past[i, :, :start]
+            present[i, :, start : start + s] = new[i]
+        return present
+
+
+def _refuse_gqa_extras(
+    inputs: tuple[np.ndarray | None, ...], quant: tuple[str, str], window_cache: int, qk: int
+) -> None:
+    """Refuse the GroupQueryAttention options onnxflow does not run: a quantized cache
+    (k_scale, v_scale), q/k RMS norm weights, query_seqlens, a windowed cache, qk_output."""
+    _refuse("GroupQueryAttention inputs after head_sink", any(x is not None for x in inputs))
+    _refuse("GroupQueryAttention quantized kv cache", quant != ("NONE", "NONE"))
+    _refuse("GroupQueryAttention sliding_window_cache", window_cache)
+    _refuse("GroupQueryAttention qk_output", qk)
+
+
+@_registered("GroupQueryAttention")
+def group_query_attention(
+    query: np.ndarray,
+    key: np.ndarray | None = None,
+    value: np.ndarray | None = None,
+    past_key: np.ndarray | None = None,
+    past_value: np.ndarray | None = None,
+    seqlens_k: np.ndarray | None = None,
+    total_sequence_length: np.ndarray | None = None,
+    cos_cache: np.ndarray | None = None,
+    sin_cache: np.ndarray | None = None,
+    position_ids: np.ndarray | None = None,
+    attention_bias: np.ndarray | None = None,
+    head_sink: np.ndarray | None = None,
+    *unsupported: np.ndarray | None,
+    num_heads: int,
+    kv_num_heads: int,
+    scale: float = 0.0,
+    softcap: float = 0.0,
+    local_window_size: int = -1,
+    causal: int = 1,
+    do_rotary: int = 0,
+    rotary_interleaved: int = 0,
+    smooth_softmax: int = -1,
+    qk_output: int = 0,
+    k_quant_type: str = "NONE",
+    v_quant_type: str = "NONE",
+    kv_cache_bit_width: int | None = None,
+    sliding_window_cache: int = 0,
+    qk_norm_epsilon: float = 1e-6,
+    q_norm_epsilon: float | None = None,
+    k_norm_epsilon: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Grouped-query attention over a per-batch kv cache; return (output (B, S, N*H),
+    present_key, present_value), the presents (B, Nk, max(cache, total_sequence_length), H).
+
+    Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (no cache, S
+    equal to ``total_sequence_length``) its queries start at position 0 and keys past that
+    count are right padding; otherwise they follow its cached keys.
+    """
+    _refuse_gqa_extras(unsupported, (k_quant_type, v_quant_type), sliding_window_cache, qk_output)
+    spec = _GroupQuery(
+        num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
+        smooth_softmax,
+    )  # fmt: skip
+    q4, k4, v4 = spec.split(query, key, value)
+    steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length)
+    if do_rotary:
+        q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
+    present_key, present_value = steps.cached(past_key, k4), steps.cached(past_value, v4)
+    y = spec.attend(q4, (present_key, present_value), steps, attention_bias, head_sink)
+    return _merge_heads(y).astype(query.dtype), present_key, present_value
