@@ -397,3 +397,33 @@ def test_max_length_must_exceed_the_prompt() -> None:
     flow, _ = sessions("gpt2_greedy.onnx")
     with pytest.raises(onnxflow.InputError, match=r"max_length \(5\) must exceed .* \(5\)"):
         flow.run(None, feeds("one", 5))
+
+
+def with_init_decoder(model: str, favoured: int) -> bytes:
+    """``model`` with an init_decoder: its decoder with logits raised by 100 at ``favoured``."""
+    proto = onnx.load(DATA / model)
+    node = proto.graph.node[0]
+    init = onnx.GraphProto()
+    init.CopyFrom(next(a.g for a in node.attribute if a.name == "decoder"))
+    init.name = "init decoder"
+    for n in init.node:
+        n.output[:] = ["raw_logits" if o == "logits" else o for o in n.output]
+    bias = np.zeros(VOCAB, np.float32)
+    bias[favoured] = 100.0
+    init.initializer.append(onnx.numpy_helper.from_array(bias, "favour"))
+    init.node.append(onnx.helper.make_node("Add", ["raw_logits", "favour"], ["logits"]))
+    node.attribute.append(onnx.helper.make_attribute("init_decoder", init))
+    return proto.SerializeToString()
+
+
+@pytest.mark.parametrize("model", ["gpt2_greedy.onnx", "gpt2_beam.onnx"])
+def test_init_decoder_makes_the_first_step_only(model: str) -> None:
+    proto = with_init_decoder(model, favoured=7)
+    f = BEAM["batch2_masked_scores"][1] if "beam" in model else feeds("two", 12)
+    ours, theirs = (
+        onnxflow.InferenceSession(proto).run(None, f),
+        ort.InferenceSession(proto).run(None, f),
+    )
+    assert_same_sequences(ours[0], theirs[0])
+    prompt = f["prompt_ids"].shape[1]
+    assert (ours[0][..., prompt] == 7).all() and (ours[0][..., prompt + 1 :] != 7).any()

@@ -335,6 +335,8 @@ def sampling(
     _check_model_type(node, model_type, encoder)
     if custom:
         raise node.error("custom sampling (custom=1) is not supported")
+    if node.n_outputs > 1 and node.outputs[1]:
+        raise node.error("the filtered_logits output (for debugging) is not supported")
     dec, label = GptDecoder(node, decoder, init_decoder), node.describe()
     nucleus = top_p if 0.0 < top_p < 1.0 else 1.0
 
