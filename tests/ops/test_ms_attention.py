@@ -349,3 +349,38 @@ def test_options_not_run_are_refused_by_name(
         attrs = {"num_heads": N, "kv_num_heads": KV, **attrs}
     with pytest.raises(onnxflow.OnnxflowError, match=named):
         _ours(op, inputs, **attrs)
+
+
+# -- QAttention --------------------------------------------------------------------------------
+
+
+def _quantized(weight_type: type, per_column: bool) -> list[np.ndarray]:
+    """input, weight, bias, input_scale, weight_scale, mask_index, input and weight zero
+    points of a QAttention node."""
+    x = RNG.integers(0, 256, (B, S, D)).astype(np.uint8)
+    info = np.iinfo(weight_type)
+    w = RNG.integers(info.min, info.max + 1, (D, 3 * D)).astype(weight_type)
+    columns = 3 * D if per_column else 1
+    w_scale = (RNG.random(columns) * 0.01 + 0.001).astype(np.float32)
+    w_zero = RNG.integers(info.min // 4 + info.max // 4, info.max // 2, columns).astype(weight_type)
+    x_scale, x_zero = np.array(0.02, np.float32), np.array(128, np.uint8)
+    return [x, w, _f32(3 * D), x_scale, w_scale, MASKS["key_lengths"], x_zero, w_zero]
+
+
+@pytest.mark.parametrize("weight_type", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_column", [False, True], ids=["per_tensor", "per_column"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_qattention_weights_per_tensor_and_per_column(
+    weight_type: type, per_column: bool, unidirectional: int
+) -> None:
+    inputs = _quantized(weight_type, per_column)
+    model = ms_model("QAttention", inputs, num_heads=N, unidirectional=unidirectional)
+    assert_matches(*model, rtol=1e-4, atol=1e-4)
+
+
+def test_qattention_zero_points_omitted_and_past_given() -> None:
+    inputs = _quantized(np.uint8, False)[:6]
+    past = _f32(2, B, N, 3, H)
+    inputs[5] = np.array([7, 5], np.int32)
+    model = ms_model("QAttention", [*inputs, None, None, past], 2, num_heads=N)
+    assert_matches(*model, rtol=1e-4, atol=1e-4)

@@ -540,3 +540,45 @@ def group_query_attention(
     present_key, present_value = steps.cached(past_key, k4), steps.cached(past_value, v4)
     y = spec.attend(q4, (present_key, present_value), steps, attention_bias, head_sink)
     return _merge_heads(y).astype(query.dtype), present_key, present_value
+
+
+# -- QAttention --------------------------------------------------------------------------------
+
+
+def _shifted(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """8-bit values less their zero point (scalar or one per column), as int32."""
+    shifted = q.astype(np.int32)
+    return shifted if zero_point is None else shifted - zero_point.astype(np.int32).reshape(-1)
+
+
+@_registered("QAttention")
+def q_attention(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    input_scale: np.ndarray,
+    weight_scale: np.ndarray,
+    mask_index: np.ndarray | None = None,
+    input_zero_point: np.ndarray | None = None,
+    weight_zero_point: np.ndarray | None = None,
+    past: np.ndarray | None = None,
+    *,
+    num_heads: int,
+    unidirectional: int = 0,
+    scale: float = 0.0,
+    mask_filter_value: float = _FILTER,
+    do_rotary: int = 0,
+    past_present_share_buffer: int = 0,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Attention whose projection is the integer product of the uint8 input and the 8-bit
+    weights (each less its zero point; the weights' per tensor or per column), scaled by
+    ``input_scale * weight_scale`` and biased in float."""
+    _refuse("QAttention do_rotary", do_rotary)
+    _refuse("QAttention past_present_share_buffer", past_present_share_buffer)
+    product = np.matmul(_shifted(x, input_zero_point), _shifted(weight, weight_zero_point))
+    factor = input_scale.astype(np.float32).reshape(-1) * weight_scale.astype(np.float32).reshape(
+        -1
+    )
+    qkv = product.astype(np.float32) * factor + bias.astype(np.float32)
+    spec = _SelfAttention(num_heads, None, unidirectional, scale, mask_filter_value)
+    return spec.run(qkv.astype(bias.dtype), mask_index, past, None)
