@@ -6,6 +6,8 @@ Integer outputs must equal onnxruntime's exactly; float outputs agree to float32
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -258,3 +260,45 @@ def test_dynamic_quantize_matmul(bt: type, per_column: bool, with_bias: bool) ->
 def test_dynamic_quantize_matmul_of_all_positive_a() -> None:
     a, b = np.abs(_f32(4, 8)) + 1, _q(np.int8, 8, 3)
     assert_matches(*ms_model("DynamicQuantizeMatMul", [a, b, _s(0.01)]), 1e-5, 1e-4)
+
+
+# -- DynamicQuantizeLSTM -------------------------------------------------------------------------
+def _lstm_inputs(direction: str, wt: type, per_channel: bool, hidden: int = 5) -> list[Any]:
+    """X (3, 2, 6) and 8-bit W, R with their scales and zero points, B; no optional state."""
+    dirs = 2 if direction == "bidirectional" else 1
+    w, r = _q(wt, dirs, 6, 4 * hidden), _q(wt, dirs, hidden, 4 * hidden)
+    params = (dirs, 4 * hidden) if per_channel else (dirs,)
+    scale = lambda: (RNG.random(params) * 0.01 + 0.002).astype(np.float32)  # noqa: E731
+    zero = lambda: _zp(wt, 128) + np.zeros(params, wt)  # noqa: E731
+    b = _f32(dirs, 8 * hidden) * 0.1
+    x = _f32(3, 2, 6)
+    return [x, w, r, b, None, None, None, None, scale(), zero(), scale(), zero()]
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("wt", BYTES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_dynamic_quantize_lstm(direction: str, wt: type, per_channel: bool) -> None:
+    inputs = _lstm_inputs(direction, wt, per_channel)
+    model = ms_model("DynamicQuantizeLSTM", inputs, n_out=3, hidden_size=5, direction=direction)
+    assert_matches(*model, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_quantize_lstm_with_states_lengths_and_peepholes() -> None:
+    inputs = _lstm_inputs("bidirectional", np.int8, True)
+    inputs[4] = np.array([3, 2], np.int32)
+    inputs[5], inputs[6] = _f32(2, 2, 5) * 0.5, _f32(2, 2, 5) * 0.5
+    inputs[7] = _f32(2, 15) * 0.1
+    model = ms_model(
+        "DynamicQuantizeLSTM", inputs, n_out=3, hidden_size=5, direction="bidirectional"
+    )
+    assert_matches(*model, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_quantize_lstm_clip_and_coupled_gates() -> None:
+    inputs = _lstm_inputs("forward", np.uint8, False)
+    attrs = dict(
+        hidden_size=5, clip=0.5, input_forget=1, activations=["HardSigmoid", "Tanh", "Softsign"]
+    )
+    model = ms_model("DynamicQuantizeLSTM", inputs, n_out=3, **attrs)
+    assert_matches(*model, rtol=1e-5, atol=1e-5)

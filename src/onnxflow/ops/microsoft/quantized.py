@@ -19,6 +19,7 @@ QLinearAveragePool        1      onnx AveragePool between quantized tensors
 QLinearConv               1      onnx QLinearConv, also channels last
 QGemm                     1      8-bit Gemm with an int32 C, to float or requantized
 DynamicQuantizeMatMul     1      A quantized on the fly to uint8, MatMulInteger, scaled
+DynamicQuantizeLSTM       1      onnx LSTM on 8-bit W and R, X and H quantized on the fly
 MatMulIntegerToFloat      1      MatMulInteger scaled to float, plus a bias
 ========================  =====  ======================================================
 
@@ -31,6 +32,7 @@ gets the one answer the formula gives it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -50,6 +52,7 @@ from onnxflow.ops.quantization import (
     store_quantized,
 )
 from onnxflow.ops.registry import op
+from onnxflow.ops.rnn import _DIRECTIONS, Activation, _activations, _clipper, _over_time
 from onnxflow.ops.shape import concat
 
 _F32 = np.float32
@@ -458,3 +461,145 @@ def dynamic_quantize_matmul(
     :func:`matmul_integer_to_float` with B."""
     a_q, a_scale, a_zero_point = dynamic_quantize_linear(a)
     return matmul_integer_to_float(a_q, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
+
+
+# -- DynamicQuantizeLSTM ------------------------------------------------------------------------
+class _QuantizedLstmDirection:
+    """One direction of DynamicQuantizeLSTM: the input projection of every step, and the
+    recurrent product with each step's hidden state quantized."""
+
+    def __init__(
+        self,
+        xw: np.ndarray,
+        r: tuple[np.ndarray, np.ndarray, np.ndarray],
+        rb: np.ndarray,
+        p: np.ndarray | None,
+    ) -> None:
+        codes, scale, zero = r
+        self.xw = xw
+        self.r_centered = codes.astype(np.int64) - zero.astype(np.int64)
+        self.r_scale = scale.astype(_F32)
+        self.rb = rb
+        self.p = p
+
+    def recurrent(self, h: np.ndarray) -> np.ndarray:
+        """``h @ R + Rb`` with ``h`` quantized to uint8, the whole batch at once.
+
+        onnxruntime quantizes the hidden states of each chunk of batch entries its threads
+        share out, so its result depends on its thread count: this is what it gives on one
+        thread (and on any number for a batch of one). Backwards, every entry starts at the
+        end of its own sequence (:func:`_time_order`), so the entries quantized together are
+        those at the same step from their ends."""
+        codes, scale, zero = dynamic_quantize_linear(h)
+        acc = (codes.astype(np.int64) - int(zero)) @ self.r_centered
+        return acc.astype(_F32) * (scale * self.r_scale) + self.rb
+
+
+def _quantized_lstm_cell(
+    bound: Activation,
+    input_forget: int,
+    q: _QuantizedLstmDirection,
+    t: int,
+    s: list[np.ndarray],
+    f: list[Activation],
+) -> list[np.ndarray]:
+    """onnx LSTM's gates i, o, f, c (peepholes, clip, coupled input and forget) on the
+    quantized products."""
+    h, c = s
+    gi, go, gf, gc = np.split(q.xw[t] + q.recurrent(h), 4, axis=1)
+    pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
+    i = f[0](bound(gi + pi * c))
+    forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
+    c_new = forget * c + i * f[1](bound(gc))
+    o = f[0](bound(go + po * c_new))
+    return [o * f[2](c_new), c_new]
+
+
+_LSTM_DEFAULTS = ["Sigmoid", "Tanh", "Tanh"]
+_LSTM_WORK = np.dtype(np.float32)
+
+
+def _lstm_layout(
+    w: np.ndarray, r: np.ndarray, direction: str, hidden_size: int | None
+) -> tuple[tuple[bool, ...], int]:
+    """The directions (backwards or not) and the hidden size, checked against W and R."""
+    directions = _DIRECTIONS.get(direction)
+    if directions is None or w.shape[0] != len(directions):
+        raise ValueError(f"W has {w.shape[0]} direction(s), direction is {direction!r}")
+    hidden = r.shape[1]
+    if (hidden_size or hidden) != hidden or w.shape[2] != 4 * hidden:
+        raise ValueError(f"W {w.shape} and R {r.shape} do not hold 4 gates of {hidden} units")
+    return directions, hidden
+
+
+def _time_order(lens: np.ndarray, seq: int, backwards: bool) -> np.ndarray:
+    """The time index (seq, batch) of each step of each batch entry: forward, or each entry's
+    own sequence reversed within its length (the steps past it stay where they are). Both
+    are their own inverse."""
+    steps = np.arange(seq)[:, None]
+    if not backwards:
+        return np.broadcast_to(steps, (seq, lens.size))
+    return np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
+
+
+@op("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN)
+def dynamic_quantize_lstm(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None,
+    sequence_lens: np.ndarray | None,
+    initial_h: np.ndarray | None,
+    initial_c: np.ndarray | None,
+    p: np.ndarray | None,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    r_scale: np.ndarray,
+    r_zero_point: np.ndarray,
+    *,
+    activation_alpha: list[float] | None = None,
+    activation_beta: list[float] | None = None,
+    activations: list[str] | None = None,
+    clip: float | None = None,
+    direction: str = "forward",
+    hidden_size: int | None = None,
+    input_forget: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """onnx LSTM (layout 0) on 8-bit weights W (D, I, 4H) and R (D, H, 4H), each with a scale
+    and zero point per direction or per direction and gate column. X is quantized to uint8
+    once over the whole tensor and each step's hidden state over the whole batch (onnx
+    DynamicQuantizeLinear's rule, see :meth:`_QuantizedLstmDirection.recurrent`); the
+    products are exact integers scaled to float32."""
+    directions, hidden = _lstm_layout(w, r, direction, hidden_size)
+    seq, batch, _ = x.shape
+    lens = np.full(batch, seq) if sequence_lens is None else sequence_lens.astype(np.int64)
+    functions = _activations(
+        activations, activation_alpha, activation_beta, _LSTM_DEFAULTS, len(directions), _LSTM_WORK
+    )
+    x_codes = dynamic_quantize_linear(x.reshape(seq * batch, -1))
+    bias = np.zeros((len(directions), 8 * hidden), _F32) if b is None else b.astype(_F32)
+    cell = functools.partial(_quantized_lstm_cell, _clipper(clip), input_forget)
+    ys, finals = [], []
+    for d, backwards in enumerate(directions):
+        order = _time_order(lens, seq, backwards)[:, :, None]
+        xw = matmul_integer_to_float(
+            x_codes[0],
+            w[d],
+            x_codes[1],
+            w_scale[d],
+            x_codes[2],
+            w_zero_point[d],
+            bias[d, : 4 * hidden],
+        )
+        weights = _QuantizedLstmDirection(
+            np.take_along_axis(xw.reshape(seq, batch, -1), order, axis=0),
+            (r[d], r_scale[d], r_zero_point[d]),
+            bias[d, 4 * hidden :],
+            None if p is None else p[d].astype(_F32),
+        )
+        zeros = np.zeros((batch, hidden), _F32)
+        states = [zeros if s is None else s[d].astype(_F32) for s in (initial_h, initial_c)]
+        y, states = _over_time(cell, weights, states, functions[d], lens, False)
+        ys.append(np.take_along_axis(y, order, axis=0))
+        finals.append(states)
+    return np.stack(ys, axis=1), *(np.stack([f[i] for f in finals]) for i in range(2))
