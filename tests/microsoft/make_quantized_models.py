@@ -26,7 +26,11 @@ from onnxruntime.quantization import (
     quantize_dynamic,
     quantize_static,
 )
-from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+from onnxruntime.quantization.matmul_nbits_quantizer import (
+    DefaultWeightOnlyQuantConfig,
+    HQQWeightOnlyQuantConfig,
+    MatMulNBitsQuantizer,
+)
 
 OUT = Path(__file__).parent / "data" / "quantized"
 RNG = np.random.default_rng(2024)
@@ -123,6 +127,37 @@ def gemm_mlp() -> onnx.ModelProto:
     return _model(nodes, [x], [y], inits)
 
 
+def embedding(vocab: int = 50, width: int = 64, out: int = 32) -> onnx.ModelProto:
+    """Gather of token ids (2, 3) from an embedding table, then MatMul."""
+    n = helper.make_node
+    nodes = [n("Gather", ["table", "x"], ["e"]), n("MatMul", ["e", "w"], ["y"])]
+    inits = [_init("table", vocab, width, scale=1.0), _init("w", width, out, scale=0.2)]
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, out])
+    return _model(nodes, [x], [y], inits)
+
+
+def lstm(width: int = 8, hidden: int = 16) -> onnx.ModelProto:
+    """A bidirectional LSTM over a (5, 2, width) sequence; the dynamic quantizer makes it a
+    DynamicQuantizeLSTM."""
+    node = helper.make_node(
+        "LSTM",
+        ["x", "w", "r", "b"],
+        ["y", "y_h", "y_c"],
+        hidden_size=hidden,
+        direction="bidirectional",
+    )
+    inits = [
+        _init("w", 2, 4 * hidden, width, scale=0.3),
+        _init("r", 2, 4 * hidden, hidden, scale=0.3),
+        _init("b", 2, 8 * hidden, scale=0.1),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 2, width])
+    shapes = {"y": [5, 2, 2, hidden], "y_h": [2, 2, hidden], "y_c": [2, 2, hidden]}
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, d) for o, d in shapes.items()]
+    return _model([node], [x], outs, inits)
+
+
 class _Batches(CalibrationDataReader):
     """A few random batches for the static quantizer's calibration."""
 
@@ -157,6 +192,20 @@ def _nbits(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     return quantizer.model.model
 
 
+def _nbits_with_gather(model: onnx.ModelProto, is_symmetric: bool) -> onnx.ModelProto:
+    """MatMul to MatMulNBits and Gather to GatherBlockQuantized (uint4 codes with zero
+    points, or int4 symmetric), blocks of 32 along the embedding width."""
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=32,
+        is_symmetric=is_symmetric,
+        op_types_to_quantize=("MatMul", "Gather"),
+        quant_axes=(("Gather", 1), ("MatMul", 0)),
+    )
+    quantizer = MatMulNBitsQuantizer(model, algo_config=config)
+    quantizer.process()
+    return quantizer.model.model
+
+
 def _ort_optimized(model: onnx.ModelProto, level: str) -> onnx.ModelProto:
     """``model`` as onnxruntime saves it after its graph optimizations at ``level``
     (``extended`` fuses the dynamic quantizer's MatMulInteger chains into DynamicQuantizeMatMul
@@ -175,6 +224,7 @@ def _ort_optimized(model: onnx.ModelProto, level: str) -> onnx.ModelProto:
 
 CNN = (1, 3, 16, 16)
 MLP = (4, 64)
+TOKENS = (2, 3)
 QOP = dict(quant_format=QuantFormat.QOperator)
 QDQ_CONTRIB = dict(quant_format=QuantFormat.QDQ, extra_options={"UseQDQContribOps": True})
 
@@ -229,6 +279,22 @@ MODELS: dict[str, tuple[Callable[[], onnx.ModelProto], tuple[int, ...]]] = {
         ),
         MLP,
     ),
+    "mlp_qdq_contrib_a16w4_per_channel": (
+        lambda: _static(
+            mlp(),
+            MLP,
+            activation_type=QuantType.QUInt16,
+            weight_type=QuantType.QInt4,
+            per_channel=True,
+            **QDQ_CONTRIB,
+        ),
+        MLP,
+    ),
+    "lstm_dynamic_s8": (lambda: _dynamic(lstm(), weight_type=QuantType.QInt8), (5, 2, 8)),
+    "lstm_dynamic_u8_per_channel": (
+        lambda: _dynamic(lstm(), weight_type=QuantType.QUInt8, per_channel=True),
+        (5, 2, 8),
+    ),
     "mlp_dynamic_u8": (lambda: _dynamic(mlp(), weight_type=QuantType.QUInt8), MLP),
     "mlp_dynamic_s8_per_channel": (
         lambda: _dynamic(mlp(), weight_type=QuantType.QInt8, per_channel=True),
@@ -250,6 +316,12 @@ MODELS: dict[str, tuple[Callable[[], onnx.ModelProto], tuple[int, ...]]] = {
     "mlp_nbits4_b32_sym": (lambda: _nbits(mlp(), block_size=32, is_symmetric=True), MLP),
     "mlp_nbits4_b64_asym": (lambda: _nbits(mlp(), block_size=64, is_symmetric=False), MLP),
     "mlp_nbits8_b32_asym": (lambda: _nbits(mlp(), bits=8, block_size=32, is_symmetric=False), MLP),
+    "mlp_hqq4_b32": (
+        lambda: _nbits(mlp(), algo_config=HQQWeightOnlyQuantConfig(block_size=32)),
+        MLP,
+    ),
+    "embed_nbits4_asym": (lambda: _nbits_with_gather(embedding(), False), TOKENS),
+    "embed_nbits4_sym": (lambda: _nbits_with_gather(embedding(), True), TOKENS),
 }
 
 
@@ -258,7 +330,10 @@ def main() -> None:
     inputs = {}
     for name, (build, shape) in MODELS.items():
         onnx.save(build(), OUT / f"{name}.onnx")
-        inputs[name] = RNG.standard_normal(shape).astype(np.float32)
+        if shape is TOKENS:
+            inputs[name] = RNG.integers(0, 50, size=shape)
+        else:
+            inputs[name] = RNG.standard_normal(shape).astype(np.float32)
     np.savez_compressed(OUT / "inputs.npz", **inputs)
 
 
