@@ -6,6 +6,7 @@ operator              since  meaning
 ====================  =====  ============================================================
 MatMulNBits           1      ``A @ dequantize(B).T`` for B packed in 2 to 8-bit codes
 GatherBlockQuantized  1      Gather of a block-quantized table, dequantized
+MatMulBnb4            1      ``A @ W.T`` for W in bitsandbytes' FP4 or NF4 codes
 ====================  =====  ============================================================
 
 A block is ``block_size`` consecutive elements along the quantized axis sharing one scale and
@@ -186,3 +187,60 @@ def _gathered(param: np.ndarray, indices: np.ndarray, gather: int) -> np.ndarray
 def _after_gather(axis: int, gather: int, indices: np.ndarray) -> int:
     """Where ``axis`` of the table lands in the gathered result."""
     return axis + indices.ndim - 1 if axis > gather else axis
+
+
+# -- MatMulBnb4 ---------------------------------------------------------------------------------
+#: bitsandbytes' 4-bit codes: FP4 (sign, two exponent bits, one mantissa bit, scaled to 1) and
+#: NF4 (the normal distribution's quantiles, normalized to [-1, 1]), by code.
+_FP4 = np.array([0, 1 / 192, 2 / 3, 1, 1 / 3, 1 / 2, 1 / 6, 1 / 4], np.float32)
+_BNB4 = {
+    0: np.concatenate([_FP4, -_FP4]),
+    1: np.array(
+        [
+            -1.0,
+            -0.6961928009986877,
+            -0.5250730514526367,
+            -0.39491748809814453,
+            -0.28444138169288635,
+            -0.18477343022823334,
+            -0.09105003625154495,
+            0.0,
+            0.07958029955625534,
+            0.16093020141124725,
+            0.24611230194568634,
+            0.33791524171829224,
+            0.44070982933044006,
+            0.5626170039176941,
+            0.7229568362236023,
+            1.0,
+        ],
+        np.float32,
+    ),
+}
+
+
+@op("MatMulBnb4", 1, domain=MS_DOMAIN)
+def matmul_bnb4(
+    a: np.ndarray,
+    b: np.ndarray,
+    absmax: np.ndarray,
+    *,
+    K: int,
+    N: int,
+    block_size: int,
+    quant_type: int,
+    training_mode: int = 0,
+    transB: int = 1,
+) -> np.ndarray:
+    """``A @ W.T`` (``transB``, the default) or ``A @ W`` for the (N, K) weight W that B holds
+    as 4-bit FP4 (``quant_type`` 0) or NF4 (1) codes, two a byte with the first in the high
+    nibble, each block of ``block_size`` codes (in W's row-major order) scaled by its absmax."""
+    if quant_type not in _BNB4:
+        raise ValueError(f"quant_type must be 0 (FP4) or 1 (NF4), found {quant_type}")
+    count = N * K
+    codes = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[:count]
+    scale = np.repeat(absmax.astype(np.float32), block_size)[:count]
+    w = (_BNB4[quant_type][codes] * scale).reshape(N, K)
+    work = np.float32 if a.dtype == np.float16 else a.dtype
+    y = np.matmul(a.astype(work, copy=False), w.T if transB else w)
+    return y.astype(a.dtype, copy=False)
