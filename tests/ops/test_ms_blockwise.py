@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from onnx import ModelProto, numpy_helper
-from ort_compare import assert_matches, ms_model
+from ort_compare import assert_matches, ms_model, run_both
 
 import onnxflow
 
@@ -123,6 +123,36 @@ def test_matmul_nbits_accuracy_level_4_is_the_float_product_within_a_quantizatio
         *ms_model("MatMulNBits", [a, b, scales], **dict(attrs, accuracy_level=0))
     )
     np.testing.assert_array_equal(ours[0], exact[0])
+
+
+@pytest.mark.parametrize("weights", ["constant", "fed"])
+def test_matmul_nbits_session_run_twice(weights: str) -> None:
+    """Constant weights are dequantized once and kept; weights fed anew are read anew."""
+    attrs = dict(K=64, N=8, bits=4, block_size=32)
+    model, feeds = ms_model(
+        "MatMulNBits", [*_f32_rows(3), *_nbits_inputs(64, 8, 4, 32, "packed")], **attrs
+    )
+    if weights == "constant":
+        model, feeds = _constant((model, feeds), "in1", "in2", "in3")
+    session = onnxflow.InferenceSession(_typed(model))
+    for _ in range(2):
+        feeds = dict(feeds, in0=_f32_rows(3)[0])
+        if weights == "fed":
+            feeds.update(
+                zip(["in1", "in2", "in3"], _nbits_inputs(64, 8, 4, 32, "packed"), strict=True)
+            )
+        (ours,) = session.run(None, feeds)
+        (theirs,) = run_both(model, feeds)[1]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def _f32_rows(n: int) -> list[np.ndarray]:
+    return [RNG.standard_normal((n, 64)).astype(np.float32)]
+
+
+def _typed(model: ModelProto) -> ModelProto:
+    model.graph.output[0].type.tensor_type.elem_type = 1
+    return model
 
 
 def test_matmul_nbits_float16() -> None:

@@ -16,6 +16,8 @@ one zero point. Packed codes are a little-endian bit stream: code ``i`` of a row
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from onnxflow.ops._common import normalize_axis
@@ -23,6 +25,8 @@ from onnxflow.ops.cast import is_float
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.quantization import dequantize
 from onnxflow.ops.registry import op
+from onnxflow.ops.rnn import WeightMemo
+from onnxflow.traits import Traits
 
 
 def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
@@ -38,7 +42,12 @@ def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
 
 
 # -- MatMulNBits --------------------------------------------------------------------------------
-@op("MatMulNBits", 1, domain=MS_DOMAIN)
+@op(
+    "MatMulNBits",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(stateful=lambda: functools.partial(matmul_nbits, weights_memo=WeightMemo())),
+)
 def matmul_nbits(
     a: np.ndarray,
     b: np.ndarray,
@@ -53,6 +62,7 @@ def matmul_nbits(
     bits: int = 4,
     block_size: int,
     weight_prepacked: int = 0,
+    weights_memo: WeightMemo | None = None,
 ) -> np.ndarray:
     """``A @ W.T (+ bias)`` with ``W[n, k] = (code - zero_point) * scale`` of k's block.
 
@@ -68,6 +78,9 @@ def matmul_nbits(
     integer dot products; that rounding is not reproduced here (the attribute is read and
     ignored), so at level 4 onnxflow gives the level 0 result, which differs from
     onnxruntime's by A's quantization error (about 1% of a typical output).
+
+    ``weights_memo``: where the stateful form keeps W dequantized for the arrays given last
+    (constant weights are dequantized once).
     """
     if weight_prepacked:
         raise ValueError(
@@ -80,8 +93,14 @@ def matmul_nbits(
     if b.size == 0:
         y = np.zeros((*a.shape[:-1], N), work)
     else:
-        w = _dequantized_weight(b, scales, zero_points, g_idx, K, N, bits, block_size, work)
-        y = np.matmul(a.astype(work, copy=False), w.T)
+
+        def make() -> np.ndarray:
+            w = _dequantized_weight(b, scales, zero_points, g_idx, K, N, bits, block_size, work)
+            return np.ascontiguousarray(w.T)
+
+        key = (b, scales, zero_points, g_idx, work)
+        w_t = make() if weights_memo is None else weights_memo.get(key, make)
+        y = np.matmul(a.astype(work, copy=False), w_t)
     if bias is not None:
         y = y + bias.astype(work, copy=False)
     return y.astype(a.dtype, copy=False)
