@@ -247,10 +247,11 @@ GH = 16  # onnxruntime's rotary needs a head size that is a multiple of 16
 
 def _gqa_step(step: str, dtype: type = np.float32) -> list[np.ndarray | None]:
     """query, key, value, past_key, past_value, seqlens_k, total_sequence_length of a step:
-    a first prompt (batch 1 right-padded), the next token, a two-token continuation, or the
-    next token into a shared buffer longer than the sequence."""
+    a first prompt (batch 1 right-padded) into no cache or a shared buffer, the next token, a
+    two-token continuation, or the next token into a shared buffer longer than the sequence."""
     s, past, lengths = {
         "prompt": (S, None, [S, 2]),
+        "prompt_shared_buffer": (S, 8, [S, 2]),
         "next_token": (1, 5, [6, 4]),
         "two_tokens": (2, 5, [7]),  # onnxruntime takes several new tokens in a batch of one
         "shared_buffer": (1, 8, [6, 4]),
@@ -268,7 +269,7 @@ def _gqa(inputs: list[np.ndarray | None], rtol: float = 1e-5, **attrs: object) -
     assert_matches(*model, rtol=rtol, atol=rtol)
 
 
-STEPS = ["prompt", "next_token", "two_tokens", "shared_buffer"]
+STEPS = ["prompt", "prompt_shared_buffer", "next_token", "two_tokens", "shared_buffer"]
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -384,3 +385,10 @@ def test_qattention_zero_points_omitted_and_past_given() -> None:
     inputs[5] = np.array([7, 5], np.int32)
     model = ms_model("QAttention", [*inputs, None, None, past], 2, num_heads=N)
     assert_matches(*model, rtol=1e-4, atol=1e-4)
+
+
+def test_gqa_refuses_seqlens_shorter_than_the_new_tokens() -> None:
+    inputs = _gqa_step("two_tokens")
+    inputs[5] = np.array([0], np.int32)  # one key in all after two new tokens
+    with pytest.raises(onnxflow.OnnxflowError, match="seqlens_k"):
+        _ours("GroupQueryAttention", inputs, 3, num_heads=N, kv_num_heads=KV)

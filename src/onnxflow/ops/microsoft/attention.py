@@ -451,12 +451,18 @@ class _Steps:
     def of(
         cls, s: int, past_key: np.ndarray | None, seqlens_k: np.ndarray, longest: np.ndarray
     ) -> _Steps:
-        """A first prompt (no cache, S = T) starts each batch at position 0, its keys past
-        ``seqlens_k[b] + 1`` right padding; later calls follow each batch's cached keys."""
+        """A first prompt (S = T, into an empty or a shared cache) starts each batch at
+        position 0, its keys past ``seqlens_k[b] + 1`` right padding; later calls follow each
+        batch's cached keys."""
         total = seqlens_k.astype(np.int64).reshape(-1) + 1
         cache_len = 0 if past_key is None else past_key.shape[2]
         t = int(np.asarray(longest).reshape(-1)[0])
-        past = np.zeros_like(total) if cache_len == 0 and s == t else total - s
+        past = np.zeros_like(total) if s == t else total - s
+        if np.any(past < 0) or np.any(total > max(cache_len, t)):
+            raise ValueError(
+                f"seqlens_k + 1 = {total.tolist()} must lie between the {s} new tokens and the "
+                f"cache length {max(cache_len, t)} (total_sequence_length {t}, past {cache_len})"
+            )
         return cls(s, past, total, t, max(cache_len, t))
 
     def positions(self, position_ids: np.ndarray | None) -> np.ndarray:
@@ -524,9 +530,9 @@ def group_query_attention(
     """Grouped-query attention over a per-batch kv cache; return (output (B, S, N*H),
     present_key, present_value), the presents (B, Nk, max(cache, total_sequence_length), H).
 
-    Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (no cache, S
-    equal to ``total_sequence_length``) its queries start at position 0 and keys past that
-    count are right padding; otherwise they follow its cached keys.
+    Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (S equal to
+    ``total_sequence_length``) its queries start at position 0 and keys past that count are
+    right padding; otherwise they follow its cached keys.
     """
     _refuse_gqa_extras(unsupported, (k_quant_type, v_quant_type), sliding_window_cache, qk_output)
     spec = _GroupQuery(
