@@ -264,7 +264,11 @@ def qlinear_softmax(
     opset: int,
 ) -> np.ndarray:
     """Softmax of ``x``'s real values along ``axis`` (opset 13 on) or over the 2-D rows it
-    starts (``opset`` below 13), quantized to Y's scale."""
+    starts (``opset`` below 13), in float32, quantized to Y's scale: the nearest code.
+
+    With the output scale onnxruntime's quantizer gives a softmax (1/256, zero point 0 for
+    uint8 or -128 for int8) the codes are onnxruntime's; with others its CPU kernel, which
+    divides through a scaled table of exponentials, may give the code one below."""
     _check_byte(x)
     axis = normalize_axis(axis, x.ndim)
     shape = x.shape
