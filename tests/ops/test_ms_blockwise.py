@@ -181,7 +181,9 @@ def _gather_table(dtype: type, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", SMALL, ids=["int4", "uint4"])
-@pytest.mark.parametrize(("gather_axis", "quantize_axis"), [(0, 1), (1, 0), (0, -1), (2, 1)])
+@pytest.mark.parametrize(
+    ("gather_axis", "quantize_axis"), [(0, 1), (1, 0), (0, -1), (2, 1), (1, 1), (0, 0)]
+)
 @pytest.mark.parametrize("with_zero", [False, True], ids=["no_zero", "zero"])
 def test_gather_block_quantized_4bit(
     dtype: type, gather_axis: int, quantize_axis: int, with_zero: bool
@@ -273,3 +275,29 @@ def test_matmul_bnb4_untransposed_is_a_times_w(quant_type: int) -> None:
     model.graph.output[0].type.tensor_type.elem_type = 1
     (y,) = onnxflow.InferenceSession(model).run(None, feeds)
     np.testing.assert_allclose(y, a @ w_t.T, rtol=1e-5, atol=1e-5)
+
+
+# -- errors --------------------------------------------------------------------------------------
+def _fails(model: ModelProto, feeds: dict[str, Any], match: str) -> None:
+    with pytest.raises(onnxflow.OnnxflowError, match=match):
+        onnxflow.InferenceSession(_typed(model)).run(None, feeds)
+
+
+def test_matmul_nbits_names_a_k_mismatch() -> None:
+    b, scales, _ = _nbits_inputs(64, 8, 4, 32, "none")
+    a = RNG.standard_normal((2, 48)).astype(np.float32)
+    model, feeds = ms_model("MatMulNBits", [a, b, scales], K=64, N=8, block_size=32)
+    _fails(model, feeds, "48 columns, expected K = 64")
+
+
+def test_matmul_nbits_refuses_prepacked_weights() -> None:
+    b, scales, _ = _nbits_inputs(64, 8, 4, 32, "none")
+    a = RNG.standard_normal((2, 64)).astype(np.float32)
+    attrs = dict(K=64, N=8, block_size=32, weight_prepacked=1)
+    _fails(*ms_model("MatMulNBits", [a, b, scales], **attrs), "weight_prepacked")
+
+
+def test_gather_block_quantized_refuses_odd_bit_widths_in_uint8() -> None:
+    data, scales = np.zeros((4, 24), np.uint8), np.ones((4, 2), np.float32)
+    inputs = [data, np.array([0], np.int64), scales]
+    _fails(*ms_model("GatherBlockQuantized", inputs, bits=3, block_size=32), "bits=3")

@@ -14,6 +14,8 @@ import pytest
 from onnx import ModelProto, helper, numpy_helper
 from ort_compare import assert_matches, ms_model, run_both
 
+import onnxflow
+
 RNG = np.random.default_rng(18)
 BYTES = [np.uint8, np.int8]
 
@@ -323,3 +325,22 @@ def test_dynamic_quantize_lstm_clip_and_coupled_gates() -> None:
     )
     model = ms_model("DynamicQuantizeLSTM", inputs, n_out=3, **attrs)
     assert_matches(*model, rtol=1e-5, atol=1e-5)
+
+
+# -- errors --------------------------------------------------------------------------------------
+def _fails(model: ModelProto, feeds: dict[str, Any], match: str) -> None:
+    model.graph.output[0].type.tensor_type.elem_type = 2
+    with pytest.raises(onnxflow.OnnxflowError, match=match):
+        onnxflow.InferenceSession(model).run(None, feeds)
+
+
+def test_concat_names_an_incomplete_triple() -> None:
+    a = _q(np.uint8, 2, 3)
+    inputs = [_s(0.1), _zp(np.uint8, 128), a, _s(0.1), _zp(np.uint8, 128), a, _s(0.1)]
+    _fails(*ms_model("QLinearConcat", inputs, axis=0), "triples")
+
+
+def test_binary_refuses_16_bit_codes() -> None:
+    a, zero = np.zeros((2, 2), np.uint16), np.array(0, np.uint16)
+    inputs = [a, _s(0.1), zero, a, _s(0.1), zero, _s(0.1), zero]
+    _fails(*ms_model("QLinearAdd", inputs), "uint8 or int8")

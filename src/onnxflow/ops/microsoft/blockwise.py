@@ -158,11 +158,12 @@ def gather_block_quantized(
     gather = normalize_axis(gather_axis, codes.ndim)
     if is_float(codes.dtype):
         scales, block_size = _float_layout(codes, scales, axis, block_size)
-    picked = np.take(codes, indices.astype(np.int64), axis=gather)
-    if gather == axis:
-        raise ValueError(f"gather_axis and quantize_axis are both {axis}; expected them to differ")
-    scale = _gathered(scales, indices, gather)
-    zero = None if zero is None else _gathered(zero, indices, gather)
+    rows = indices.astype(np.int64)
+    picked = np.take(codes, rows, axis=gather)
+    if gather == axis:  # each gathered element's block is its index's: one scale each
+        rows, block_size = rows // block_size, 1
+    scale = _gathered(scales, rows, gather)
+    zero = None if zero is None else _gathered(zero, rows, gather)
     return dequantize(
         picked, scale, zero, _after_gather(axis, gather, indices), block_size, scales.dtype
     )
