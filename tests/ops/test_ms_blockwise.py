@@ -160,7 +160,7 @@ def test_matmul_nbits_float16() -> None:
     a = RNG.standard_normal((3, 64)).astype(np.float16)
     inputs = [a, b, scales.astype(np.float16), zero_points]
     attrs = dict(K=64, N=8, bits=4, block_size=32)
-    assert_matches(*ms_model("MatMulNBits", inputs, **attrs), rtol=2e-2, atol=2e-2)
+    assert_matches(*ms_model("MatMulNBits", inputs, **attrs), rtol=1e-3, atol=1e-3)
 
 
 def test_matmul_nbits_empty_b_is_the_bias() -> None:
