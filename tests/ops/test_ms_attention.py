@@ -82,6 +82,13 @@ def test_attention_bias_broadcasts_over_batch_and_heads(shape: tuple[int, ...]) 
     assert_matches(*ms_model("Attention", inputs, num_heads=N))
 
 
+def _typed(model: tuple, elem: int = 1) -> tuple:
+    """A one-node model whose outputs are typed (onnxruntime cannot infer a qk output's)."""
+    for out in model[0].graph.output:
+        out.type.tensor_type.elem_type = elem
+    return model
+
+
 def _ours(op: str, inputs: list[np.ndarray | None], n_out: int = 1, **attrs: object) -> list:
     """onnxflow's float outputs of a one-node model (no onnxruntime to compare with)."""
     model, feeds = ms_model(op, inputs, n_out, **attrs)
@@ -334,14 +341,30 @@ def test_gqa_float16(step: str) -> None:
     _gqa(inputs, rtol=2e-3, do_rotary=1)
 
 
+@pytest.mark.parametrize("mask", [None, "raw_2d"])
+def test_mha_qk_output_is_the_scores_before_softmax(mask: str | None) -> None:
+    inputs = [*_mha_forms("separate"), None, KEY_PADDING.get(mask) if mask else None]
+    inputs.append(_f32(1, N, S, L))
+    model = _typed(ms_model("MultiHeadAttention", inputs, 4, num_heads=N))
+    assert_matches(*model, rtol=1e-4, atol=1e-3)  # scores near -10000 keep 1e-7 relative
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token"])
+@pytest.mark.parametrize("qk_output", [1, 2])
+def test_gqa_qk_output_before_or_after_softmax(step: str, qk_output: int) -> None:
+    attrs = {"num_heads": N, "kv_num_heads": KV, "qk_output": qk_output, "softcap": 2.0}
+    model = _typed(ms_model("GroupQueryAttention", _gqa_step(step), 4, **attrs))
+    assert_matches(*model)
+
+
 @pytest.mark.parametrize(
     "op, inputs, attrs, named",
     [
         ("Attention", _packed(), {"num_heads": N, "do_rotary": 1}, "do_rotary"),
         ("GroupQueryAttention", _gqa_step("prompt"), {"k_quant_type": "PER_TENSOR"}, "quantized"),
-        ("GroupQueryAttention", _gqa_step("prompt"), {"qk_output": 1}, "qk_output"),
+        ("GroupQueryAttention", _gqa_step("prompt"), {"sliding_window_cache": 1}, "window"),
     ],
-    ids=["attention_do_rotary", "gqa_quantized_cache", "gqa_qk_output"],
+    ids=["attention_do_rotary", "gqa_quantized_cache", "gqa_sliding_window_cache"],
 )
 def test_options_not_run_are_refused_by_name(
     op: str, inputs: list, attrs: dict, named: str

@@ -85,10 +85,10 @@ def _attend(
     scale: float,
     softcap: float = 0.0,
     sink: np.ndarray | None = None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return softmax(softcap(scale * Q K^T) + bias) V for (B, N, S, H) queries over
     (B, Nk, T, H) keys and values (each kv head serving N / Nk query heads), as (B, N, S, Hv)
-    in the accumulation dtype."""
+    in the accumulation dtype; with the scores before the softmax and the probabilities."""
     work = accumulation_dtype(q4.dtype)
     factor = work.type(scale or 1 / np.sqrt(q4.shape[3]))
     keys = _share_heads(k4.astype(work), q4.shape[1])
@@ -99,7 +99,7 @@ def _attend(
     if bias is not None:
         scores = scores + bias.astype(work)
     probs = _softmax_with_sink(scores, sink)
-    return np.matmul(probs, _share_heads(v4.astype(work), q4.shape[1]))
+    return np.matmul(probs, _share_heads(v4.astype(work), q4.shape[1])), scores, probs
 
 
 # -- masks of Attention and MultiHeadAttention -------------------------------------------------
@@ -197,7 +197,7 @@ class _SelfAttention:
         mask = _additive_mask(
             mask_index, (b, s, total, past_len), self.mask_filter_value, self.unidirectional
         )
-        y = _attend(q4, k4, v4, _plus(mask, attention_bias), self.scale)
+        y = _attend(q4, k4, v4, _plus(mask, attention_bias), self.scale)[0]
         present = np.stack([k4, v4]).astype(qkv.dtype) if k4.shape == v4.shape else None
         return _merge_heads(y).astype(qkv.dtype), present
 
@@ -297,9 +297,10 @@ def multi_head_attention(
     unidirectional: int = 0,
     scale: float = 0.0,
     mask_filter_value: float = _FILTER,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Self or cross attention; return (output (B, S, Dv), present_key, present_value), the
-    presents (B, N, past + L, H) with the past before the new keys and values."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Self or cross attention; return (output (B, S, Dv), present_key, present_value, qk),
+    the presents (B, N, past + L, H) with the past before the new keys and values, qk the
+    (B, N, S, T) scores before the softmax (scaled, masked, biased)."""
     _refuse(
         "MultiHeadAttention past_sequence_length (a shared kv buffer)",
         past_sequence_length is not None,
@@ -314,8 +315,8 @@ def multi_head_attention(
     mask = _additive_mask(
         key_padding_mask, (b, s, total, past_len), mask_filter_value, unidirectional
     )
-    y = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
-    return _merge_heads(y).astype(query.dtype), k4, v4
+    y, scores, _ = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
+    return _merge_heads(y).astype(query.dtype), k4, v4, scores.astype(query.dtype)
 
 
 # -- RotaryEmbedding ---------------------------------------------------------------------------
@@ -376,6 +377,7 @@ class _GroupQuery:
     causal: int
     rotary_interleaved: int
     smooth_softmax: int
+    qk_output: int
 
     def split(
         self, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None
@@ -420,15 +422,20 @@ class _GroupQuery:
         steps: _Steps,
         attention_bias: np.ndarray | None,
         head_sink: np.ndarray | None,
-    ) -> np.ndarray:
-        """The (B, N, S, H) attention of the queries over the first T cached keys."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The (B, N, S, H) attention of the queries over the first T cached keys, and the
+        (B, N, S, T) scores ``qk_output`` asks for (zeros if none): before the softmax (1) or
+        after (2), zero at the keys excluded."""
         work = accumulation_dtype(q4.dtype)
         keys, values = (x[:, :, : steps.longest] for x in presents)
-        bias = np.where(self.allowed(steps), work.type(0), work.type(-np.inf))
-        return _attend(
+        allowed = self.allowed(steps)
+        bias = np.where(allowed, work.type(0), work.type(-np.inf))
+        y, scores, probs = _attend(
             q4, keys, values, _plus(bias, attention_bias), self.scale, self.softcap,
             self.sink(head_sink, work),
         )  # fmt: skip
+        qk = {1: scores, 2: probs}.get(self.qk_output, np.zeros_like(scores))
+        return y, np.where(allowed, qk, work.type(0))
 
     def sink(self, head_sink: np.ndarray | None, work: np.dtype) -> np.ndarray | None:
         """The extra softmax logit of each head: ``head_sink``, or 0 with smooth_softmax."""
@@ -484,14 +491,13 @@ class _Steps:
 
 
 def _refuse_gqa_extras(
-    inputs: tuple[np.ndarray | None, ...], quant: tuple[str, str], window_cache: int, qk: int
+    inputs: tuple[np.ndarray | None, ...], quant: tuple[str, str], window_cache: int
 ) -> None:
     """Refuse the GroupQueryAttention options onnxflow does not run: a quantized cache
-    (k_scale, v_scale), q/k RMS norm weights, query_seqlens, a windowed cache, qk_output."""
+    (k_scale, v_scale), q/k RMS norm weights, query_seqlens, a windowed cache."""
     _refuse("GroupQueryAttention inputs after head_sink", any(x is not None for x in inputs))
     _refuse("GroupQueryAttention quantized kv cache", quant != ("NONE", "NONE"))
     _refuse("GroupQueryAttention sliding_window_cache", window_cache)
-    _refuse("GroupQueryAttention qk_output", qk)
 
 
 @_registered("GroupQueryAttention")
@@ -526,26 +532,27 @@ def group_query_attention(
     qk_norm_epsilon: float = 1e-6,
     q_norm_epsilon: float | None = None,
     k_norm_epsilon: float | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Grouped-query attention over a per-batch kv cache; return (output (B, S, N*H),
-    present_key, present_value), the presents (B, Nk, max(cache, total_sequence_length), H).
+    present_key, present_value, output_qk), the presents (B, Nk, max(cache,
+    total_sequence_length), H), output_qk the scores ``qk_output`` names.
 
     Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (S equal to
     ``total_sequence_length``) its queries start at position 0 and keys past that count are
     right padding; otherwise they follow its cached keys.
     """
-    _refuse_gqa_extras(unsupported, (k_quant_type, v_quant_type), sliding_window_cache, qk_output)
+    _refuse_gqa_extras(unsupported, (k_quant_type, v_quant_type), sliding_window_cache)
     spec = _GroupQuery(
         num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
-        smooth_softmax,
+        smooth_softmax, qk_output,
     )  # fmt: skip
     q4, k4, v4 = spec.split(query, key, value)
     steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length)
     if do_rotary:
         q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
     present_key, present_value = steps.cached(past_key, k4), steps.cached(past_value, v4)
-    y = spec.attend(q4, (present_key, present_value), steps, attention_bias, head_sink)
-    return _merge_heads(y).astype(query.dtype), present_key, present_value
+    y, qk = spec.attend(q4, (present_key, present_value), steps, attention_bias, head_sink)
+    return _merge_heads(y).astype(query.dtype), present_key, present_value, qk.astype(query.dtype)
 
 
 # -- QAttention --------------------------------------------------------------------------------
