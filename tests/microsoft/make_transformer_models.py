@@ -5,7 +5,8 @@ to commit:
 
 - ``bert_optimized.onnx``: transformers' BertModel exported by ``torch.onnx.export`` and fused
   by ``onnxruntime.transformers.optimizer.optimize_model(model_type="bert")`` (Attention,
-  EmbedLayerNormalization, SkipLayerNormalization, BiasGelu).
+  EmbedLayerNormalization, SkipLayerNormalization, BiasGelu); ``bert_mha_optimized.onnx`` the
+  same export fused with ``use_multi_head_attention`` (MultiHeadAttention on separate Q, K, V).
 - ``gpt2_past_optimized.onnx``: a GPT-2 written as transformers 4.x wrote it (Conv1D layers,
   a boolean causal buffer, a stacked (2, B, N, P, H) past per layer), exported and fused with
   ``model_type="gpt2"`` into Attention with past and present, FastGelu, SkipLayerNormalization.
@@ -33,6 +34,7 @@ import onnxruntime as ort
 import torch
 import transformers
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.transformers.fusion_options import FusionOptions
 from onnxruntime.transformers.optimizer import optimize_model
 from torch import nn
 
@@ -44,28 +46,31 @@ FEEDS: dict[str, np.ndarray] = {}
 def _optimized(
     module: nn.Module,
     args: tuple,
-    names: list[str],
-    outputs: list[str],
+    names: tuple[list[str], list[str]],
     dynamic: dict,
-    model_type: str,
-    heads: int,
-    hidden: int,
-) -> onnx.ModelProto:
-    """``module`` exported by TorchScript and fused by onnxruntime's transformer optimizer."""
+    fusion: tuple[str, int, int],
+    variants: dict[str, dict[str, bool]],
+) -> dict[str, onnx.ModelProto]:
+    """``module`` exported by TorchScript (``names``: its inputs' and outputs') and fused by
+    onnxruntime's transformer optimizer (``fusion``: model_type, num_heads, hidden_size) once
+    per variant, a name and the FusionOptions it sets."""
+    model_type, heads, hidden = fusion
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "model.onnx")
         torch.onnx.export(
-            module,
-            args,
-            path,
-            input_names=names,
-            output_names=outputs,
-            dynamic_axes=dynamic,
-            opset_version=17,
-            dynamo=False,
-        )
-        fused = optimize_model(path, model_type=model_type, num_heads=heads, hidden_size=hidden)
-        return fused.model
+            module, args, path, input_names=names[0], output_names=names[1],
+            dynamic_axes=dynamic, opset_version=17, dynamo=False,
+        )  # fmt: skip
+        fused = {}
+        for name, settings in variants.items():
+            options = FusionOptions(model_type)
+            for key, value in settings.items():
+                setattr(options, key, value)
+            fused[name] = optimize_model(
+                path, model_type=model_type, num_heads=heads, hidden_size=hidden,
+                optimization_options=options,
+            ).model  # fmt: skip
+        return fused
 
 
 # -- BERT --------------------------------------------------------------------------------------
@@ -81,8 +86,9 @@ class _Bert(nn.Module):
         return out.last_hidden_state, out.pooler_output
 
 
-def bert() -> onnx.ModelProto:
-    """BERT fused by the optimizer; feeds with batch 1 padded after 5 tokens, two segments."""
+def bert() -> dict[str, onnx.ModelProto]:
+    """BERT fused by the optimizer into Attention and, asked to, into MultiHeadAttention;
+    feeds with batch 1 padded after 5 tokens, two segments."""
     config = transformers.BertConfig(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -102,15 +108,10 @@ def bert() -> onnx.ModelProto:
     names = ["input_ids", "attention_mask", "token_type_ids"]
     FEEDS.update({f"bert.{n}": t.numpy() for n, t in zip(names, (ids, mask, types))})
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
+    outputs = ["last_hidden_state", "pooler_output"]
+    variants = {"bert_optimized": {}, "bert_mha_optimized": {"use_multi_head_attention": True}}
     return _optimized(
-        model,
-        (ids, mask, types),
-        names,
-        ["last_hidden_state", "pooler_output"],
-        dynamic,
-        "bert",
-        4,
-        32,
+        model, (ids, mask, types), (names, outputs), dynamic, ("bert", 4, 32), variants
     )
 
 
@@ -185,7 +186,7 @@ class _Gpt2(nn.Module):
         return (self.ln_f(x) @ self.wte.weight.t(), *presents)
 
 
-def gpt2() -> onnx.ModelProto:
+def gpt2() -> dict[str, onnx.ModelProto]:
     """GPT-2 with past fused by the optimizer; feeds of 3 new tokens after 4 cached."""
     b, s, p = 2, 3, 4
     ids = torch.randint(0, VOCAB, (b, s))
@@ -200,9 +201,9 @@ def gpt2() -> onnx.ModelProto:
     dynamic["attention_mask"] = {0: "batch", 1: "total"}
     dynamic.update({f"past_{i}": {1: "batch", 3: "past"} for i in range(LAYERS)})
     dynamic.update({f"present_{i}": {1: "batch", 3: "total"} for i in range(LAYERS)})
-    return _optimized(
-        _Gpt2().eval(), (ids, pos, mask, *past), names, outputs, dynamic, "gpt2", N, D
-    )
+    args = (ids, pos, mask, *past)
+    variants = {"gpt2_past_optimized": {}}
+    return _optimized(_Gpt2().eval(), args, (names, outputs), dynamic, ("gpt2", N, D), variants)
 
 
 # -- LLaMA in the model builder's layout -------------------------------------------------------
@@ -337,7 +338,7 @@ def _llama_model(nodes: list, inits: list) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=opsets, ir_version=8)
 
 
-def llama() -> onnx.ModelProto:
+def llama() -> dict[str, onnx.ModelProto]:
     """LLaMA in the builder's layout; feeds of a 5-token prompt and of the next token after
     it (batch 1 with two trailing masked positions)."""
     config = transformers.LlamaConfig(
@@ -377,19 +378,16 @@ def llama() -> onnx.ModelProto:
         }
     )
     FEEDS.update({f"llama_step.{n}": v for n, v in step.items()})
-    return model
+    return {"llama_gqa": model}
 
 
 def main() -> None:
-    """Write the three models and their feeds into ``data/``."""
+    """Write the models and their feeds into ``data/``."""
     torch.manual_seed(0)
     DATA.mkdir(exist_ok=True)
-    for name, build in (
-        ("bert_optimized", bert),
-        ("gpt2_past_optimized", gpt2),
-        ("llama_gqa", llama),
-    ):
-        onnx.save(build(), DATA / f"{name}.onnx")
+    for build in (bert, gpt2, llama):
+        for name, model in build().items():
+            onnx.save(model, DATA / f"{name}.onnx")
     np.savez_compressed(DATA / "transformer_inputs.npz", **FEEDS)
 
 

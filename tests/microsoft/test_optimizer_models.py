@@ -19,32 +19,31 @@ import onnxflow
 
 DATA = Path(__file__).parent / "data"
 
-#: case -> (model file, the com.microsoft and onnxruntime-only operators it must hold, counts)
+_LLAMA_OPS = {
+    "GroupQueryAttention": 2,
+    "SkipSimplifiedLayerNormalization": 4,
+    "SimplifiedLayerNormalization": 1,
+}
+
+#: case -> (model file, feeds, the com.microsoft and onnxruntime-only operators it must hold)
 CASES = {
     "bert": (
         "bert_optimized",
+        "bert",
         {"Attention": 2, "EmbedLayerNormalization": 1, "SkipLayerNormalization": 4, "BiasGelu": 2},
+    ),
+    "bert_mha": (
+        "bert_mha_optimized",
+        "bert",
+        {"MultiHeadAttention": 2, "EmbedLayerNormalization": 1, "SkipLayerNormalization": 4},
     ),
     "gpt2": (
         "gpt2_past_optimized",
+        "gpt2",
         {"Attention": 2, "EmbedLayerNormalization": 1, "SkipLayerNormalization": 4, "FastGelu": 2},
     ),
-    "llama_prompt": (
-        "llama_gqa",
-        {
-            "GroupQueryAttention": 2,
-            "SkipSimplifiedLayerNormalization": 4,
-            "SimplifiedLayerNormalization": 1,
-        },
-    ),
-    "llama_step": (
-        "llama_gqa",
-        {
-            "GroupQueryAttention": 2,
-            "SkipSimplifiedLayerNormalization": 4,
-            "SimplifiedLayerNormalization": 1,
-        },
-    ),
+    "llama_prompt": ("llama_gqa", "llama_prompt", _LLAMA_OPS),
+    "llama_step": ("llama_gqa", "llama_step", _LLAMA_OPS),
 }
 
 
@@ -56,7 +55,7 @@ def _feeds(case: str) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_model_holds_the_fused_operators(case: str) -> None:
-    name, expected = CASES[case]
+    name, _, expected = CASES[case]
     model = onnx.load(DATA / f"{name}.onnx")
     counts = collections.Counter(n.op_type for n in model.graph.node)
     assert {op: counts[op] for op in expected} == expected
@@ -64,8 +63,9 @@ def test_model_holds_the_fused_operators(case: str) -> None:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_onnxflow_gives_onnxruntimes_outputs(case: str) -> None:
-    path = str(DATA / f"{CASES[case][0]}.onnx")
-    feeds = _feeds(case)
+    name, feeds_of, _ = CASES[case]
+    path = str(DATA / f"{name}.onnx")
+    feeds = _feeds(feeds_of)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     theirs = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
