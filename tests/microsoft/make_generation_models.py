@@ -11,6 +11,13 @@ installed transformers, whose GPT-2 takes a Cache object, so :class:`PastDecoder
 forward pass over the model's weights.) onnxruntime's ``convert_generation`` then wraps it into
 GreedySearch, BeamSearch and Sampling models. Needs torch and transformers; the tests need neither.
 
+An encoder-decoder (``model_type`` 1) in the layout onnxruntime's T5 tools use: a tiny random
+transformer of its own (:class:`Seq2Seq`: learned positions, 2 layers, hidden 32, vocabulary 80,
+pad 0, eos 1), whose encoder gives the cross-attention keys and values of each decoder layer and
+whose decoder takes ``input_ids (batch, 1), encoder_attention_mask``, self and cross pasts, is
+wrapped by ``convert_generation --model_type t5`` into a BeamSearch model (the only search it
+makes for T5).
+
 Two edits make the converted models valid ONNX for onnxflow (onnxruntime runs them either way):
 convert_generation does not import the com.microsoft domain its node uses (onnx's checker refuses
 that too), and the decoder's inputs ``input_ids`` and ``attention_mask``, names onnxruntime
@@ -32,7 +39,7 @@ from onnxruntime.transformers.convert_generation import (
     convert_generation_model,
     parse_arguments,
 )
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel, T5Config
 
 DATA = Path(__file__).parent / "data"
 VOCAB, EOS = 96, 95
@@ -67,19 +74,6 @@ MODELS = {
     "gpt2_sampling.onnx": (
         GenerationType.SAMPLING,
         ["--top_p", "0.01", "--custom_attention_mask", "--seed"],
-    ),
-    "gpt2_sampling_custom.onnx": (
-        GenerationType.SAMPLING,
-        [
-            "--top_p",
-            "0.6",
-            "--custom",
-            "1",
-            "--presence_mask",
-            "--presence_penalty",
-            "0.5",
-            "--seed",
-        ],
     ),
 }
 
@@ -204,6 +198,196 @@ def valid(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+T5_VOCAB, T5_HIDDEN, T5_HEADS, T5_LAYERS = 80, 32, 2, 2
+T5_HEAD = T5_HIDDEN // T5_HEADS
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(q @ k.transpose(-1, -2) / T5_HEAD**0.5 + bias, dim=-1) @ v
+
+
+def _heads(t: torch.Tensor) -> torch.Tensor:
+    b, s, _ = t.shape
+    return t.view(b, s, T5_HEADS, T5_HEAD).transpose(1, 2)
+
+
+def _merge(t: torch.Tensor) -> torch.Tensor:
+    b, _, s, _ = t.shape
+    return t.transpose(1, 2).reshape(b, s, T5_HIDDEN)
+
+
+class Layer(torch.nn.Module):
+    """Self-attention (and cross-attention in the decoder) and a small MLP."""
+
+    def __init__(self, cross: bool) -> None:
+        super().__init__()
+        h = T5_HIDDEN
+        self.qkv, self.out, self.norm = (
+            torch.nn.Linear(h, 3 * h),
+            torch.nn.Linear(h, h),
+            torch.nn.LayerNorm(h),
+        )
+        self.mlp = torch.nn.Sequential(
+            torch.nn.LayerNorm(h),
+            torch.nn.Linear(h, 2 * h),
+            torch.nn.Tanh(),
+            torch.nn.Linear(2 * h, h),
+        )
+        if cross:
+            self.q, self.kv, self.cross_out = (
+                torch.nn.Linear(h, h),
+                torch.nn.Linear(h, 2 * h),
+                torch.nn.Linear(h, h),
+            )
+
+
+class Seq2Seq(torch.nn.Module):
+    """The weights of the tiny encoder-decoder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.pos = (
+            torch.nn.Embedding(T5_VOCAB, T5_HIDDEN),
+            torch.nn.Embedding(64, T5_HIDDEN),
+        )
+        self.enc = torch.nn.ModuleList([Layer(False) for _ in range(T5_LAYERS)])
+        self.dec = torch.nn.ModuleList([Layer(True) for _ in range(T5_LAYERS)])
+        self.final, self.head = torch.nn.LayerNorm(T5_HIDDEN), torch.nn.Linear(T5_HIDDEN, T5_VOCAB)
+        for module in self.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(module.weight, std=0.3)
+
+
+class Encoder(torch.nn.Module):
+    """encoder_input_ids, encoder_attention_mask -> each decoder layer's cross keys, values."""
+
+    def __init__(self, m: Seq2Seq) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        m = self.m
+        x = m.embed(ids.long()) + m.pos(torch.arange(ids.shape[1]))
+        bias = (1 - mask[:, None, None, :].float()) * -10000.0
+        for layer in m.enc:
+            q, k, v = layer.qkv(layer.norm(x)).split(T5_HIDDEN, dim=2)
+            x = x + layer.out(_merge(_attend(_heads(q), _heads(k), _heads(v), bias)))
+            x = x + layer.mlp(x)
+        return tuple(t for layer in m.dec for t in map(_heads, layer.kv(x).split(T5_HIDDEN, dim=2)))
+
+
+class Decoder(torch.nn.Module):
+    """input_ids, encoder_attention_mask, self pasts, cross pasts -> logits, self presents."""
+
+    def __init__(self, m: Seq2Seq) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, *past: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        m, n = self.m, 2 * T5_LAYERS
+        selfs, cross = past[:n], past[n:]
+        s, p = ids.shape[1], selfs[0].shape[2]
+        x = m.embed(ids.long()) + m.pos(torch.arange(s) + p)
+        causal = torch.ones(p + s, p + s, dtype=torch.bool).tril()[p:]
+        self_bias = (~causal).float()[None, None] * -10000.0
+        cross_bias = (1 - mask[:, None, None, :].float()) * -10000.0
+        presents = []
+        for i, layer in enumerate(m.dec):
+            q, k, v = layer.qkv(layer.norm(x)).split(T5_HIDDEN, dim=2)
+            k, v = (torch.cat([selfs[2 * i + j], _heads(t)], dim=2) for j, t in enumerate((k, v)))
+            presents += [k, v]
+            x = x + layer.out(_merge(_attend(_heads(q), k, v, self_bias)))
+            ck, cv = cross[2 * i], cross[2 * i + 1]
+            x = x + layer.cross_out(_merge(_attend(_heads(layer.q(x)), ck, cv, cross_bias)))
+            x = x + layer.mlp(x)
+        return (m.head(m.final(x)), *presents)
+
+
+def _kv_names(kind: str, which: str) -> list[str]:
+    return [f"{kind}_{kv}_{which}_{i}" for i in range(T5_LAYERS) for kv in ("key", "value")]
+
+
+def export_seq2seq(folder: Path) -> tuple[Path, Path]:
+    """Export the encoder and decoder of :class:`Seq2Seq` and save its T5Config to ``folder``."""
+    m = Seq2Seq().eval()
+    ids, mask = torch.ones(1, 3, dtype=torch.int32), torch.ones(1, 3, dtype=torch.int32)
+    enc_in, cross = ["encoder_input_ids", "encoder_attention_mask"], _kv_names("present", "cross")
+    axes = {n: {0: "batch", 1: "enc"} for n in enc_in} | {n: {0: "batch", 2: "enc"} for n in cross}
+    encoder, decoder = folder / "encoder.onnx", folder / "decoder.onnx"
+    torch.onnx.export(
+        Encoder(m),
+        (ids, mask),
+        str(encoder),
+        dynamo=False,
+        opset_version=17,
+        input_names=enc_in,
+        output_names=cross,
+        dynamic_axes=axes,
+    )
+    self_past, cross_past = _kv_names("past", "self"), _kv_names("past", "cross")
+    presents = _kv_names("present", "self")
+    past = [
+        torch.zeros(1, T5_HEADS, n, T5_HEAD) for n in [2] * len(self_past) + [3] * len(cross_past)
+    ]
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "encoder_attention_mask": {0: "batch", 1: "enc"}}
+    axes |= {"logits": {0: "batch", 1: "seq"}} | {n: {0: "batch", 2: "past"} for n in self_past}
+    axes |= {n: {0: "batch", 2: "enc"} for n in cross_past} | {
+        n: {0: "batch", 2: "total"} for n in presents
+    }
+    torch.onnx.export(
+        Decoder(m),
+        (torch.ones(1, 1, dtype=torch.int32), mask, *past),
+        str(decoder),
+        dynamo=False,
+        opset_version=17,
+        input_names=["input_ids", "encoder_attention_mask", *self_past, *cross_past],
+        output_names=["logits", *presents],
+        dynamic_axes=axes,
+    )
+    T5Config(
+        vocab_size=T5_VOCAB,
+        d_model=T5_HIDDEN,
+        d_kv=T5_HEAD,
+        num_heads=T5_HEADS,
+        num_layers=T5_LAYERS,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    ).save_pretrained(folder)
+    return encoder, decoder
+
+
+def seq2seq_beam(folder: Path) -> None:
+    """t5_beam.onnx: BeamSearch over :class:`Seq2Seq`; its decoder declares input_ids (batch, 1),
+    as a T5 export does (the decoder itself takes any length)."""
+    encoder, decoder = export_seq2seq(folder)
+    path = DATA / "t5_beam.onnx"
+    args = parse_arguments(
+        [
+            "-m",
+            str(folder),
+            "--model_type",
+            "t5",
+            "--decoder_onnx",
+            str(decoder),
+            "--encoder_decoder_init_onnx",
+            str(encoder),
+            "--output",
+            str(path),
+            "--output_sequences_scores",
+            "--vocab_mask",
+        ]
+    )
+    convert_generation_model(args, GenerationType.BEAMSEARCH)
+    model = valid(onnx.load(path))
+    graph = next(a.g for a in model.graph.node[0].attribute if a.name == "decoder")
+    graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1
+    onnx.save(model, path)
+
+
 def inputs() -> None:
     """Prompts: batch 1, and batch 2 left-padded with an attention mask."""
     rng = np.random.default_rng(0)
@@ -222,6 +406,8 @@ def main() -> None:
         decoder = tiny_gpt2(folder)
         for name, (kind, extra) in MODELS.items():
             convert(folder, decoder, name, kind, extra)
+    with tempfile.TemporaryDirectory() as tmp:
+        seq2seq_beam(Path(tmp))
     inputs()
 
 

@@ -427,3 +427,106 @@ def test_init_decoder_makes_the_first_step_only(model: str) -> None:
     assert_same_sequences(ours[0], theirs[0])
     prompt = f["prompt_ids"].shape[1]
     assert (ours[0][..., prompt] == 7).all() and (ours[0][..., prompt + 1 :] != 7).any()
+
+
+# encoder-decoder (model_type 1): t5_beam.onnx, pad 0, eos 1, decoder_start_token_id 0
+
+T5_VOCAB = 80
+T5_PROMPT = np.array([[0, 0, 12, 40, 7, 33], [5, 61, 9, 27, 0, 0]], np.int32)  # pads lead, trail
+
+
+def t5_feeds(max_length: int, beams: int, returned: int, **inputs: Any) -> dict[str, np.ndarray]:
+    f = {"prompt_ids": T5_PROMPT, "max_length": np.array([max_length], np.int32)}
+    f["min_length"] = np.array([inputs.pop("min_length", 1)], np.int32)
+    f["num_beams"] = np.array([beams], np.int32)
+    f["num_return_sequences"] = np.array([returned], np.int32)
+    f["length_penalty"] = np.array([inputs.pop("length_penalty", 1.0)], np.float32)
+    f["repetition_penalty"] = np.array([inputs.pop("repetition_penalty", 1.0)], np.float32)
+    f["vocab_mask"] = inputs.pop("vocab_mask", np.ones(T5_VOCAB, np.int32))
+    return f
+
+
+def compare_bytes(proto: bytes, f: dict[str, np.ndarray], eos: int = 1) -> list[np.ndarray]:
+    ours, theirs = (
+        onnxflow.InferenceSession(proto).run(None, f),
+        ort.InferenceSession(proto).run(None, f),
+    )
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    for a, b in zip(ours[1:], theirs[1:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    return ours
+
+
+T5_BEAM = {
+    "three_beams_two_returned": t5_feeds(10, 3, 2),
+    "one_beam": t5_feeds(8, 1, 1),
+    "all_returned_penalties": t5_feeds(12, 4, 4, repetition_penalty=2.0, length_penalty=0.6),
+    "eos_reachable_min_length": t5_feeds(
+        14,
+        3,
+        3,
+        min_length=6,
+        vocab_mask=np.isin(np.arange(T5_VOCAB), [1, 16, 25, 60]).astype(np.int32),
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", T5_BEAM)
+def test_encoder_decoder_beam_search_matches_onnxruntime(scenario: str) -> None:
+    f = T5_BEAM[scenario]
+    sequences, _ = compare_bytes((DATA / "t5_beam.onnx").read_bytes(), f)
+    assert (sequences[..., 0] == 0).all()  # decoder_start_token_id
+    assert not np.array_equal(sequences[0], sequences[1])  # the entries' encodings differ
+
+
+def t5_as_greedy() -> bytes:
+    """t5_beam.onnx with its node made a GreedySearch (convert_generation makes BeamSearch
+    only for T5): same subgraphs and attributes but early_stopping, greedy's inputs."""
+    proto = onnx.load(DATA / "t5_beam.onnx")
+    node = proto.graph.node[0]
+    node.op_type, node.name = "GreedySearch", "GreedySearch_t5"
+    kept = [a for a in node.attribute if a.name != "early_stopping"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.input[:] = ["prompt_ids", "max_length", "min_length", "repetition_penalty", "vocab_mask"]
+    node.output[:] = ["sequences"]
+    del proto.graph.output[1:]
+    drop = {"num_beams", "num_return_sequences", "length_penalty"}
+    kept_inputs = [i for i in proto.graph.input if i.name not in drop]
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept_inputs)
+    return proto.SerializeToString()
+
+
+def test_encoder_decoder_greedy_search_is_beam_search_with_one_beam() -> None:
+    """onnxruntime runs GreedySearch for GPT-2 only; with no eos reached, greedy decoding is
+    onnxruntime's beam search with one beam."""
+    beam = t5_feeds(12, 1, 1)  # a penalty would apply to logits here, log-probabilities there
+    names = ("prompt_ids", "max_length", "min_length", "repetition_penalty", "vocab_mask")
+    (greedy,) = onnxflow.InferenceSession(t5_as_greedy()).run(None, {k: beam[k] for k in names})
+    expected = ort.InferenceSession(str(DATA / "t5_beam.onnx")).run(None, beam)[0][:, 0]
+    assert (expected[:, 1:] != 1).all()
+    np.testing.assert_array_equal(greedy, expected)
+
+
+def test_a_decoder_reading_whole_sequences_is_fed_them() -> None:
+    """A decoder whose input_ids are not declared (batch, 1) gets the whole sequence each
+    step (its presents still fed back), as onnxruntime feeds it."""
+    proto = onnx.load(DATA / "t5_beam.onnx")
+    decoder = next(a.g for a in proto.graph.node[0].attribute if a.name == "decoder")
+    decoder.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
+    compare_bytes(proto.SerializeToString(), t5_feeds(7, 2, 2))
+
+
+def test_a_trace_sees_the_encoder_then_each_step() -> None:
+    trace = Trace(nodes=["BeamSearch_t5"])
+    onnxflow.InferenceSession(str(DATA / "t5_beam.onnx")).run(
+        None, t5_feeds(6, 2, 1), observers=[trace]
+    )
+    assert trace.iterations_of("BeamSearch_t5") == ["encoder", 0, 1, 2, 3, 4]
+    encoder = trace.at("BeamSearch_t5", "encoder")
+    np.testing.assert_array_equal(
+        encoder["encoder_attention_mask"][::2], [[0, 0, 1, 1, 1, 1], [1] * 6]
+    )
+    step = trace.at("BeamSearch_t5", 3)
+    assert step["input_ids"].shape == (4, 1) and step["past_key_self_0"].shape[2] == 3
