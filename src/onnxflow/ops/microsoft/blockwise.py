@@ -74,10 +74,12 @@ def matmul_nbits(
 
     The product is the float one onnxruntime's CPU kernel computes at ``accuracy_level`` 0
     (unset) and 1: W dequantized to A's type (float16 through float32), then a float matmul.
-    ``accuracy_level`` 4 makes onnxruntime quantize A to int8 per block and accumulate
-    integer dot products; that rounding is not reproduced here (the attribute is read and
-    ignored), so at level 4 onnxflow gives the level 0 result, which differs from
-    onnxruntime's by A's quantization error (about 1% of a typical output).
+    ``accuracy_level`` 4 lets onnxruntime, where the CPU has int8 dot-product kernels for the
+    shape, quantize A to int8 per block and accumulate integer dot products, which moves each
+    output by up to A's quantization error (around 1% of a typical output). onnxflow reads
+    the attribute and always gives the level 0 result; on a CPU where onnxruntime keeps float
+    arithmetic at level 4 (as on the one these tests ran on) the results agree to float32
+    rounding, elsewhere to that quantization error.
 
     ``weights_memo``: where the stateful form keeps W dequantized for the arrays given last
     (constant weights are dequantized once).
