@@ -530,3 +530,18 @@ def test_a_trace_sees_the_encoder_then_each_step() -> None:
     )
     step = trace.at("BeamSearch_t5", 3)
     assert step["input_ids"].shape == (4, 1) and step["past_key_self_0"].shape[2] == 3
+
+
+def test_t5_attention_mask_input_is_used_as_given() -> None:
+    proto = onnx.load(DATA / "t5_beam.onnx")
+    proto.graph.node[0].input[9] = "prompt_mask"
+    proto.graph.input.append(
+        onnx.helper.make_tensor_value_info("prompt_mask", onnx.TensorProto.INT32, ["b", "s"])
+    )
+    f = t5_feeds(9, 2, 2)
+    f["prompt_mask"] = np.array([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]], np.int32)
+    masked = compare_bytes(proto.SerializeToString(), f)[0]
+    assert not np.array_equal(
+        masked,
+        onnxflow.InferenceSession(str(DATA / "t5_beam.onnx")).run(None, t5_feeds(9, 2, 2))[0],
+    )

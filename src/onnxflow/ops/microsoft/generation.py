@@ -10,7 +10,8 @@ observers, as a Loop iteration is; ``RunOptions.terminate`` is honoured between 
 Sequences that end early are padded with ``pad_token_id`` to ``max_length``.
 
 Not supported (refused when the model loads or runs): Sampling's ``custom`` mode and its
-``filtered_logits`` output, BeamSearch's Whisper ``logits_processor``, and the legacy
+``filtered_logits`` output, BeamSearch's Whisper ``logits_processor`` and its
+``decoder_input_ids``, and the legacy
 encoder subgraph that also runs the first decoder step.
 """
 
@@ -67,14 +68,14 @@ def _prompt(label: str, input_ids: Any, attention_mask: Any) -> tuple[np.ndarray
 def decode(
     decoder: GptDecoder | EncoderDecoder,
     search: Search,
-    prompt: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    prompt: tuple[np.ndarray, np.ndarray | None],
     max_length: int,
     captured: Sequence[Any],
     vocab_size: int = -1,
 ) -> np.ndarray:
     """Run the decoder until ``search`` finishes every row or the sequences reach
-    ``max_length``; return the sequences (rows, length). ``prompt``: the rows' input_ids,
-    attention mask and decoder_input_ids (None: the decoder's own start). Only the first
+    ``max_length``; return the sequences (rows, length). ``prompt``: the rows' input_ids and
+    attention mask (None: the decoder's default). Only the first
     ``vocab_size`` logits count (all when -1)."""
     options = current_run_options()
     sequences, feeds = decoder.start(*prompt, captured, max_length)
@@ -153,15 +154,16 @@ BEAM_INPUTS = (
 
 def _setup(
     label: str, args: dict[str, Any], beams: int = 1
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray | None], int]:
-    """((input_ids, attention mask, decoder_input_ids) of each row, max_length) of one call."""
+) -> tuple[tuple[np.ndarray, np.ndarray | None], int]:
+    """((input_ids, attention mask) of each row, max_length) of one call."""
     if "max_length" not in args:
         raise InputError(f"{label}: max_length is required")
     max_length = int(_scalar(args["max_length"], None, f"{label}: max_length"))
     ids, mask = _prompt(label, args["input_ids"], args.get("attention_mask"))
-    start = args.get("decoder_input_ids")
-    rows = [ids, mask, None if start is None else np.asarray(start)]
-    return tuple(None if r is None else np.repeat(r, beams, axis=0) for r in rows), max_length
+    if "decoder_input_ids" in args:  # onnxruntime ignores them with a T5 encoder
+        raise InputError(f"{label}: decoder_input_ids are not supported")
+    rows = np.repeat(ids, beams, axis=0), None if mask is None else np.repeat(mask, beams, axis=0)
+    return rows, max_length
 
 
 def _padded(sequences: np.ndarray, length: int, pad: int) -> np.ndarray:

@@ -11,9 +11,9 @@
   past_key_self_i, past_value_self_i.., past_key_cross_i, past_value_cross_i..`` and gives
   ``logits, present_key_self_i, present_value_self_i..``, each ``(rows, heads, length,
   head_size)``. Without an ``attention_mask`` the mask is 0 at the prompt's leading pad tokens
-  only, as onnxruntime makes it. The sequences start at ``decoder_start_token_id`` (or
-  ``decoder_input_ids``). A decoder whose ``input_ids`` are not declared ``(rows, 1)`` reads
-  the whole sequence in every run, as onnxruntime feeds it.
+  only, as onnxruntime makes it. The sequences start at ``decoder_start_token_id``. A decoder
+  whose ``input_ids`` are not declared ``(rows, 1)`` reads the whole sequence in every run, as
+  onnxruntime feeds it.
 
 Every run is a scope of the node for observers: the decoder's keyed by the step, as a Loop
 iteration is, the encoder's by ``"encoder"``. Rows continued by beam search take the presents
@@ -108,7 +108,6 @@ class GptDecoder(Runs):
         self,
         ids: np.ndarray,
         mask: np.ndarray | None,
-        start: Any,
         captured: Sequence[Any],
         length: int,
     ) -> tuple[np.ndarray, Feeds]:
@@ -190,7 +189,6 @@ class EncoderDecoder(Runs):
         self,
         ids: np.ndarray,
         mask: np.ndarray | None,
-        start: Any,
         captured: Sequence[Any],
         length: int,
     ) -> tuple[np.ndarray, Feeds]:
@@ -200,7 +198,7 @@ class EncoderDecoder(Runs):
         ids, mask = ids.astype(self.enc_dtypes[0]), mask.astype(self.enc_dtypes[1])
         cross = self.call(self.encoder, "encoder", 1, [ids, mask, *self.encoder.bind(captured)])
         rows = ids.shape[0]
-        sequences = np.full((rows, 1), self.start_token, ids.dtype) if start is None else start
+        sequences = np.full((rows, 1), self.start_token, ids.dtype)
         self.check_length(sequences, length)
         _, heads, _, size = self.self_dims
         if not heads or not size:
