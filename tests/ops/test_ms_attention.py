@@ -357,14 +357,54 @@ def test_gqa_qk_output_before_or_after_softmax(step: str, qk_output: int) -> Non
     assert_matches(*model)
 
 
+def _quantized_cache(
+    step: str, quant_type: str, bits: int
+) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """A step's inputs with its cache quantized (int8, or int4 pairs in uint8) and its scale."""
+    inputs = _gqa_step(step)
+    if quant_type == "PER_TENSOR":
+        scale = np.array([0.05 if bits == 8 else 0.4], np.float32)
+    else:
+        scale = (RNG.random((1, KV, 1, GH)) * 0.04 + 0.02 * (1 if bits == 8 else 8)).astype(
+            np.float32
+        )
+    for i in (3, 4):
+        if inputs[i] is not None:
+            shape = inputs[i].shape
+            if bits == 8:
+                inputs[i] = RNG.integers(-128, 128, shape).astype(np.int8)
+            else:
+                inputs[i] = RNG.integers(0, 256, (*shape[:-1], shape[-1] // 2)).astype(np.uint8)
+    return inputs, scale
+
+
+@pytest.mark.parametrize("step", ["prompt", "next_token", "shared_buffer"])
+@pytest.mark.parametrize("quant_type", ["PER_TENSOR", "PER_CHANNEL"])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_gqa_quantized_cache(step: str, quant_type: str, bits: int) -> None:
+    """The cache holds int8, or int4 pairs packed into uint8, times a scale per tensor or per
+    channel; the new keys and values are quantized into it and attention reads it back."""
+    inputs, scale = _quantized_cache(step, quant_type, bits)
+    if inputs[3] is None:  # a prompt into an empty quantized cache
+        cache_type = np.int8 if bits == 8 else np.uint8
+        inputs[3] = inputs[4] = np.zeros((B, KV, 0, GH * bits // 8), cache_type)
+    inputs = [*inputs, None, None, None, None, None, scale, scale]
+    attrs = {"k_quant_type": quant_type, "v_quant_type": quant_type, "kv_cache_bit_width": bits}
+    elem = 3 if bits == 8 else 2
+    model = ms_model("GroupQueryAttention", inputs, 3, num_heads=N, kv_num_heads=KV, **attrs)
+    for out, kind in zip(model[0].graph.output, (1, elem, elem), strict=True):
+        out.type.tensor_type.elem_type = kind
+    assert_matches(*model, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "op, inputs, attrs, named",
     [
         ("Attention", _packed(), {"num_heads": N, "do_rotary": 1}, "do_rotary"),
-        ("GroupQueryAttention", _gqa_step("prompt"), {"k_quant_type": "PER_TENSOR"}, "quantized"),
+        ("GroupQueryAttention", _gqa_step("prompt"), {"k_quant_type": "PER_TENSOR"}, "k_scale"),
         ("GroupQueryAttention", _gqa_step("prompt"), {"sliding_window_cache": 1}, "window"),
     ],
-    ids=["attention_do_rotary", "gqa_quantized_cache", "gqa_sliding_window_cache"],
+    ids=["attention_do_rotary", "gqa_quantized_cache_without_scale", "gqa_sliding_window_cache"],
 )
 def test_options_not_run_are_refused_by_name(
     op: str, inputs: list, attrs: dict, named: str

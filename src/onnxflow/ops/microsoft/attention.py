@@ -6,7 +6,7 @@ operator             since  meaning
 ===================  =====  ==================================================================
 Attention            1      self-attention from one packed Q/K/V projection (BERT, GPT-2)
 MultiHeadAttention   1      attention on separate, packed or BNSH Q/K/V, with a kv cache
-GroupQueryAttention  1      grouped-query attention on a per-batch kv cache, rotary inside
+GroupQueryAttention  1      grouped-query attention on a per-batch (int8/int4) kv cache
 RotaryEmbedding      1      rotary position embedding with a position offset or ids
 QAttention           1      Attention on a uint8 input and 8-bit weights
 ===================  =====  ==================================================================
@@ -490,13 +490,55 @@ class _Steps:
         return present
 
 
-def _refuse_gqa_extras(
-    inputs: tuple[np.ndarray | None, ...], quant: tuple[str, str], window_cache: int
-) -> None:
-    """Refuse the GroupQueryAttention options onnxflow does not run: a quantized cache
-    (k_scale, v_scale), q/k RMS norm weights, query_seqlens, a windowed cache."""
-    _refuse("GroupQueryAttention inputs after head_sink", any(x is not None for x in inputs))
-    _refuse("GroupQueryAttention quantized kv cache", quant != ("NONE", "NONE"))
+_QUANT_TYPES = ("NONE", "PER_TENSOR", "PER_CHANNEL")
+
+
+@dataclass(frozen=True)
+class _CacheCodec:
+    """How a GroupQueryAttention cache holds its values: as they are, or as int8 (8 bits) or
+    int4 pairs packed low nibble first into uint8 (4 bits, offset by 8), times a scale per
+    tensor or per channel, rounded to nearest even."""
+
+    scale: np.ndarray | None
+    bits: int
+
+    @classmethod
+    def of(cls, quant_type: str, bits: int | None, scale: np.ndarray | None) -> _CacheCodec:
+        if quant_type not in _QUANT_TYPES:
+            raise ValueError(f"quant type must be one of {_QUANT_TYPES}, found {quant_type!r}")
+        if quant_type != "NONE" and scale is None:
+            raise ValueError(f"a {quant_type} quantized cache needs its k_scale / v_scale input")
+        if (bits or 8) not in (4, 8):
+            raise ValueError(f"kv_cache_bit_width must be 4 or 8, found {bits}")
+        return cls(None if quant_type == "NONE" else scale.astype(np.float32), bits or 8)
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        """New keys or values as the cache holds them."""
+        if self.scale is None:
+            return x
+        top = (1 << (self.bits - 1)) - 1
+        q = np.clip(np.rint(x.astype(np.float32) / self.scale), -top - 1, top)
+        if self.bits == 8:
+            return q.astype(np.int8)
+        nibbles = (q + 8).astype(np.uint8)
+        return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
+
+    def decode(self, cache: np.ndarray, work: np.dtype) -> np.ndarray:
+        """The cache's values, in ``work``."""
+        if self.scale is None:
+            return cache
+        if self.bits == 4:
+            pairs = np.stack([cache & 0xF, cache >> 4], axis=-1)
+            cache = pairs.reshape(*cache.shape[:-1], -1).astype(np.int8) - 8
+        return (cache.astype(np.float32) * self.scale).astype(work)
+
+
+def _refuse_gqa_extras(inputs: tuple[np.ndarray | None, ...], window_cache: int) -> None:
+    """Refuse the GroupQueryAttention options onnxflow does not run: q/k RMS norm weights
+    (CUDA and WebGPU only in onnxruntime), query_seqlens, a windowed cache."""
+    names = ("q_norm_weight", "k_norm_weight", "query_seqlens")
+    for name, x in zip(names, inputs, strict=False):
+        _refuse(f"GroupQueryAttention's {name} input", x is not None)
     _refuse("GroupQueryAttention sliding_window_cache", window_cache)
 
 
@@ -514,6 +556,8 @@ def group_query_attention(
     position_ids: np.ndarray | None = None,
     attention_bias: np.ndarray | None = None,
     head_sink: np.ndarray | None = None,
+    k_scale: np.ndarray | None = None,
+    v_scale: np.ndarray | None = None,
     *unsupported: np.ndarray | None,
     num_heads: int,
     kv_num_heads: int,
@@ -539,9 +583,15 @@ def group_query_attention(
 
     Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (S equal to
     ``total_sequence_length``) its queries start at position 0 and keys past that count are
-    right padding; otherwise they follow its cached keys.
+    right padding; otherwise they follow its cached keys. A quantized cache (``k_quant_type``,
+    ``v_quant_type`` with ``k_scale``, ``v_scale``) takes the new keys and values quantized and
+    is read back dequantized.
     """
-    _refuse_gqa_extras(unsupported, (k_quant_type, v_quant_type), sliding_window_cache)
+    _refuse_gqa_extras(unsupported, sliding_window_cache)
+    codecs = (
+        _CacheCodec.of(k_quant_type, kv_cache_bit_width, k_scale),
+        _CacheCodec.of(v_quant_type, kv_cache_bit_width, v_scale),
+    )
     spec = _GroupQuery(
         num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
         smooth_softmax, qk_output,
@@ -550,8 +600,11 @@ def group_query_attention(
     steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length)
     if do_rotary:
         q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
-    present_key, present_value = steps.cached(past_key, k4), steps.cached(past_value, v4)
-    y, qk = spec.attend(q4, (present_key, present_value), steps, attention_bias, head_sink)
+    present_key = steps.cached(past_key, codecs[0].encode(k4))
+    present_value = steps.cached(past_value, codecs[1].encode(v4))
+    work = accumulation_dtype(query.dtype)
+    cache = codecs[0].decode(present_key, work), codecs[1].decode(present_value, work)
+    y, qk = spec.attend(q4, cache, steps, attention_bias, head_sink)
     return _merge_heads(y).astype(query.dtype), present_key, present_value, qk.astype(query.dtype)
 
 
