@@ -523,6 +523,13 @@ class _CacheCodec:
         nibbles = (q + 8).astype(np.uint8)
         return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
 
+    def store(
+        self, steps: _Steps, past: np.ndarray | None, new: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The present cache with the ``new`` (B, Nk, S, H) rows stored, and its values."""
+        present = steps.cached(past, self.encode(new))
+        return present, self.decode(present, accumulation_dtype(new.dtype))
+
     def decode(self, cache: np.ndarray, work: np.dtype) -> np.ndarray:
         """The cache's values, in ``work``."""
         if self.scale is None:
@@ -588,10 +595,8 @@ def group_query_attention(
     is read back dequantized.
     """
     _refuse_gqa_extras(unsupported, sliding_window_cache)
-    codecs = (
-        _CacheCodec.of(k_quant_type, kv_cache_bit_width, k_scale),
-        _CacheCodec.of(v_quant_type, kv_cache_bit_width, v_scale),
-    )
+    key_codec = _CacheCodec.of(k_quant_type, kv_cache_bit_width, k_scale)
+    value_codec = _CacheCodec.of(v_quant_type, kv_cache_bit_width, v_scale)
     spec = _GroupQuery(
         num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
         smooth_softmax, qk_output,
@@ -600,11 +605,9 @@ def group_query_attention(
     steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length)
     if do_rotary:
         q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
-    present_key = steps.cached(past_key, codecs[0].encode(k4))
-    present_value = steps.cached(past_value, codecs[1].encode(v4))
-    work = accumulation_dtype(query.dtype)
-    cache = codecs[0].decode(present_key, work), codecs[1].decode(present_value, work)
-    y, qk = spec.attend(q4, cache, steps, attention_bias, head_sink)
+    present_key, keys = key_codec.store(steps, past_key, k4)
+    present_value, values = value_codec.store(steps, past_value, v4)
+    y, qk = spec.attend(q4, (keys, values), steps, attention_bias, head_sink)
     return _merge_heads(y).astype(query.dtype), present_key, present_value, qk.astype(query.dtype)
 
 
