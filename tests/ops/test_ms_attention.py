@@ -194,6 +194,24 @@ def test_mha_past_and_present_of_a_decoder_step(unidirectional: int, mask: str |
     assert_matches(*model)
 
 
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("beams", [None, 1, 2], ids=["no_beams", "one_beam", "two_beams"])
+def test_mha_shared_buffer_and_cache_indirection(unidirectional: int, beams: int | None) -> None:
+    """With past_sequence_length the past is the first rows of a buffer the new keys and
+    values are written into; with cache_indirection (batch, beams, max) each beam reads each
+    cached position from the beam named there."""
+    max_len, past = 8, 3
+    q, k, v = _f32(B, 1, D), _f32(B, 1, D), _f32(B, 1, D)
+    inputs = [q, k, v, _f32(3 * D), None, None, _f32(B, N, max_len, H), _f32(B, N, max_len, H)]
+    inputs.append(np.array([past], np.int32))
+    if beams is not None:
+        inputs.append(RNG.integers(0, beams, (B // beams, beams, max_len)).astype(np.int32))
+    model = _typed(
+        ms_model("MultiHeadAttention", inputs, 3, num_heads=N, unidirectional=unidirectional)
+    )
+    assert_matches(*model)
+
+
 @pytest.mark.parametrize("scale", [0.25, 3.0])
 def test_mha_scale(scale: float) -> None:
     assert_matches(

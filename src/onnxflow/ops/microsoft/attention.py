@@ -280,6 +280,46 @@ def _mha_inputs(
     return parts
 
 
+@dataclass(frozen=True)
+class _MhaCache:
+    """MultiHeadAttention's past keys and values: the whole past, or with
+    ``past_sequence_length`` the first rows of a shared buffer the new rows are written into;
+    with ``cache_indirection`` (B, beams, max) each beam reads each cached position from the
+    beam of its batch that the indirection names."""
+
+    past_key: np.ndarray
+    past_value: np.ndarray
+    shared: np.ndarray | None
+    indirection: np.ndarray | None
+
+    @property
+    def length(self) -> int:
+        """The number of cached positions."""
+        if self.shared is None:
+            return self.past_key.shape[2]
+        return int(np.asarray(self.shared).reshape(-1)[0])
+
+    def keys(self, new: np.ndarray, value: bool = False) -> np.ndarray:
+        """The past keys (values) the queries read, then the ``new`` ones."""
+        past = (self.past_value if value else self.past_key)[:, :, : self.length]
+        if self.indirection is not None:
+            beams = self.indirection.shape[1]
+            batch = np.arange(self.indirection.shape[0])[:, np.newaxis, np.newaxis] * beams
+            source = (batch + self.indirection[:, :, : self.length]).reshape(-1, self.length)
+            rows = past.transpose(0, 2, 1, 3)[source, np.arange(self.length)]
+            past = rows.transpose(0, 2, 1, 3)
+        return np.concatenate([past, new.astype(past.dtype)], axis=2)
+
+    def present(self, new: np.ndarray, value: bool = False) -> np.ndarray:
+        """The present keys (values): past and new, or the shared buffer written into."""
+        past = self.past_value if value else self.past_key
+        if self.shared is None:
+            return np.concatenate([past, new.astype(past.dtype)], axis=2)
+        present = past.copy()
+        present[:, :, self.length : self.length + new.shape[2]] = new
+        return present
+
+
 @_registered("MultiHeadAttention")
 def multi_head_attention(
     query: np.ndarray,
@@ -299,24 +339,24 @@ def multi_head_attention(
     mask_filter_value: float = _FILTER,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Self or cross attention; return (output (B, S, Dv), present_key, present_value, qk),
-    the presents (B, N, past + L, H) with the past before the new keys and values, qk the
-    (B, N, S, T) scores before the softmax (scaled, masked, biased)."""
-    _refuse(
-        "MultiHeadAttention past_sequence_length (a shared kv buffer)",
-        past_sequence_length is not None,
-    )
-    _refuse("MultiHeadAttention cache_indirection (beam search)", cache_indirection is not None)
+    the presents (B, N, past + L, H) with the past before the new keys and values (or the
+    shared buffer written into, see :class:`_MhaCache`), qk the (B, N, S, T) scores before
+    the softmax (scaled, masked, biased)."""
     q4, k4, v4 = _mha_inputs(query, key, value, bias, num_heads)
     past_len = 0
+    present_key, present_value = k4, v4
     if past_key is not None and past_value is not None:
-        past_len = past_key.shape[2]
-        k4, v4 = np.concatenate([past_key, k4], axis=2), np.concatenate([past_value, v4], axis=2)
+        cache = _MhaCache(past_key, past_value, past_sequence_length, cache_indirection)
+        past_len = cache.length
+        present_key, present_value = cache.present(k4), cache.present(v4, value=True)
+        k4, v4 = cache.keys(k4), cache.keys(v4, value=True)
     b, s, total = q4.shape[0], q4.shape[2], k4.shape[2]
     mask = _additive_mask(
         key_padding_mask, (b, s, total, past_len), mask_filter_value, unidirectional
     )
     y, scores, _ = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
-    return _merge_heads(y).astype(query.dtype), k4, v4, scores.astype(query.dtype)
+    merged = _merge_heads(y).astype(query.dtype)
+    return merged, present_key, present_value, scores.astype(query.dtype)
 
 
 # -- RotaryEmbedding ---------------------------------------------------------------------------
