@@ -7,6 +7,7 @@ ReorderInput -> op -> ReorderOutput, with Conv weights blocked as the transforme
 from __future__ import annotations
 
 import numpy as np
+import onnx.numpy_helper
 import pytest
 from onnx import ModelProto, TensorProto, helper
 from ort_compare import assert_matches, ms_model
@@ -397,3 +398,20 @@ def test_block_size_is_read_from_the_weights(w_shape, group, expected) -> None:
 def test_weights_no_block_size_fits_are_refused() -> None:
     with pytest.raises(ValueError, match="fits no NCHWc block size"):
         _block_size((12, 12, 3, 3), 1, 16)
+
+
+def test_nchwc_conv_unblocks_constant_weights_once(monkeypatch) -> None:
+    from onnxflow.ops.microsoft import nchwc
+
+    calls = []
+    monkeypatch.setattr(nchwc, "unblock_filter", lambda *a: calls.append(1) or unblock_filter(*a))
+    x, w = rand(1, 16, 5, 5), rand(16, 16, 3, 3)
+    model, feeds = nchwc_conv_model(x, w, None, machine_block_size(), pads=[1] * 4)
+    weights = feeds.pop("w")
+    model.graph.input.pop()  # W becomes a constant of the model
+    model.graph.initializer.append(onnx.numpy_helper.from_array(weights, "w"))
+    session = onnxflow.InferenceSession(model)
+    first = session.run(None, feeds)[0]
+    for _ in range(3):
+        np.testing.assert_array_equal(session.run(None, feeds)[0], first)
+    assert len(calls) == 1

@@ -30,6 +30,7 @@ saved with this transformer is only for the machine it was saved on.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -41,7 +42,8 @@ from onnxflow.ops.microsoft.fused import mlas_activation
 from onnxflow.ops.pool import average_pool, global_average_pool, global_max_pool, max_pool
 from onnxflow.ops.registry import op
 from onnxflow.ops.resize import resize
-from onnxflow.traits import Traits
+from onnxflow.ops.rnn import WeightMemo
+from onnxflow.traits import Built, Traits
 
 #: The block sizes onnxruntime's MLAS uses: 8 with AVX2, 16 with AVX-512.
 BLOCK_SIZES = (8, 16)
@@ -135,19 +137,30 @@ def nchwc_conv(
     kernel_shape: list[int] | None = None,
     pads: list[int] | None = None,
     strides: list[int] | None = None,
-) -> Callable[..., np.ndarray]:
+) -> Built:
     """activation(Conv(X, W, B) + Sum) over blocked tensors (X may be NCHW when it has fewer
-    channels than a block), W saved in the NCHWc transformer's blocked order."""
+    channels than a block), W saved in the NCHWc transformer's blocked order. The stateful
+    form unblocks the same W once."""
     act = mlas_activation(activation, activation_params)
     geometry = dict(auto_pad=auto_pad, dilations=dilations, group=group, pads=pads)
     geometry.update(kernel_shape=kernel_shape, strides=strides)
     preferred = machine_block_size()
 
-    def run(
-        x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, s: np.ndarray | None = None
-    ) -> np.ndarray:
+    def unblocked(w: np.ndarray) -> list[tuple[np.ndarray, bool]]:
         block, blocked_input = _block_size(w.shape, group, preferred)
-        filters = unblock_filter(w, block, blocked_input)
+        return [(unblock_filter(w, block, blocked_input), blocked_input)]
+
+    def run(
+        x: np.ndarray,
+        w: np.ndarray,
+        b: np.ndarray | None = None,
+        s: np.ndarray | None = None,
+        *,
+        memo: WeightMemo | None = None,
+    ) -> np.ndarray:
+        ((filters, blocked_input),) = (
+            unblocked(w) if memo is None else memo.get((w,), lambda: unblocked(w))
+        )
         c_in = filters.shape[1] * group
         if not blocked_input and group == 1 and x.shape[1] != c_in:
             raise ValueError(f"X has {x.shape[1]} channels, W reads {c_in}: {x.shape}")
@@ -157,7 +170,9 @@ def nchwc_conv(
             y += _fit_channels(s, y.shape[1], "Sum").astype(y.dtype, copy=False)
         return y if act is None else act(y)
 
-    return run
+    return Built(
+        run, node.traits.replace(stateful=lambda: functools.partial(run, memo=WeightMemo()))
+    )
 
 
 # -- pooling and upsampling ---------------------------------------------------------------------
