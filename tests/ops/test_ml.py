@@ -397,3 +397,48 @@ def test_one_hot_encoder_unknown_category() -> None:
     np.testing.assert_array_equal(y, [[[1, 0], [0, 0]]])
     with pytest.raises(onnxflow.OnnxflowError, match="not a category"):
         run_node("OneHotEncoder", x, cats_int64s=[1, 2], zeros=0)
+
+
+def _extract(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    node = helper.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML)
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    model = make_model(
+        node, [("X", elem, None), ("I", TensorProto.INT64, None)], [("Y", elem, None)]
+    )
+    return run(model, X=x, I=indices)[0]
+
+
+@pytest.mark.parametrize(
+    ("shape", "indices"),
+    [
+        ((3, 4), [-1, 0]),  # a neighbour list padded with -1 (RadiusNeighborsRegressor)
+        ((3, 4), [[1, -4]]),  # the most negative index names the first column
+        ((2, 2, 5), [-2, 4, -5, 0]),
+        ((5,), [-1, -1, 2]),  # a vector: one row out, as onnxruntime shapes it
+        ((3, 4), [[0, -1], [2, -3]]),  # a 2-D index list is flattened
+    ],
+    ids=["padded_with_minus_one", "minus_width", "rank_3", "vector", "index_matrix"],
+)
+def test_array_feature_extractor_negative_indices_count_from_the_end(
+    shape: tuple[int, ...], indices: list[Any]
+) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    i = np.array(indices, np.int64)
+    got = _extract(x, i)
+    node = helper.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML)
+    model = make_model(
+        node, [("X", TensorProto.FLOAT, None), ("I", TensorProto.INT64, None)],
+        [("Y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    (expected,) = ReferenceEvaluator(model).run(None, {"X": x, "I": i})
+    np.testing.assert_array_equal(got, expected)
+    assert got.shape[-1] == i.size
+
+
+@pytest.mark.parametrize("index", [4, -5, 100, -100])
+def test_array_feature_extractor_index_out_of_range_is_an_error(index: int) -> None:
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(onnxflow.OnnxflowError, match=rf"\[-4, 4\).*found {index}"):
+        _extract(x, np.array([0, index], np.int64))

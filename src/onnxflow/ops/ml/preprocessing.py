@@ -14,13 +14,18 @@ from onnxflow.ops.registry import op
 
 @op("ArrayFeatureExtractor", 1, domain=ML_DOMAIN)
 def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Return the elements of ``x`` at indices ``y`` along the last axis."""
+    """Return the elements of ``x`` at indices ``y`` along the last axis.
+
+    A negative index counts from the end, as in Python (skl2onnx's RadiusNeighborsRegressor
+    pads its neighbour lists with -1); an index outside ``[-width, width)`` is an error.
+    """
     indices = np.asarray(y, dtype=np.int64).reshape(-1)
     width = x.shape[-1] if x.ndim else 0
-    if indices.size and (indices.min() < 0 or indices.max() >= width):
+    if indices.size and (indices.min() < -width or indices.max() >= width):
+        bad = indices[(indices < -width) | (indices >= width)]
         raise ValueError(
-            f"indices must be in [0, {width}) for a last axis of size {width}, "
-            f"found {indices.min()}..{indices.max()}"
+            f"indices must be in [{-width}, {width}) for a last axis of size {width}, "
+            f"found {bad[0]} (indices {indices.min()}..{indices.max()})"
         )
     if x.ndim == 1:
         return x[indices].reshape(1, -1)
