@@ -84,7 +84,7 @@ def test_truncated_model_always_fails_cleanly() -> None:
         with pytest.raises(onnxflow.OnnxflowError) as info:
             onnxflow.InferenceSession(data[:cut])
         kinds.add(type(info.value))
-    assert onnxflow.ModelLoadError in kinds
+    assert any(issubclass(k, onnxflow.ModelLoadError) for k in kinds)
 
 
 # -- graph structure -----------------------------------------------------------------------------

@@ -16,7 +16,12 @@ from pathlib import Path
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 
-from onnxflow.errors import ExternalDataError, ModelLoadError
+from onnxflow.errors import (
+    ExternalDataError,
+    ModelFileNotFoundError,
+    ModelLoadError,
+    ModelParseError,
+)
 from onnxflow.resources import available_memory
 
 ModelSource = str | os.PathLike | bytes | ModelProto
@@ -83,7 +88,8 @@ def _read_model_file(path: Path) -> bytes:
         return path.read_bytes()
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise ModelLoadError(f"cannot read model file {str(path)!r}: {reason}") from exc
+        error = ModelFileNotFoundError if isinstance(exc, FileNotFoundError) else ModelLoadError
+        raise error(f"cannot read model file {str(path)!r}: {reason}") from exc
 
 
 def _file_kind(mode: int) -> str:
@@ -165,7 +171,7 @@ def _sparse_parts(sparse: SparseTensorProto) -> Iterator[TensorProto]:
 
 def _require_graph(proto: ModelProto, what: str) -> None:
     if not proto.HasField("graph"):
-        raise ModelLoadError(f"{what} is not a valid ONNX model: it has no graph")
+        raise ModelParseError(f"{what} is not a valid ONNX model: it has no graph")
 
 
 def _parse(data: bytes, what: str) -> ModelProto:
@@ -173,7 +179,7 @@ def _parse(data: bytes, what: str) -> ModelProto:
     try:
         proto.ParseFromString(data)
     except Exception as exc:  # protobuf raises DecodeError and, on some inputs, others
-        raise ModelLoadError(f"{what} is not a valid ONNX model: {exc}") from exc
+        raise ModelParseError(f"{what} is not a valid ONNX model: {exc}") from exc
     _require_graph(proto, what)
     return proto
 
