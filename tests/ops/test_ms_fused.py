@@ -111,6 +111,9 @@ def test_fused_conv_missing_activation_params_is_an_error() -> None:
         ("Softplus", {}),
         ("Softsign", {}),
         ("ThresholdedRelu", {"activation_alpha": 0.4}),
+        ("ScaledTanh", {"activation_alpha": 0.5, "activation_beta": 2.0}),
+        ("ParametricSoftplus", {"activation_alpha": 0.5, "activation_beta": 2.0}),
+        ("Relu", {"activation_alpha": 0.5}),
     ],
 )
 def test_fused_gemm_activation_takes_its_prefixed_attributes(activation, attrs) -> None:

@@ -23,6 +23,7 @@ registers no float kernel for them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -147,7 +148,8 @@ def fused_gemm(
     transB: int = 0,
 ) -> Callable[..., np.ndarray]:
     """activation(alpha * A' @ B' + beta * C), the activation's attributes those the node sets
-    as ``activation_alpha``/``_beta``/``_gamma``."""
+    as ``activation_alpha``/``_beta``/``_gamma`` (one the activation does not take is ignored,
+    as onnxruntime does)."""
     act = None
     if activation is not None:
         if activation not in _GEMM_ACTIVATIONS:
@@ -156,7 +158,8 @@ def fused_gemm(
             )
         kernel = _kernel(activation, _GEMM_ACTIVATIONS[activation], "activation")
         given = {"alpha": activation_alpha, "beta": activation_beta, "gamma": activation_gamma}
-        bound = {k: v for k, v in given.items() if v is not None}
+        takes = inspect.signature(kernel).parameters
+        bound = {k: v for k, v in given.items() if v is not None and k in takes}
         act = lambda y: kernel(y, **bound)  # noqa: E731
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
