@@ -274,7 +274,9 @@ def _check_node_domain(
     if domain not in opsets:
         problems.append(
             f"{where(node.name, node.op_type, domain, None)} in {graph}: domain "
-            f"{domain or 'ai.onnx'!r} is not imported (opset imports: {sorted(opsets)})"
+            f"{domain or 'ai.onnx'!r} is not imported (opset imports: {sorted(opsets)}); "
+            f"add onnx.helper.make_opsetid({domain!r}, <version>) to the model's opset_import "
+            "(onnxruntime's convert_generation leaves com.microsoft out)"
         )
 
 
@@ -324,10 +326,12 @@ class _GraphCheck:
     def visible(self, name: str) -> bool:
         return name in self.defined or self.in_outer(name)
 
-    def define(self, name: str, what: str) -> None:
+    def define(self, name: str, what: str, shadows: bool = False) -> None:
+        """Define ``name``; ``shadows``: it may hide an enclosing scope's name (a subgraph's
+        inputs are its parameters: the IR asks only node outputs to differ from outer names)."""
         if not name:
             return
-        if self.in_outer(name):
+        if self.in_outer(name) and not shadows:
             self.problems.append(f"{self.label}: {what} redefines {name!r} from an enclosing scope")
         elif name in self.defined:
             self.problems.append(f"{self.label}: {what} assigns {name!r}, which is already defined")
@@ -338,7 +342,7 @@ class _GraphCheck:
         initializers."""
         graph = self.graph
         for vi in graph.input:
-            self.define(vi.name, "graph input")
+            self.define(vi.name, "graph input", shadows=True)
         inputs = {vi.name for vi in graph.input}
         for t in graph.initializer:
             if t.name not in inputs:
