@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ort_compare import assert_matches, ms_model
+from ort_compare import assert_matches, ms_model, run_both
 
 import onnxflow
 
@@ -415,14 +415,54 @@ def test_gqa_quantized_cache(step: str, quant_type: str, bits: int) -> None:
     assert_matches(*model, rtol=1e-4, atol=1e-4)
 
 
+WINDOW, CAPACITY = 3, 4
+
+
+def _window_step(step: str) -> tuple[list[np.ndarray | None], list[int]]:
+    """Inputs of a step into window caches of CAPACITY rows (WINDOW keys seen), and the number
+    of keys each batch holds after it: a prompt longer than the capacity, the next token
+    (batch 0 past the capacity, batch 1 within it), two tokens, or a step evicting."""
+    s, totals = {
+        "long_prompt": (6, [6]),
+        "next_token": (1, [7, 4]),
+        "two_tokens": (2, [9]),
+        "evicting_token": (1, [5, 6]),
+    }[step]
+    b = len(totals)
+    caches = [_f32(b, KV, CAPACITY, GH), _f32(b, KV, CAPACITY, GH)]
+    inputs = [_f32(b, s, N * GH), _f32(b, s, KV * GH), _f32(b, s, KV * GH), *caches]
+    return [*inputs, np.array(totals, np.int32) - 1, np.array(max(totals), np.int32)], totals
+
+
+@pytest.mark.parametrize("step", ["long_prompt", "next_token", "two_tokens", "evicting_token"])
+@pytest.mark.parametrize("rotary", [0, 1])
+def test_gqa_sliding_window_cache(step: str, rotary: int) -> None:
+    """The cache keeps each batch's latest positions from row 0 (how many: the schema's
+    L(T)); the rows after them are unspecified, so only the resident ones are compared."""
+    inputs, totals = _window_step(step)
+    if rotary:
+        inputs += [*_caches(GH // 2)]
+    attrs = {"sliding_window_cache": 1, "local_window_size": WINDOW, "do_rotary": rotary}
+    model, feeds = _typed(
+        ms_model("GroupQueryAttention", inputs, 3, num_heads=N, kv_num_heads=KV, **attrs)
+    )
+    ours, theirs = run_both(model, feeds)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+    freed = CAPACITY - WINDOW + 1
+    for b, total in enumerate(totals):
+        kept = total if total <= CAPACITY else total - freed * -(-(total - CAPACITY) // freed)
+        for i in (1, 2):
+            np.testing.assert_allclose(ours[i][b, :, :kept], theirs[i][b, :, :kept], rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "op, inputs, attrs, named",
     [
         ("Attention", _packed(), {"num_heads": N, "do_rotary": 1}, "do_rotary"),
         ("GroupQueryAttention", _gqa_step("prompt"), {"k_quant_type": "PER_TENSOR"}, "k_scale"),
-        ("GroupQueryAttention", _gqa_step("prompt"), {"sliding_window_cache": 1}, "window"),
+        ("GroupQueryAttention", _gqa_step("prompt"), {"sliding_window_cache": 1}, "past_key"),
     ],
-    ids=["attention_do_rotary", "gqa_quantized_cache_without_scale", "gqa_sliding_window_cache"],
+    ids=["attention_do_rotary", "gqa_quantized_cache_without_scale", "gqa_window_without_cache"],
 )
 def test_options_not_run_are_refused_by_name(
     op: str, inputs: list, attrs: dict, named: str

@@ -496,16 +496,21 @@ class _Steps:
 
     @classmethod
     def of(
-        cls, s: int, past_key: np.ndarray | None, seqlens_k: np.ndarray, longest: np.ndarray
+        cls,
+        s: int,
+        past_key: np.ndarray | None,
+        seqlens_k: np.ndarray,
+        longest: np.ndarray,
+        windowed: int = 0,
     ) -> _Steps:
         """A first prompt (S = T, into an empty or a shared cache) starts each batch at
         position 0, its keys past ``seqlens_k[b] + 1`` right padding; later calls follow each
-        batch's cached keys."""
+        batch's cached keys. A ``windowed`` cache may hold fewer keys than a batch has."""
         total = seqlens_k.astype(np.int64).reshape(-1) + 1
         cache_len = 0 if past_key is None else past_key.shape[2]
         t = int(np.asarray(longest).reshape(-1)[0])
         past = np.zeros_like(total) if s == t else total - s
-        if np.any(past < 0) or np.any(total > max(cache_len, t)):
+        if np.any(past < 0) or (not windowed and np.any(total > max(cache_len, t))):
             raise ValueError(
                 f"seqlens_k + 1 = {total.tolist()} must lie between the {s} new tokens and the "
                 f"cache length {max(cache_len, t)} (total_sequence_length {t}, past {cache_len})"
@@ -552,6 +557,13 @@ class _CacheCodec:
             raise ValueError(f"kv_cache_bit_width must be 4 or 8, found {bits}")
         return cls(None if quant_type == "NONE" else scale.astype(np.float32), bits or 8)
 
+    @classmethod
+    def pair(
+        cls, types: tuple[str, str], bits: int | None, scales: tuple[np.ndarray | None, ...]
+    ) -> tuple[_CacheCodec, _CacheCodec]:
+        """The codecs of the key cache and of the value cache."""
+        return cls.of(types[0], bits, scales[0]), cls.of(types[1], bits, scales[1])
+
     def encode(self, x: np.ndarray) -> np.ndarray:
         """New keys or values as the cache holds them."""
         if self.scale is None:
@@ -580,13 +592,80 @@ class _CacheCodec:
         return (cache.astype(np.float32) * self.scale).astype(work)
 
 
-def _refuse_gqa_extras(inputs: tuple[np.ndarray | None, ...], window_cache: int) -> None:
+def _refuse_gqa_extras(inputs: tuple[np.ndarray | None, ...], window_cache: int, qk: int) -> None:
     """Refuse the GroupQueryAttention options onnxflow does not run: q/k RMS norm weights
-    (CUDA and WebGPU only in onnxruntime), query_seqlens, a windowed cache."""
+    (CUDA and WebGPU only in onnxruntime), query_seqlens, qk_output from a windowed cache."""
     names = ("q_norm_weight", "k_norm_weight", "query_seqlens")
     for name, x in zip(names, inputs, strict=False):
         _refuse(f"GroupQueryAttention's {name} input", x is not None)
-    _refuse("GroupQueryAttention sliding_window_cache", window_cache)
+    _refuse("GroupQueryAttention qk_output with sliding_window_cache", window_cache and qk)
+
+
+def _cached(
+    spec: _GroupQuery,
+    q4: np.ndarray,
+    caches: tuple[tuple[np.ndarray | None, np.ndarray], ...],
+    steps: _Steps,
+    codecs: tuple[_CacheCodec, _CacheCodec],
+    biases: tuple[np.ndarray | None, np.ndarray | None],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Attention over whole caches (``caches``: the past and new keys, then values); return
+    the (B, N, S, H) attention, the present caches and the scores qk_output asks for."""
+    (present_key, keys), (present_value, values) = (
+        codec.store(steps, past, new) for codec, (past, new) in zip(codecs, caches, strict=True)
+    )
+    y, qk = spec.attend(q4, (keys, values), steps, *biases)
+    return y, present_key, present_value, qk.astype(q4.dtype)
+
+
+def _resident(total: int, capacity: int, window: int) -> int:
+    """How many of its latest ``total`` positions a window cache of ``capacity`` keeps: all
+    while they fit, then the window and what is left of the last eviction, which frees
+    ``capacity - window + 1`` rows at once."""
+    if total <= capacity:
+        return total
+    freed = capacity - window + 1
+    return total - freed * -(-(total - capacity) // freed)
+
+
+def _windowed(
+    spec: _GroupQuery,
+    q4: np.ndarray,
+    caches: tuple[tuple[np.ndarray, np.ndarray], ...],
+    steps: _Steps,
+    codecs: tuple[_CacheCodec, _CacheCodec],
+    biases: tuple[np.ndarray | None, np.ndarray | None],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+    """Attention over window caches (``caches``: the past and new keys, then values), batch
+    by batch; return the (B, N, S, H) attention and the present caches, whose rows hold each
+    batch's resident positions in order from row 0 (zeros after them), and no qk."""
+    if caches[0][0] is None or caches[1][0] is None:
+        raise ValueError("sliding_window_cache needs past_key and past_value (its capacity)")
+    window, capacity = spec.local_window_size, caches[0][0].shape[2]
+    if not 0 < window <= capacity:
+        raise ValueError(f"local_window_size {window} must be in 1..cache capacity {capacity}")
+    presents = [np.zeros_like(past) for past, _ in caches]
+    encoded = [codec.encode(new) for codec, (_, new) in zip(codecs, caches, strict=True)]
+    work = accumulation_dtype(q4.dtype)
+    y = np.zeros((*q4.shape[:3], caches[1][1].shape[3]), work)
+    for b, (start, end) in enumerate(zip(steps.past.tolist(), steps.total.tolist(), strict=True)):
+        kept, keep = _resident(start, capacity, window), _resident(end, capacity, window)
+        rows = [
+            np.concatenate([past[b, :, :kept], new[b, :, : end - start]], axis=1)
+            for (past, _), new in zip(caches, encoded, strict=True)
+        ]
+        for present, row in zip(presents, rows, strict=True):
+            present[b, :, :keep] = row[:, row.shape[1] - keep :]
+        positions = np.arange(start - kept, end)
+        query = (start + np.arange(steps.s))[:, np.newaxis]
+        allowed = (positions <= query) & (positions > query - window)
+        bias = np.where(allowed, work.type(0), work.type(-np.inf))
+        if biases[0] is not None:
+            bias = bias + biases[0][min(b, biases[0].shape[0] - 1)][..., positions]
+        keys, values = (c.decode(r, work)[np.newaxis] for c, r in zip(codecs, rows, strict=True))
+        sink = spec.sink(biases[1], work)
+        y[b] = _attend(q4[b : b + 1], keys, values, bias, spec.scale, spec.softcap, sink)[0][0]
+    return y, presents[0], presents[1], None
 
 
 @_registered("GroupQueryAttention")
@@ -623,7 +702,7 @@ def group_query_attention(
     qk_norm_epsilon: float = 1e-6,
     q_norm_epsilon: float | None = None,
     k_norm_epsilon: float | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Grouped-query attention over a per-batch kv cache; return (output (B, S, N*H),
     present_key, present_value, output_qk), the presents (B, Nk, max(cache,
     total_sequence_length), H), output_qk the scores ``qk_output`` names.
@@ -632,23 +711,25 @@ def group_query_attention(
     ``total_sequence_length``) its queries start at position 0 and keys past that count are
     right padding; otherwise they follow its cached keys. A quantized cache (``k_quant_type``,
     ``v_quant_type`` with ``k_scale``, ``v_scale``) takes the new keys and values quantized and
-    is read back dequantized.
+    is read back dequantized. A window cache (``sliding_window_cache``) keeps only each batch's
+    latest positions, from row 0 (see :func:`_resident`).
     """
-    _refuse_gqa_extras(unsupported, sliding_window_cache)
-    key_codec = _CacheCodec.of(k_quant_type, kv_cache_bit_width, k_scale)
-    value_codec = _CacheCodec.of(v_quant_type, kv_cache_bit_width, v_scale)
+    _refuse_gqa_extras(unsupported, sliding_window_cache, qk_output)
+    codecs = _CacheCodec.pair((k_quant_type, v_quant_type), kv_cache_bit_width, (k_scale, v_scale))
     spec = _GroupQuery(
         num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
         smooth_softmax, qk_output,
     )  # fmt: skip
     q4, k4, v4 = spec.split(query, key, value)
-    steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length)
+    steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length, sliding_window_cache)
     if do_rotary:
         q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
-    present_key, keys = key_codec.store(steps, past_key, k4)
-    present_value, values = value_codec.store(steps, past_value, v4)
-    y, qk = spec.attend(q4, (keys, values), steps, attention_bias, head_sink)
-    return _merge_heads(y).astype(query.dtype), present_key, present_value, qk.astype(query.dtype)
+    caches = (past_key, k4), (past_value, v4)
+    run = _windowed if sliding_window_cache else _cached
+    y, present_key, present_value, qk = run(
+        spec, q4, caches, steps, codecs, (attention_bias, head_sink)
+    )
+    return _merge_heads(y).astype(query.dtype), present_key, present_value, qk
 
 
 # -- QAttention --------------------------------------------------------------------------------
