@@ -704,15 +704,13 @@ def group_query_attention(
     k_norm_epsilon: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Grouped-query attention over a per-batch kv cache; return (output (B, S, N*H),
-    present_key, present_value, output_qk), the presents (B, Nk, max(cache,
-    total_sequence_length), H), output_qk the scores ``qk_output`` names.
+    present_key, present_value, output_qk), the presents (B, Nk, max(cache, T), H).
 
-    Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (S equal to
+    Batch b holds ``seqlens_k[b] + 1`` keys after this step. In a first prompt (S = T, the
     ``total_sequence_length``) its queries start at position 0 and keys past that count are
     right padding; otherwise they follow its cached keys. A quantized cache (``k_quant_type``,
-    ``v_quant_type`` with ``k_scale``, ``v_scale``) takes the new keys and values quantized and
-    is read back dequantized. A window cache (``sliding_window_cache``) keeps only each batch's
-    latest positions, from row 0 (see :func:`_resident`).
+    ``v_quant_type``; ``k_scale``, ``v_scale``) stores the new rows quantized, is read back
+    dequantized. A window cache (``sliding_window_cache``) keeps each batch's latest rows.
     """
     _refuse_gqa_extras(unsupported, sliding_window_cache, qk_output)
     codecs = _CacheCodec.pair((k_quant_type, v_quant_type), kv_cache_bit_width, (k_scale, v_scale))
