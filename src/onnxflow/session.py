@@ -224,7 +224,15 @@ class InferenceSession:
             quick = self._quick.get(plan)
             if quick is None:
                 quick = self._quick[plan] = runner(plan)
-            return quick(args)
+            with np.errstate(**IEEE):
+                return quick(args)
+        with np.errstate(**IEEE):
+            return self._execute_watched(plan, args, options, watchers)
+
+    @staticmethod
+    def _execute_watched(
+        plan: Plan, args: list[Any], options: Any, watchers: list[Observer]
+    ) -> list[Any]:
         token = set_run_options(options)
         watch = observe(watchers)
         for w in watchers:
@@ -305,6 +313,12 @@ def _as_declared(values: dict[str, Any], declared: dict[str, int]) -> dict[str, 
 
 
 _F32 = np.dtype(np.float32)
+
+#: Runs compute as IEEE 754 does, silently: the spec defines log(0) = -inf, 1/0 = inf, 0/0 and
+#: sqrt(-1) = NaN, overflow to inf (in Exp, Pow, casts...), and a run must not warn about
+#: results it was asked for. Kernels that treat a case as an error (integer division by zero)
+#: set their own state inside. One errstate per run, not per kernel (about 1 us each).
+IEEE = {"all": "ignore"}
 
 
 def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]:
