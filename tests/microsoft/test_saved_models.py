@@ -24,6 +24,7 @@ SAVED_BLOCK = 16
 FUSED = {
     ("resnet", "basic"): set(),
     ("resnet", "extended"): {(MS, "FusedConv")},
+    ("resnet", "all-no-nchwc"): {(MS, "FusedConv")},
     ("resnet", "all"): {
         (NCHWC, op) for op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Upsample")
     }
@@ -69,6 +70,12 @@ def test_saved_model_holds_its_fusions(name: str, level: str) -> None:
     assert FUSED[name, level] <= custom
     if not FUSED[name, level]:
         assert not custom, f"the basic level fuses nothing onnxruntime-specific: {custom}"
+
+
+def test_fused_conv_takes_the_residual_as_z_without_nchwc() -> None:
+    model = onnx.load(DATA / "resnet_all-no-nchwc.onnx")
+    with_z = [n for n in model.graph.node if n.op_type == "FusedConv" and len(n.input) == 4]
+    assert len(with_z) == 1 and with_z[0].input[3]
 
 
 @pytest.mark.parametrize("name, level", FUSED, ids=[f"{n}_{lv}" for n, lv in FUSED])
