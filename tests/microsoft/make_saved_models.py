@@ -184,6 +184,42 @@ def bert() -> onnx.ModelProto:
     return onnx.load_from_string(buffer.getvalue())
 
 
+def quantized_resnet() -> onnx.ModelProto:
+    """The ResNet at the basic level (BatchNormalization folded) quantized to uint8 QDQ by
+    onnxruntime.quantization, calibrated on four random images: saved at the all level, its
+    MaxPool runs on uint8 channels-last as NhwcMaxPool between QLinearConvs."""
+    import tempfile
+
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Images(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(4)
+            self.feeds = iter(
+                {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)
+            )
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "quantized.onnx"
+        quantize_static(
+            OUT / "resnet_basic.onnx",
+            out,
+            Images(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QUInt8,
+        )
+        return onnx.load(out)
+
+
 def save(name: str, model: onnx.ModelProto, levels=LEVELS, disabled=()) -> None:
     """Save ``model`` and its optimized forms, named ``<name>_<level>``; ``disabled`` names
     graph transformers onnxruntime must not run (where a machine lacks them)."""
@@ -209,4 +245,5 @@ if __name__ == "__main__":
     # FusedConv's Z input instead of the NCHWc Conv's Sum.
     no_nchwc = {"all-no-nchwc": LEVELS["all"]}
     save("resnet", resnet(), no_nchwc, disabled=["NchwcTransformer"])
+    save("resnet_qdq", quantized_resnet(), {"all": LEVELS["all"]})
     save("bert", bert(), {"all": LEVELS["all"]})

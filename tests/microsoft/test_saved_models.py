@@ -102,3 +102,16 @@ def test_nchwc_model_matches_onnxruntime_running_it(name: str) -> None:
     feeds = _feeds(onnx.load(path), 2)
     ours = onnxflow.InferenceSession(str(path)).run(None, feeds)
     np.testing.assert_allclose(ours[0], _run_ort(path, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_quantized_model_runs_its_max_pool_channels_last_as_onnxruntime(batch: int) -> None:
+    """A uint8 QDQ ResNet saved at the all level: QLinearConv and the other QOperator kernels
+    around an NhwcMaxPool; onnxruntime runs the original with the same integer kernels."""
+    saved = onnx.load(DATA / "resnet_qdq_all.onnx")
+    assert (MS, "NhwcMaxPool") in {(n.domain, n.op_type) for n in saved.graph.node}
+    feeds = _feeds(saved, batch)
+    original = str(DATA / "resnet_qdq.onnx")
+    theirs = ort.InferenceSession(original, providers=["CPUExecutionProvider"]).run(None, feeds)
+    ours = onnxflow.InferenceSession(saved).run(None, feeds)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=0, atol=1e-6)
