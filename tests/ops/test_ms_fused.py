@@ -340,10 +340,11 @@ def test_nchwc_conv_block_16_matches_onnxruntime(case, activation, params) -> No
 
 @pytest.mark.skipif(machine_block_size() != 16, reason="onnxruntime here blocks by 8, not 16")
 @pytest.mark.parametrize("activation", ["Relu", None])
-def test_nchwc_conv_sum_is_added_before_the_activation(activation) -> None:
-    x, w = rand(2, 16, 6, 6), rand(16, 16, 3, 3)
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "bias_omitted"])
+def test_nchwc_conv_sum_is_added_before_the_activation(activation, with_bias) -> None:
+    x, w, b = rand(2, 16, 6, 6), rand(16, 16, 3, 3), rand(16) if with_bias else None
     attrs = _activation_attrs(activation, None)
-    model, feeds = nchwc_conv_model(x, w, rand(16), 16, with_sum=True, pads=[1] * 4, **attrs)
+    model, feeds = nchwc_conv_model(x, w, b, 16, with_sum=True, pads=[1] * 4, **attrs)
     assert_matches(model, feeds, rtol=1e-4, atol=1e-4)
 
 
