@@ -59,6 +59,9 @@ class Traits:
     #: Float16 inputs are computed in float32 and the result rounded once, so float32 inputs
     #: holding float16 values give the same result before rounding (Conv, MatMul, Gemm).
     rounds_once: bool = False
+    #: The kernel returns a tuple of all its outputs, though no onnx schema says the operator
+    #: has several (com.microsoft ops): a node listing fewer takes the first ones.
+    several: bool = False
     #: Makes a form of the kernel that keeps a memo between calls (an operand it has widened
     #: or transposed). The plan holds the stateless kernel; each generated function makes its
     #: own stateful form, so run state lives with the runner, never in the immutable plan.

@@ -346,7 +346,7 @@ class _GraphBuilder:
                 f" cannot be compiled: {type(exc).__name__}: {exc}"
             ) from exc
         outs = self._define_outputs(node)
-        multi = _multi_output(node, domain, opset)
+        multi = traits.several or _multi_output(node, domain, opset)
         if self._fold(fn, traits, node, ins, outs, multi):
             return
         out: Any = outs if multi else outs[0]

@@ -23,18 +23,16 @@ Attention kernel's rule), and rounded back once.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.attention import _heads_first, _share_heads, _softmax_rows, rotary_embedding
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 
 _FILTER = -10000.0
 
@@ -42,23 +40,8 @@ Kernel = Callable[..., tuple[np.ndarray, ...]]
 
 
 def _registered(op_type: str) -> Callable[[Kernel], Kernel]:
-    """Register a kernel returning every output of com.microsoft ``op_type`` (since 1) through
-    a builder that gives a node listing fewer outputs only those: the compiler takes a
-    one-output node's result whole when onnx has no schema saying the operator has more."""
-
-    def register(kernel: Kernel) -> Kernel:
-        signature = inspect.signature(kernel)
-
-        def build(node: NodeContext, **attrs: Any) -> Callable[..., Any]:
-            signature.bind_partial(**attrs)  # a TypeError names an unknown attribute
-            bound = functools.partial(kernel, **attrs)
-            return bound if node.n_outputs > 1 else lambda *inputs: bound(*inputs)[0]
-
-        build.__qualname__, build.__doc__ = kernel.__qualname__, kernel.__doc__
-        op(op_type, 1, domain=MS_DOMAIN, build=True)(build)
-        return kernel
-
-    return register
+    """Register a kernel returning every output of com.microsoft ``op_type`` (since 1)."""
+    return op(op_type, 1, domain=MS_DOMAIN, traits=Traits(several=True))
 
 
 def _merge_heads(x4: np.ndarray) -> np.ndarray:

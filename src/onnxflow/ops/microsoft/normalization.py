@@ -14,9 +14,10 @@ LayerNormalization                ai.onnx 1           onnx LayerNormalization-17
 SimplifiedLayerNormalization      ai.onnx 1           RMS norm over axes [axis, rank); inv_std_var
 ================================  ======  ==========  ==============================================
 
-(ms: com.microsoft.) Statistics are computed in float32 (float64 for float64 inputs of the default-domain pair) and
-the result rounded once to the output type, as onnxruntime's CPU kernels do; mean and inverse
-standard deviation outputs are float32, the type onnxruntime's CPU provider registers for them.
+(ms: com.microsoft.) Statistics are computed in float32 (float64 for float64 inputs of the
+default-domain pair) and the result rounded once to the output type, as onnxruntime's CPU
+kernels do; mean and inverse standard deviation outputs are float32, the type onnxruntime's CPU
+provider registers for them.
 The default-domain pair has no onnx schema below opset 17 (SimplifiedLayerNormalization none at
 all): the registry serves them from their since-1 registrations, and the ONNX checker's "No Op
 registered" complaint about them is one the validator already treats as benign.
@@ -24,14 +25,10 @@ registered" complaint about them is one the validator already treats as benign.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops._common import accumulation_dtype, float_compute_dtype
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.normalization import _standardize, layer_normalization
@@ -43,23 +40,8 @@ Kernel = Callable[..., tuple[np.ndarray, ...]]
 
 
 def _registered(op_type: str, domain: str = MS_DOMAIN) -> Callable[[Kernel], Kernel]:
-    """Register a kernel returning every output of ``op_type`` (since 1) through a builder
-    that serves a node listing one output the first alone: the compiler takes a one-output
-    node's result as that output when onnx has no schema saying the operator has more."""
-
-    def register(kernel: Kernel) -> Kernel:
-        signature = inspect.signature(kernel)
-
-        def build(node: NodeContext, **attrs: Any) -> Callable[..., Any]:
-            signature.bind_partial(**attrs)  # a TypeError names an unknown attribute
-            bound = functools.partial(kernel, **attrs)
-            return bound if node.n_outputs > 1 else lambda *inputs: bound(*inputs)[0]
-
-        build.__qualname__, build.__doc__ = kernel.__qualname__, kernel.__doc__
-        op(op_type, 1, domain=domain, build=True, traits=Traits(static_shape=True))(build)
-        return kernel
-
-    return register
+    """Register a kernel returning every output of ``op_type`` (since 1)."""
+    return op(op_type, 1, domain=domain, traits=Traits(static_shape=True, several=True))
 
 
 #: onnx LayerNormalization-17's semantics are onnxruntime's since-1 registration's (the same
