@@ -120,6 +120,12 @@ class NodeContext:
         """SessionOptions.loop_condition: ``"spec"`` or ``"always"``."""
         return self._builder.compiler.loop_condition
 
+    @property
+    def graph(self) -> GraphProto:
+        """The graph this node is in, for a kernel whose meaning depends on its siblings (the
+        block size of NCHWc weights is the whole model's)."""
+        return self._builder.graph
+
     def describe(self) -> str:
         """Return the standard description used at the start of error messages."""
         return where(self.name, self.op_type, self.domain, self.opset)
