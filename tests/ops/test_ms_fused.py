@@ -14,7 +14,12 @@ from ort_compare import assert_matches, ms_model
 
 import onnxflow
 from onnxflow.ops.conv import conv
-from onnxflow.ops.microsoft.nchwc import _block_size, machine_block_size, unblock_filter
+from onnxflow.ops.microsoft.nchwc import (
+    _layout,
+    machine_block_size,
+    model_block_size,
+    unblock_filter,
+)
 
 NCHWC = "com.microsoft.nchwc"
 RNG = np.random.default_rng(7)
@@ -378,30 +383,75 @@ def test_unblock_filter_inverts_the_saved_layout(block, blocked_input) -> None:
 
 
 @pytest.mark.parametrize(
-    "w_shape, group, expected",
+    "w_shape, group, block, expected",
     [
-        ((24, 24, 3, 3), 1, (8, True)),
-        ((24, 3, 3, 3), 1, (8, False)),
-        ((32, 12, 1, 1), 1, (16, False)),
-        ((32, 8, 1, 1), 1, "machine"),
-        ((32, 32, 3, 3), 1, "machine"),
-        ((24, 1, 3, 3), 24, (8, False)),
+        ((24, 24, 3, 3), 1, 8, True),
+        ((24, 24, 3, 3), 1, 16, None),
+        ((32, 8, 1, 1), 1, 8, True),
+        ((32, 8, 1, 1), 1, 16, False),
+        ((32, 12, 1, 1), 1, 8, None),
+        ((32, 12, 1, 1), 1, 16, False),
+        ((24, 3, 3, 3), 1, 8, False),
+        ((24, 1, 3, 3), 24, 8, False),
+        ((32, 16, 3, 3), 2, 16, True),
+        ((12, 12, 3, 3), 1, 8, None),
     ],
-    ids=["24_only_8", "24_nchw_3", "12_inputs_only_16", "8_inputs_ambiguous", "32_ambiguous",
-         "depthwise_24"],
+    ids=["blocked_by_8", "24_not_by_16", "8_inputs_blocked_by_8", "8_inputs_nchw_by_16",
+         "12_inputs_not_by_8", "12_inputs_nchw_by_16", "nchw_3_inputs", "depthwise",
+         "grouped_blocked", "12_outputs_by_neither"],
 )  # fmt: skip
-def test_block_size_is_read_from_the_weights(w_shape, group, expected) -> None:
-    block, blocked = _block_size(w_shape, group, machine_block_size())
-    if expected == "machine":
-        assert block == machine_block_size()
-        assert blocked == (w_shape[1] % block == 0)
-    else:
-        assert (block, blocked) == expected
+def test_weight_shapes_tell_what_a_block_size_made(w_shape, group, block, expected) -> None:
+    assert _layout(w_shape, group, block) is expected
+
+
+def _conv_graph(*weights: tuple[tuple[int, ...], int]) -> onnx.GraphProto:
+    """A graph of NCHWc Convs with weights of the given (shape, group)s."""
+    nodes, inits = [], []
+    for i, (shape, group) in enumerate(weights):
+        inits.append(onnx.numpy_helper.from_array(np.zeros(shape, np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Conv", ["x", f"w{i}"], [f"y{i}"], domain=NCHWC,
+                                      group=group))  # fmt: skip
+    return helper.make_graph(nodes, "g", [], [], inits)
+
+
+@pytest.mark.parametrize(
+    "weights, expected",
+    [
+        ([((32, 32, 3, 3), 1), ((24, 32, 1, 1), 1)], 8),
+        ([((16, 3, 3, 3), 1), ((32, 12, 1, 1), 1)], 16),
+        ([((32, 32, 3, 3), 1), ((32, 1, 3, 3), 32)], "machine"),
+        ([((12, 12, 3, 3), 1)], "machine"),
+    ],
+    ids=["one_24_tells_8", "12_nchw_inputs_tell_16", "ambiguous", "none_fits"],
+)
+def test_model_block_size_is_the_one_all_weights_allow(weights, expected) -> None:
+    machine = machine_block_size()
+    expected = machine if expected == "machine" else expected
+    assert model_block_size(_conv_graph(*weights), machine) == expected
+
+
+def test_an_ambiguous_conv_takes_the_block_size_another_conv_tells() -> None:
+    """32 channels fit both block sizes; the second Conv's 24 outputs tell 8 for both."""
+    x, w1, w2 = rand(1, 32, 6, 6), rand(32, 32, 3, 3), rand(24, 32, 1, 1)
+    nodes = [
+        helper.make_node("Conv", ["blocked", "w1"], ["mid"], domain=NCHWC, pads=[1] * 4,
+                         activation="Relu"),
+        helper.make_node("Conv", ["mid", "w2"], ["result"], domain=NCHWC),
+    ]  # fmt: skip
+    weights = {"w1": block_filter(w1, 8, True), "w2": block_filter(w2, 8, True)}
+    model, feeds = nchwc_chain(nodes, x, 24)
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(v, k) for k, v in weights.items())
+    (ours,) = onnxflow.InferenceSession(model).run(None, feeds)
+    mid = np.maximum(conv(x, w1, pads=[1] * 4), 0)
+    np.testing.assert_allclose(ours, conv(mid, w2), rtol=1e-5, atol=1e-5)
 
 
 def test_weights_no_block_size_fits_are_refused() -> None:
-    with pytest.raises(ValueError, match="fits no NCHWc block size"):
-        _block_size((12, 12, 3, 3), 1, 16)
+    x, w = rand(1, 12, 4, 4), rand(12, 12, 3, 3)
+    conv_node = helper.make_node("Conv", ["blocked", "w"], ["result"], domain=NCHWC)
+    model, feeds = nchwc_chain([conv_node], x, 12, w=w)
+    with pytest.raises(onnxflow.OnnxflowError, match="was not blocked by"):
+        onnxflow.InferenceSession(model).run(None, feeds)
 
 
 def test_nchwc_conv_unblocks_constant_weights_once(monkeypatch) -> None:

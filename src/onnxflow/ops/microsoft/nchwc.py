@@ -22,18 +22,20 @@ matters for reading a Conv's weights, which the transformer saved reordered into
 blocked tensor may carry fewer channels than a Conv's padded weights read (ReorderInput pads
 none, not knowing the block size): Conv pads them with zeros, as the padding is in onnxruntime.
 
-The block size is read from each Conv's weights: the padded channel counts are multiples of it,
-and a Conv reading an NCHW tensor directly has fewer input channels than a block. Where both
-8 and 16 fit, the block size is this machine's, as onnxruntime's would be here: it says a model
-saved with this transformer is only for the machine it was saved on.
+The block size is the model's: the one that all its NCHWc Convs' weight shapes allow (their
+padded channel counts are multiples of it, and a Conv reading an NCHW tensor directly has fewer
+input channels than a block), so one Conv with 24 channels tells 8 for all. Where both 8 and
+16 fit every Conv, it is this machine's, as onnxruntime's would be here: onnxruntime says a
+model saved with this transformer is only for the machine it was saved on.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+from onnx import GraphProto, helper
 
 from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.conv import conv
@@ -77,26 +79,44 @@ def reorder_output(x: np.ndarray, *, channels: int, channels_last: int = 0) -> n
 
 
 # -- convolution --------------------------------------------------------------------------------
-def _block_size(w_shape: tuple[int, ...], group: int, preferred: int) -> tuple[int, bool]:
-    """Return ``(block size, whether W reads a blocked input)`` for saved weights of shape
-    ``(C out padded, C in per group (padded when blocked), kernel...)``."""
+def _layout(w_shape: Sequence[int], group: int, block: int) -> bool | None:
+    """Whether saved weights of shape ``(C out padded, C in per group, kernel...)`` read a
+    blocked input with this block size (False: NCHW input, or depthwise), or None when the
+    block size cannot have made them."""
     c_out, c_in = w_shape[0], w_shape[1]
-    order = sorted(BLOCK_SIZES, key=lambda b: b != preferred)
-    fits: list[tuple[int, bool]] = []
-    for b in order:
-        if c_out % b:
-            continue
-        if group > 1 and c_in == 1:  # depthwise: one filter per channel, blocked over channels
-            fits.append((b, False))
-        elif c_in % b == 0:
-            fits.append((b, True))
-        elif group == 1 and c_in < b:
-            fits.append((b, False))
-    if not fits:
-        raise ValueError(
-            f"W of shape {w_shape} (group {group}) fits no NCHWc block size of {BLOCK_SIZES}"
-        )
-    return fits[0]
+    if c_out % block:
+        return None
+    if group > 1 and c_in == 1:  # depthwise: one filter per channel, blocked over channels
+        return False
+    if c_in % block == 0:
+        return True
+    return False if group == 1 and c_in < block else None
+
+
+def _declared_shapes(graph: GraphProto) -> dict[str, tuple[int, ...]]:
+    """The shapes of the graph's initializers, and of its inputs that declare one whole."""
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    for value in graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes.setdefault(value.name, tuple(d.dim_value for d in dims))
+    return shapes
+
+
+def model_block_size(graph: GraphProto | None, preferred: int) -> int:
+    """The block size every NCHWc Conv of ``graph`` was saved with: the one that all their
+    weight shapes allow, else ``preferred`` (this machine's) when both or neither do (a Conv
+    whose weights fit no block size then says so)."""
+    if graph is None:
+        return preferred
+    shapes = _declared_shapes(graph)
+    fitting = set(BLOCK_SIZES)
+    for node in graph.node:
+        if node.domain == NCHWC_DOMAIN and node.op_type == "Conv" and node.input[1] in shapes:
+            groups = [helper.get_attribute_value(a) for a in node.attribute if a.name == "group"]
+            shape, group = shapes[node.input[1]], groups[0] if groups else 1
+            fitting = {b for b in fitting if _layout(shape, group, b) is not None}
+    return fitting.pop() if len(fitting) == 1 else preferred
 
 
 def unblock_filter(w: np.ndarray, block: int, blocked_input: bool) -> np.ndarray:
@@ -144,10 +164,15 @@ def nchwc_conv(
     act = mlas_activation(activation, activation_params)
     geometry = dict(auto_pad=auto_pad, dilations=dilations, group=group, pads=pads)
     geometry.update(kernel_shape=kernel_shape, strides=strides)
-    preferred = machine_block_size()
+    block = model_block_size(getattr(node, "graph", None), machine_block_size())
 
     def unblocked(w: np.ndarray) -> list[tuple[np.ndarray, bool]]:
-        block, blocked_input = _block_size(w.shape, group, preferred)
+        blocked_input = _layout(w.shape, group, block)
+        if blocked_input is None:
+            raise ValueError(
+                f"W of shape {w.shape} (group {group}) was not blocked by {block}, the block "
+                f"size of the model's other NCHWc weights (of {BLOCK_SIZES})"
+            )
         return [(unblock_filter(w, block, blocked_input), blocked_input)]
 
     def run(
