@@ -8,6 +8,7 @@ compile it once into an execution plan, run it many times::
     outputs = sess.run(None, {"X": x})
 """
 
+from onnxflow import capi
 from onnxflow.errors import (
     CancelledError,
     ExternalDataError,
@@ -21,7 +22,18 @@ from onnxflow.errors import (
     ValidationError,
 )
 from onnxflow.ir.load import load_model
-from onnxflow.options import SessionOptions
+from onnxflow.options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, SessionOptions
+from onnxflow.ort_api import (
+    IOBinding,
+    ModelMetadata,
+    OrtValue,
+    SessionIOBinding,
+    get_all_providers,
+    get_available_providers,
+    get_device,
+    set_default_logger_severity,
+    set_default_logger_verbosity,
+)
 from onnxflow.session import InferenceSession, RunOptions, run
 from onnxflow.values import NodeArg
 
@@ -29,20 +41,33 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CancelledError",
+    "ExecutionMode",
+    "ExecutionOrder",
     "ExternalDataError",
+    "GraphOptimizationLevel",
+    "IOBinding",
     "InferenceSession",
     "InputError",
     "ModelLoadError",
+    "ModelMetadata",
     "NodeArg",
     "OnnxflowError",
     "OnnxflowWarning",
+    "OrtValue",
     "RunOptions",
     "RuntimeFailure",
+    "SessionIOBinding",
     "SessionOptions",
     "UnsupportedOperatorError",
     "UnsupportedVersionError",
     "ValidationError",
     "__version__",
+    "capi",
+    "get_all_providers",
+    "get_available_providers",
+    "get_device",
     "load_model",
     "run",
+    "set_default_logger_severity",
+    "set_default_logger_verbosity",
 ]

@@ -1,21 +1,83 @@
-"""Options fixed when a session is created."""
+"""Options fixed when a session is created (:class:`SessionOptions`) and per run
+(:class:`RunOptions`), with onnxruntime's attribute names and enums beside onnxflow's own.
+
+Every onnxruntime setting is either acted on or, when given a value other than its default,
+makes the session warn once (per process and setting) that onnxflow ignores it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from typing import Any
+
+from onnxflow.errors import Fail, InputError
+from onnxflow.errors import NotImplemented as OrtNotImplemented
 
 LOOP_CONDITION_MODES = ("spec", "always")
 FLOAT16_ROUNDINGS = ("each_op", "outputs")
 
 
-@dataclass
+class GraphOptimizationLevel(enum.IntEnum):
+    """onnxruntime's optimization levels; onnxflow has two: all its passes, or none."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """onnxruntime's execution modes; onnxflow runs nodes one after another."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class ExecutionOrder(enum.IntEnum):
+    """onnxruntime's node orders; onnxflow runs nodes in the compiled plan's order."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
+#: onnxruntime's SessionOptions settings that onnxflow does not act on, with their defaults
+#: and why: a value other than the default warns once.
+IGNORED_SESSION_SETTINGS: dict[str, tuple[Any, str]] = {
+    "inter_op_num_threads": (0, "nodes run one after another"),
+    "execution_mode": (ExecutionMode.ORT_SEQUENTIAL, "nodes run one after another"),
+    "execution_order": (ExecutionOrder.DEFAULT, "nodes run in the compiled plan's order"),
+    "enable_cpu_mem_arena": (True, "NumPy allocates every array"),
+    "enable_mem_pattern": (True, "NumPy allocates every array"),
+    "enable_mem_reuse": (True, "NumPy allocates every array"),
+    "use_per_session_threads": (True, "runs use the caller's thread and BLAS's pool"),
+    "log_verbosity_level": (0, "it applies to onnxruntime's debug builds only"),
+}
+
+#: Settings onnxflow acts on, with onnxruntime's defaults.
+SESSION_SETTINGS: dict[str, Any] = {
+    "intra_op_num_threads": 0,
+    "enable_profiling": False,
+    "profile_file_prefix": "onnxruntime_profile_",
+    "optimized_model_filepath": "",
+    "log_severity_level": -1,
+    "logid": "",
+    "use_deterministic_compute": False,
+}
+
+
 class SessionOptions:
-    """How a session compiles its model.
+    """How a session compiles and runs its model.
+
+    onnxflow's own options (also keyword arguments):
 
     - ``optimize`` (default True): compute nodes whose inputs are all constants once, when the
       session is created (never random draws); move loop-invariant work out of Loop and Scan
       bodies; batch per-element Scan work over whole sequences. Results are the same; turn it
-      off to run every node, every time, exactly as written.
+      off to run every node, every time, exactly as written. ``graph_optimization_level`` is
+      the same switch under onnxruntime's name: ``ORT_DISABLE_ALL`` is ``optimize=False``, any
+      other level ``optimize=True``.
     - ``loop_condition`` (default ``"spec"``): with ``"spec"``, a Loop whose ``cond`` input is
       omitted ignores the condition its body computes, as the operator's table says. With
       ``"always"``, the body's condition stops the loop in every mode, as onnxruntime does and
@@ -26,20 +88,137 @@ class SessionOptions:
       model casts to float16 and at the graph's outputs, as onnxruntime's CPU provider runs
       float16 models (it computes them in float32 and drops the casts between ops): faster, and
       its results differ from the spec's by float16 roundings. Applies with ``optimize``.
+
+    onnxruntime's settings that onnxflow acts on:
+
+    - ``intra_op_num_threads`` (0: BLAS's own default): the most threads BLAS uses while one of
+      the session's runs is in progress (through threadpoolctl), restored after.
+    - ``enable_profiling``, ``profile_file_prefix``: each run's nodes are timed and
+      ``InferenceSession.end_profiling()`` writes them in onnxruntime's JSON trace format.
+    - ``optimized_model_filepath``: the session writes the model it compiled there (see
+      ``InferenceSession``).
+    - ``log_severity_level`` (-1: the process default, see ``set_default_logger_severity``):
+      at 3 (error) or above, the session's warnings are not shown.
+    - ``logid``: names the session in its warnings.
+    - ``use_deterministic_compute``: accepted; onnxflow's results are always deterministic.
+    - ``add_session_config_entry`` / ``get_session_config_entry``: kept and given back; no key
+      changes what onnxflow does (a session warns once that they are ignored).
+
+    The settings in :data:`IGNORED_SESSION_SETTINGS` are accepted and, when changed, warned
+    about once. ``register_custom_ops_library`` raises: onnxruntime's custom-op libraries are
+    compiled for onnxruntime, and onnxflow cannot run them.
     """
 
-    optimize: bool = True
-    loop_condition: str = "spec"
-    float16_rounding: str = "each_op"
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self, optimize: bool = True, loop_condition: str = "spec", float16_rounding: str = "each_op"
+    ) -> None:
+        self.optimize = optimize
+        self.loop_condition = loop_condition
+        self.float16_rounding = float16_rounding
+        for name, value in SESSION_SETTINGS.items():
+            setattr(self, name, value)
+        for name, (value, _) in IGNORED_SESSION_SETTINGS.items():
+            setattr(self, name, value)
+        self._config: dict[str, str] = {}
         for name, allowed in (
             ("loop_condition", LOOP_CONDITION_MODES),
             ("float16_rounding", FLOAT16_ROUNDINGS),
         ):
             if getattr(self, name) not in allowed:
-                from onnxflow.errors import InputError
-
                 raise InputError(
                     f"SessionOptions.{name} must be one of {allowed}, found {getattr(self, name)!r}"
                 )
+
+    @property
+    def optimize(self) -> bool:
+        """Whether onnxflow's compile passes run (see the class docstring)."""
+        return self._level != GraphOptimizationLevel.ORT_DISABLE_ALL
+
+    @optimize.setter
+    def optimize(self, value: bool) -> None:
+        level = GraphOptimizationLevel
+        self._level = level.ORT_ENABLE_ALL if value else level.ORT_DISABLE_ALL
+
+    @property
+    def graph_optimization_level(self) -> GraphOptimizationLevel:
+        """onnxruntime's optimization level: ``ORT_DISABLE_ALL`` turns ``optimize`` off."""
+        return self._level
+
+    @graph_optimization_level.setter
+    def graph_optimization_level(self, value: int) -> None:
+        try:
+            self._level = GraphOptimizationLevel(value)
+        except ValueError as exc:
+            raise InputError(
+                "graph_optimization_level must be one of "
+                f"{[int(v) for v in GraphOptimizationLevel]}, found {value!r}"
+            ) from exc
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Record a configuration entry (onnxruntime's ``session.*`` keys)."""
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """A configuration entry recorded before; a ``Fail`` (RuntimeError) when there is none."""
+        if key not in self._config:
+            raise Fail(f"SessionOptions does not have configuration with key: {key}")
+        return self._config[key]
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """Refused: a custom-op library is native code built against onnxruntime."""
+        raise OrtNotImplemented(
+            f"cannot register custom-op library {library_path!r}: onnxruntime custom-op "
+            "libraries are native code for onnxruntime; onnxflow runs registered Python kernels"
+        )
+
+    def ignored_settings(self) -> list[tuple[str, str]]:
+        """The onnxruntime settings changed from their defaults that onnxflow ignores, each with
+        why; the configuration entries count as one."""
+        found = [
+            (name, why)
+            for name, (default, why) in IGNORED_SESSION_SETTINGS.items()
+            if getattr(self, name) != default
+        ]
+        if self._config:
+            found.append((f"config entries {sorted(self._config)}", "no key applies to onnxflow"))
+        return found
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionOptions(optimize={self.optimize}, loop_condition={self.loop_condition!r}, "
+            f"float16_rounding={self.float16_rounding!r})"
+        )
+
+
+class RunOptions:
+    """Per-run options. Setting ``terminate = True`` (from any thread) cancels a run.
+
+    ``log_severity_level`` 0 (onnxruntime's VERBOSE) prints each node of the run as it runs to
+    stderr, as ``run(..., verbose=True)`` does; other levels print nothing (-1, the default,
+    is the session's level). ``logid`` and ``run_tag`` name the run; run config entries are
+    kept and given back, and none changes a run. ``only_execute_path_to_fetches`` is ignored
+    (with a warning, once): every node of the plan runs.
+    """
+
+    def __init__(self) -> None:
+        self.terminate = False
+        self.log_severity_level = -1
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.run_tag = ""
+        self.only_execute_path_to_fetches = False
+        #: The most bytes one stacked loop scan output may take (None: the memory available
+        #: when the loop runs). A loop whose scan output would exceed it fails at once when
+        #: its trip count is known, else when the rows collected reach it.
+        self.max_scan_output_bytes: int | None = None
+        self._config: dict[str, str] = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        """Record a run configuration entry."""
+        self._config[str(key)] = str(value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        """A run configuration entry recorded before; a ``Fail`` when there is none."""
+        if key not in self._config:
+            raise Fail(f"RunOptions does not have configuration with key: {key}")
+        return self._config[key]

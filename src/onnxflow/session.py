@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,8 @@ from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
-from onnxflow.options import SessionOptions
+from onnxflow.options import RunOptions, SessionOptions
+from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
 from onnxflow.runtime.executor import execute, runner, sources
 from onnxflow.runtime.feeds import FeedBinder
@@ -29,35 +31,30 @@ from onnxflow.runtime.outputs import Detacher, all_fresh
 from onnxflow.values import NodeArg
 
 
-class RunOptions:
-    """Per-run options. Setting ``terminate = True`` (from any thread) cancels a run."""
-
-    def __init__(self) -> None:
-        self.terminate = False
-        self.log_severity_level = 2
-        self.run_tag = ""
-        #: The most bytes one stacked loop scan output may take (None: the memory available
-        #: when the loop runs). A loop whose scan output would exceed it fails at once when
-        #: its trip count is known, else when the rows collected reach it.
-        self.max_scan_output_bytes: int | None = None
-
-
-class InferenceSession:
+class InferenceSession(OrtSessionAPI):
     """A compiled ONNX model, ready to run many times; mirrors onnxruntime's InferenceSession.
 
     ``model`` is a file path, serialized bytes, or an ``onnx.ModelProto``. ``base_dir`` is where
-    external data lives when the model is not given as a path.
+    external data lives when the model is not given as a path. ``providers`` and
+    ``provider_options`` are onnxruntime's: the session runs on the CPU, and asking for any
+    other provider warns as onnxruntime does of a provider it does not have.
+
+    With ``SessionOptions.optimized_model_filepath`` set, the session writes there the model it
+    validated, with the types shape inference found (onnxflow's passes rewrite the compiled
+    plan, not an ONNX graph, so the folded and fused form cannot be saved as a model).
     """
 
     def __init__(
         self,
         model: ModelSource,
         sess_options: SessionOptions | None = None,
-        providers: Sequence[str] | None = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[dict[str, Any]] | None = None,
         *,
         base_dir: str | os.PathLike | None = None,
         check: bool = True,
     ) -> None:
+        started = (time.perf_counter_ns(), time.time_ns())
         load_all()
         keep_freed_memory()  # once per process: see onnxflow.runtime.memory
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
@@ -82,6 +79,7 @@ class InferenceSession:
             raise ValidationError(
                 f"the model could not be compiled: {type(exc).__name__}: {exc}"
             ) from exc
+        self._api_setup(providers, provider_options, started)
 
     def _compile(self) -> None:
         graph = self.model.graph
@@ -125,15 +123,22 @@ class InferenceSession:
     # -- onnxruntime-compatible metadata -------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
         """The inputs a caller feeds (graph inputs that have no initializer)."""
-        return list(self._feedable)
+        return [ort_node_arg(a) for a in self._feedable]
 
     def get_outputs(self) -> list[NodeArg]:
         """The graph outputs, in order."""
-        return list(self._outputs)
+        return [ort_node_arg(a) for a in self._outputs]
 
     def get_overridable_initializers(self) -> list[NodeArg]:
-        """Graph inputs that have an initializer: feeding them overrides the stored value."""
-        return [a for a in self._inputs if a.name in self._binder.defaults]
+        """Graph inputs that have an initializer: feeding them overrides the stored value.
+
+        None before IR version 4, as onnxruntime says: there every initializer had to be
+        listed as an input, so listing one did not mean it could be overridden (feeding one
+        still overrides it in onnxflow).
+        """
+        if self.model.ir_version < 4:
+            return []
+        return [ort_node_arg(a) for a in self._inputs if a.name in self._binder.defaults]
 
     def source(self) -> str:
         """The Python the plan runs: the main graph's generated function, then each subgraph's
@@ -142,16 +147,9 @@ class InferenceSession:
         see those."""
         return "\n\n".join(f"# {where}\n{text}" for where, text in sources(self.plan))
 
-    def get_modelmeta(self) -> dict[str, Any]:
-        """Producer, domain, version and metadata properties of the model."""
-        m = self.model
-        return {
-            "producer_name": m.producer_name,
-            "graph_name": m.graph.name,
-            "domain": m.domain,
-            "version": m.model_version,
-            "custom_metadata_map": {p.key: p.value for p in m.metadata_props},
-        }
+    def get_modelmeta(self) -> ModelMetadata:
+        """Producer, graph name, domain, descriptions, version and metadata properties."""
+        return ModelMetadata(self.model)
 
     # -- running -----------------------------------------------------------------------------
     def run(
@@ -181,6 +179,7 @@ class InferenceSession:
             and run_options is None
             and not (intermediate or observers or verbose)
             and self._default_plan is None
+            and self._api_plain
         ):
             results = self._execute(self.plan, self._binder.bind(input_feed), None, [])
             return results if all_fresh(results) else self._detach(results, input_feed.values())
@@ -188,10 +187,12 @@ class InferenceSession:
         indices = None if intermediate else self._select_outputs(output_names)
         args = self._binder.bind(input_feed)
         watchers = [*observers, Verbose()] if verbose else list(observers)
+        watchers += self._api_watchers(run_options)
         plan = self._plan_for(input_feed)
-        if intermediate:
-            return self._run_intermediate(plan, args, run_options, watchers, output_names)
-        results = self._execute(plan, args, run_options, watchers)
+        with self._api_run():
+            if intermediate:
+                return self._run_intermediate(plan, args, run_options, watchers, output_names)
+            results = self._execute(plan, args, run_options, watchers)
         picked = results if indices is None else [results[i] for i in indices]
         return self._detach(picked, input_feed.values())
 
