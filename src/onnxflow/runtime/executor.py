@@ -17,7 +17,7 @@ from onnxflow.compile.plan import Plan, many
 from onnxflow.errors import OnnxflowError, RuntimeFailure, where
 from onnxflow.runtime.codegen import failing_step, generate, source_of
 from onnxflow.runtime.context import before_step, cancelled, current_run_options
-from onnxflow.runtime.observe import Observation, current_observation
+from onnxflow.runtime.observe import Observation, call_unobserved, current_observation
 
 #: Graphs with more steps than this are interpreted rather than turned into one function.
 MAX_GENERATED_STEPS = 20_000
@@ -158,7 +158,10 @@ def _interpret_step(
     for o in observers:
         o.node_start(observation.scope, info, inputs)  # type: ignore[union-attr]
     start = time.perf_counter()
-    result = fn(*inputs)
+    if observation is None or observation.body_events:
+        result = fn(*inputs)
+    else:
+        result = call_unobserved(fn, inputs)
     seconds = time.perf_counter() - start
     slots = (out,) if out.__class__ is int else out
     outputs = (result,) if out.__class__ is int else many(result, len(out))

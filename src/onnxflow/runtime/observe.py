@@ -14,14 +14,16 @@ or its first output's name when it has none (unique, as names are assigned once)
 
 Runs that nobody observes take none of this path: the executor checks once per graph run.
 Observed loop bodies run node by node as written (no hoisting), so every value of every
-iteration is seen.
+iteration is seen. When no observer wants the events inside bodies (``body_events = False``),
+control-flow nodes run their bodies unobserved, compiled as in a run nobody watches: the main
+graph's node times are then those of an unobserved run.
 """
 
 from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from onnxflow.compile.plan import NodeInfo
@@ -37,6 +39,8 @@ class Observer:
     """
 
     node_events: bool = True
+    #: False: only the main graph's events; bodies run as if nobody watched (same speed).
+    body_events: bool = True
 
     def run_start(self) -> None:
         """A run begins."""
@@ -73,6 +77,7 @@ class Observation:
     def __init__(self, observers: Sequence[Observer]) -> None:
         self.observers = tuple(observers)
         self.node_events = any(o.node_events for o in self.observers)
+        self.body_events = any(o.body_events for o in self.observers)
         self.scope: Scope = ()
         self._starts: list[float] = []
 
@@ -114,6 +119,15 @@ def observe(observers: Sequence[Observer]) -> contextvars.Token[Observation | No
 def stop_observing(token: contextvars.Token[Observation | None]) -> None:
     """Restore what was observed before :func:`observe`."""
     _CURRENT.reset(token)
+
+
+def call_unobserved(fn: Callable[..., Any], inputs: Sequence[Any]) -> Any:
+    """``fn(*inputs)`` with nobody observing the bodies it runs."""
+    token = _CURRENT.set(None)
+    try:
+        return fn(*inputs)
+    finally:
+        _CURRENT.reset(token)
 
 
 def node_key(info: NodeInfo) -> str:
