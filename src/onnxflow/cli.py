@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -54,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar over loop iterations (default: on a terminal, after 1 s)",
+        help="a progress line for a run over 1 s: the loop iterations done, else the time elapsed "
+        "(default: on a terminal)",
     )
     run.set_defaults(func=_run)
     check = sub.add_parser("check", help="validate a model and print a report")
@@ -266,19 +268,35 @@ def _timed_ms(call: Callable[[], Any]) -> float:
 
 
 class Progress(Observer):
-    """A progress bar over the iterations of the outermost loops, drawn on a stream."""
+    """A progress line on a stream for a run that lasts more than ``delay`` seconds: a bar over
+    the iterations of the outermost loop while one runs, else the time elapsed (redrawn every
+    ``tick`` seconds by a thread of its own, so a run without loops shows it too)."""
 
     node_events = False
 
-    def __init__(self, stream: TextIO, delay: float = 1.0, width: int = 30) -> None:
-        self.stream, self.delay, self.width = stream, delay, width
+    def __init__(
+        self, stream: TextIO, delay: float = 1.0, width: int = 30, tick: float = 0.1
+    ) -> None:
+        self.stream, self.delay, self.width, self.tick = stream, delay, width, tick
         self.started = self.drawn = 0.0
         self.visible = False
         self.position: tuple[str, int, int | None] | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def run_start(self) -> None:
-        """Start the clock."""
+        """Start the clock and the thread that redraws the line."""
         self.started = time.perf_counter()
+        self._done.clear()
+        self._ticker = threading.Thread(target=self._tick, name="onnxflow-progress", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._done.wait(self.tick):
+            now = time.perf_counter()
+            if now - self.started >= self.delay and now - self.drawn >= self.tick:
+                self._draw(now, self.position)
 
     def scope_start(self, scope: tuple[Any, ...], total: int | None) -> None:
         """Remember the outermost loop's position; redraw at most ten times a second."""
@@ -288,26 +306,38 @@ class Progress(Observer):
         self.position = (owner, key[1] if isinstance(key, tuple) else key, total)
         now = time.perf_counter()
         if now - self.started >= self.delay and now - self.drawn >= 0.1:
-            self._draw(now, *self.position)
+            self._draw(now, self.position)
 
-    def _draw(self, now: float, owner: str, done: int, total: int | None) -> None:
-        """Draw the bar: ``done`` iterations finished out of ``total`` (when known)."""
-        self.drawn, self.visible = now, True
-        rate = f"{done / max(now - self.started, 1e-9):,.0f} it/s"
-        if total:
-            filled = int(self.width * min(done / total, 1))
-            bar = "#" * filled + "." * (self.width - filled)
-            line = f"{owner} [{bar}] {done}/{total} {rate}"
+    def _draw(self, now: float, position: tuple[str, int, int | None] | None) -> None:
+        """Draw the line: ``done`` iterations of ``owner`` finished out of ``total`` (when
+        known), or, with no loop running yet, the seconds elapsed."""
+        elapsed = max(now - self.started, 1e-9)
+        if position is None:
+            line = f"running {elapsed:.1f} s"
         else:
-            line = f"{owner} {done} iterations {rate}"
-        print(f"\r{line}", end="", file=self.stream, flush=True)
+            owner, done, total = position
+            rate = f"{done / elapsed:,.0f} it/s"
+            if total:
+                filled = int(self.width * min(done / total, 1))
+                bar = "#" * filled + "." * (self.width - filled)
+                line = f"{owner} [{bar}] {done}/{total} {rate}"
+            else:
+                line = f"{owner} {done} iterations {rate}"
+        with self._lock:
+            self.drawn, self.visible = now, True
+            print(f"\r{line}\033[K", end="", file=self.stream, flush=True)
 
     def run_end(self) -> None:
-        """Draw the final count (every iteration started has finished) and end the line."""
-        if self.visible and self.position is not None:
-            owner, last, total = self.position
-            self._draw(time.perf_counter(), owner, last + 1, total)
+        """Stop the thread; draw the final line (every iteration started has finished, or the
+        whole run's time) and end it."""
+        self._done.set()
+        if self._ticker is not None:
+            self._ticker.join()
         if self.visible:
+            position = self.position
+            if position is not None:
+                position = (position[0], position[1] + 1, position[2])
+            self._draw(time.perf_counter(), position)
             print(file=self.stream)
 
 
