@@ -14,6 +14,7 @@ import pytest
 from op_testing import runner
 
 from onnxflow.errors import OnnxflowError
+from onnxflow.ops.linalg import grouped_matmul
 
 F16 = np.float16
 F32 = np.float32
@@ -363,3 +364,47 @@ def test_gemm_scales_and_adds_over_its_product_without_touching_its_inputs(dtype
         np.testing.assert_allclose(y, want.astype(dtype), rtol=1e-6)
     for before, now in zip(kept, (a, b, c)):
         np.testing.assert_array_equal(before, now)
+
+
+# -- GroupedMatMul (opset 29; onnx 1.23 cannot load such a model, so the kernel is called) -----
+
+
+def _grouped_oracle(x, weights, group_indices, bias=None):
+    """The spec's definition, one row and selection at a time."""
+    m, s = group_indices.shape
+    out = np.zeros((m, s, weights.shape[2]), np.float64)
+    for i in range(m):
+        for j in range(s):
+            g = group_indices[i, j]
+            out[i, j] = x[i].astype(np.float64) @ weights[g].astype(np.float64)
+            if bias is not None:
+                out[i, j] += bias[g]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize(
+    ("m", "s"), [(6, 2), (5, 1), (0, 2), (3, 0)], ids=["top2", "top1", "no_tokens", "no_picks"]
+)
+def test_grouped_matmul_is_each_row_times_its_selected_groups(
+    dtype: type, index_dtype: type, with_bias: bool, m: int, s: int
+) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, 4)).astype(dtype)
+    weights = rng.standard_normal((3, 4, 5)).astype(dtype)
+    groups = rng.integers(0, 3, (m, s)).astype(index_dtype)  # group 2 may go unused
+    bias = rng.standard_normal((3, 5)).astype(dtype) if with_bias else None
+    y = grouped_matmul(x, weights, groups, bias)
+    assert (y.shape, y.dtype) == ((m, s, 5), np.dtype(dtype))
+    tol = 1e-6 if dtype in (np.float32, np.float64) else 3e-2
+    expected = _grouped_oracle(x, weights, groups, bias)
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("bad", [3, -1])
+def test_grouped_matmul_index_outside_the_groups_is_an_error(bad: int) -> None:
+    x, weights = np.ones((2, 4), np.float32), np.ones((3, 4, 5), np.float32)
+    with pytest.raises(ValueError, match=rf"group index {bad} is outside \[0, 3\)"):
+        grouped_matmul(x, weights, np.array([[0], [bad]], np.int64))

@@ -1,5 +1,5 @@
 """Linear algebra: MatMul 1, 9, 13; Gemm 1, 6 (``broadcast``), 7, 9, 11, 13; Einsum 12, 28;
-Det 11, 22.
+Det 11, 22; GroupedMatMul 29.
 
 Results keep the inputs' dtype; float16 and bfloat16 accumulate in float32 where NumPy would
 otherwise lose precision or refuse the type.
@@ -147,3 +147,41 @@ def det(x: np.ndarray) -> np.ndarray:
         raise ValueError(f"Det expects [*, M, M], found shape {x.shape}")
     work = x.astype(accumulation_dtype(x.dtype), copy=False)
     return np.asarray(np.linalg.det(work)).astype(x.dtype, copy=False)
+
+
+@op("GroupedMatMul", 29)
+def grouped_matmul(
+    x: np.ndarray,
+    weights: np.ndarray,
+    group_indices: np.ndarray,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """Return ``output[m, s] = x[m] @ weights[group_indices[m, s]] (+ bias[group])``, shape
+    (M, S, N): one product per group used, over the rows that select it, without gathering a
+    weight matrix per row."""
+    if x.ndim != 2 or weights.ndim != 3 or group_indices.ndim != 2:
+        raise ValueError(
+            "GroupedMatMul expects input [M, K], weights [G, K, N] and group_indices [M, S], "
+            f"found shapes {x.shape}, {weights.shape} and {group_indices.shape}"
+        )
+    (m, k), (g, k_w, n) = x.shape, weights.shape
+    if k != k_w or group_indices.shape[0] != m:
+        raise ValueError(
+            f"GroupedMatMul: input {x.shape}, weights {weights.shape} and group_indices "
+            f"{group_indices.shape} disagree on K or M"
+        )
+    if bias is not None and bias.shape != (g, n):
+        raise ValueError(f"GroupedMatMul: bias must be [G, N] = [{g}, {n}], found {bias.shape}")
+    flat = group_indices.reshape(-1).astype(np.int64, copy=False)
+    if flat.size and (flat.min() < 0 or flat.max() >= g):
+        bad = flat[(flat < 0) | (flat >= g)][0]
+        raise ValueError(f"GroupedMatMul: group index {bad} is outside [0, {g})")
+    work = accumulation_dtype(x.dtype)
+    rows = np.repeat(x.astype(work, copy=False), group_indices.shape[1], axis=0)
+    out = np.empty((flat.size, n), work)
+    for group in np.unique(flat):
+        chosen = flat == group
+        out[chosen] = rows[chosen] @ weights[group].astype(work, copy=False)
+        if bias is not None:
+            out[chosen] += bias[group].astype(work, copy=False)
+    return out.reshape(m, group_indices.shape[1], n).astype(x.dtype, copy=False)
