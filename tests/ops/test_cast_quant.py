@@ -211,10 +211,11 @@ def test_dequantize_e8m0_scale_needs_output_dtype():
 # -- DynamicQuantizeLinear, QLinearMatMul, MatMulInteger -----------------------------------------
 
 
-def test_dynamic_quantize_of_zeros_does_not_divide_by_zero():
-    y, scale, zero = run("DynamicQuantizeLinear", [np.zeros(3, F32)], opset=11, n_out=3)
-    np.testing.assert_array_equal(y, np.zeros(3, np.uint8))
-    assert (scale, zero) == (0, 0)
+@pytest.mark.parametrize("x", [np.zeros(3, F32), np.zeros((0, 2), F32)], ids=["zeros", "empty"])
+def test_dynamic_quantize_of_an_empty_range_has_scale_one(x: np.ndarray) -> None:
+    y, scale, zero = run("DynamicQuantizeLinear", [x], opset=11, n_out=3)
+    np.testing.assert_array_equal(y, np.zeros(x.shape, np.uint8))
+    assert (scale, zero) == (1, 0)  # as onnxruntime and the node suite of onnx 1.24
     assert (scale.dtype, zero.dtype) == (F32, np.uint8)
 
 

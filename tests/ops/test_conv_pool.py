@@ -267,6 +267,19 @@ def test_max_pool_indices_point_at_the_max(storage_order):
     np.testing.assert_array_equal(source.ravel()[idx], y)
 
 
+def test_max_unpool_indices_point_into_an_explicit_output_shape() -> None:
+    x = np.array([[[[5, 6], [7, 8]]]], np.float32)
+    indices = np.array([[[[6, 8], [16, 18]]]], np.int64)
+    y = run("MaxUnpool", [x, indices, np.array([1, 1, 5, 5], np.int64)], kernel_shape=[2, 2],
+            strides=[2, 2])  # fmt: skip
+    expected = np.zeros((1, 1, 5, 5), np.float32)
+    expected[0, 0, 1::2, 1::2] = [[5, 6], [7, 8]]
+    np.testing.assert_array_equal(y, expected)
+    with pytest.raises(OnnxflowError, match=r"index 25 in I is outside an output of shape"):
+        run("MaxUnpool", [x, indices + 7, np.array([1, 1, 5, 5], np.int64)],
+            kernel_shape=[2, 2], strides=[2, 2])  # fmt: skip
+
+
 def test_max_pool_indices_round_trip_through_max_unpool():
     x = np.abs(normal(1, 2, 4, 6)) + 0.5  # positive, so unpooled zeros never win a window
     y, idx = run("MaxPool", [x], n_out=2, kernel_shape=[2, 2], strides=[2, 2])

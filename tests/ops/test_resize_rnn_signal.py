@@ -95,6 +95,15 @@ def test_tf_crop_and_resize_with_scales_keeps_the_full_extent_and_extrapolates()
     np.testing.assert_array_equal(y[0, 0, 3], x[0, 0, 3])
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_align_corners_downsampling_meets_the_corners(mode: str) -> None:
+    # the resized length is the output's (2 from 4 * 0.6), not the fractional 2.4
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 4)
+    scales = np.array([1, 1, 0.6, 0.6], np.float32)
+    y = run("Resize", [x, None, scales], mode=mode, coordinate_transformation_mode="align_corners")
+    np.testing.assert_allclose(y, [[[[1, 4]]]], rtol=1e-6)
+
+
 def test_resize_rejects_both_scales_and_sizes_and_unknown_modes():
     x = np.zeros((1, 1, 2, 2), F32)
     with pytest.raises(OnnxflowError, match="not both"):

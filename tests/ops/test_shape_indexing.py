@@ -220,6 +220,26 @@ def test_pad_attribute_versions_axes_and_negative_pads():
     assert run("Pad", [x.astype(np.int8), i64(1, 0, 0, 0)], opset=13).dtype == np.int8
 
 
+@pytest.mark.parametrize(
+    ("pads", "expected"),
+    [
+        ([-4, 2], [-1]),  # the crop runs one past the far end: one of the two pads remains
+        ([2, -4], [-1]),
+        ([2, -5], []),
+        ([-3, 0], []),
+        ([-1, -1], [2]),
+        ([-1, 2], [2, 3, -1, -1]),
+    ],
+    ids=["crop_past_end", "crop_past_start", "to_empty_from_pads", "to_empty", "both", "mixed"],
+)
+def test_pad_output_length_is_n_plus_pads_even_when_a_crop_passes_the_data(
+    pads: list[int], expected: list[int]
+) -> None:
+    x = np.array([1, 2, 3], np.int32)
+    y = run("Pad", [x, np.array(pads, np.int64), np.array(-1, np.int32)])
+    assert y.tolist() == expected
+
+
 def test_pad_strings_default_to_empty_string():
     out = run("Pad", [np.array(["a"], dtype=object), i64(1, 0)], opset=13)
     assert out.tolist() == ["", "a"]

@@ -248,8 +248,9 @@ def max_unpool(
     pads: list[int] | None = None,
     strides: list[int] | None = None,
 ) -> np.ndarray:
-    """Return zeros with each X value placed where its flat index I (MaxPool's Indices into the
-    input the attributes imply) points; an explicit output_shape keeps those coordinates."""
+    """Return zeros with each X value placed where its flat index I points: MaxPool's Indices
+    into the input the attributes imply, or into an explicit output_shape (as onnxruntime and
+    the node suite of onnx 1.24 read them)."""
     if indices.shape != x.shape:
         raise ValueError(f"I has shape {indices.shape}, expected X's shape {x.shape}")
     n = x.ndim - 2
@@ -267,8 +268,11 @@ def max_unpool(
         shape = [int(v) for v in output_shape]
         if len(shape) != x.ndim:
             raise ValueError(f"output_shape {shape} must have rank {x.ndim}")
-        flat = np.ravel_multi_index(np.unravel_index(flat, pooled_from), shape)
-    y = np.zeros(math.prod(shape), dtype=x.dtype)
+    size = math.prod(shape)
+    if flat.size and (flat.min() < 0 or flat.max() >= size):
+        bad = flat[(flat < 0) | (flat >= size)][0]
+        raise ValueError(f"index {bad} in I is outside an output of shape {shape} ({size} values)")
+    y = np.zeros(size, dtype=x.dtype)
     y[flat] = x.reshape(-1)
     return y.reshape(shape)
 

@@ -242,14 +242,15 @@ def _dequantize_8bit(
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(y, y_scale, y_zero_point)``: x quantized to uint8 over its range widened to 0.
 
-    An all-zero (or empty) ``x`` gets scale 0 and zero point 0 rather than dividing by zero.
+    An all-zero (or empty) ``x`` has an empty range: scale 1 and zero point 0, as the node
+    suite (onnx 1.24) and onnxruntime give, rather than dividing by zero.
     """
     low = np.minimum(np.float32(0), x.min(initial=np.float32(0)))
     high = np.maximum(np.float32(0), x.max(initial=np.float32(0)))
     scale = np.float32((high - low) / np.float32(255))
     if scale == 0:
         zero = np.zeros((), dtype=np.uint8)
-        return np.zeros(x.shape, dtype=np.uint8), np.asarray(scale), zero
+        return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
     zero = np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
     y = quantize(x, np.asarray(scale), zero, 1, 0, np.dtype(np.uint8), True)
     return y, np.asarray(scale), zero

@@ -51,8 +51,8 @@ def _source_coords(
         return (n_in / 2 - n_out / (2 * scale)) + (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(x)
-    if mode == "align_corners":  # the resized length is the fractional n_in * scale
-        return x * (n_in - 1) / (n_in * scale - 1) if n_out > 1 else np.zeros_like(x)
+    if mode == "align_corners":  # the resized length is the output's: the corners meet
+        return x * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(x)
     if mode == "asymmetric":
         return x / scale
     if mode == "tf_half_pixel_for_nn":

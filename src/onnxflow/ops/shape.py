@@ -344,10 +344,15 @@ def _pad(
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[i + len(axes)]
     crop = tuple(
-        slice(-min(b, 0), data.shape[i] + min(e, 0)) for i, (b, e) in enumerate(zip(begin, end))
+        slice(-min(b, 0), max(0, n + min(e, 0))) for n, b, e in zip(data.shape, begin, end)
     )
+    lengths = [max(0, n + b + e) for n, b, e in zip(data.shape, begin, end)]
     data = data[crop]
-    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    # A crop past the far end eats into the other side's padding: the output stays n + b + e.
+    widths = [
+        (w := min(max(b, 0), n_out), n_out - n - w)
+        for n, b, n_out in zip(data.shape, begin, lengths)
+    ]
     if mode != "constant":
         return _pad_by_copies(data, widths, mode)
     if value is None:
