@@ -194,3 +194,35 @@ def test_body_arity_mismatch_names_expected_and_found() -> None:
     )
     with pytest.raises(onnxflow.ValidationError, match="body has 2 inputs, expected 2 states"):
         onnxflow.InferenceSession(helper.make_model(graph), check=False)
+
+
+@pytest.mark.parametrize(
+    ("opset", "attribute", "values"),
+    [
+        (11, "scan_input_directions", [0, 2]),
+        (11, "scan_input_directions", [-1, 0]),
+        (11, "scan_output_directions", [0, 0, 1, 2]),
+        (8, "directions", [1, 3]),
+    ],
+)
+def test_a_direction_other_than_0_or_1_fails_at_load(
+    opset: int, attribute: str, values: list[int]
+) -> None:
+    body, _ = _body(1, 2, len(values) if attribute == "scan_output_directions" else 1, np.float32)
+    k = len(body.output) - 1
+    inputs = ["", "S", "A", "B"] if opset == 8 else ["S", "A", "B"]
+    node = helper.make_node(
+        "Scan", inputs, ["S2", *(f"Y{q}" for q in range(k))], body=body, num_scan_inputs=2,
+        **{attribute: values},
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [_vi(n, np.float32, None) for n in "SAB"],
+        [_vi("S2", np.float32, None), *(_vi(f"Y{q}", np.float32, None) for q in range(k))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    index = next(i for i, v in enumerate(values) if v not in (0, 1))
+    expected = rf"{attribute}\[{index}\] is {values[index]}, expected 0 \(forward\) or 1"
+    with pytest.raises(onnxflow.ValidationError, match=expected):
+        onnxflow.InferenceSession(model, check=False)

@@ -45,6 +45,15 @@ def _normalize_axes(axes: list[int] | None, count: int, what: str) -> list[int]:
     return axes
 
 
+def _directions(node: NodeContext, values: list[int] | None, count: int, what: str) -> list[int]:
+    """The ``count`` directions of attribute ``what``: each 0 (forward) or 1 (reverse)."""
+    directions = _normalize_axes(values, count, what)
+    for i, d in enumerate(directions):
+        if d not in (0, 1):
+            raise node.error(f"{what}[{i}] is {d}, expected 0 (forward) or 1 (reverse)")
+    return directions
+
+
 @op("Scan", 9, 11, 16, 19, 21, 23, 24, 25, build=True)
 def scan(
     node: NodeContext,
@@ -60,9 +69,9 @@ def scan(
     m = num_scan_inputs
     n, k = _check_arity(node, body, node.n_inputs, m)
     in_axes = _normalize_axes(scan_input_axes, m, "scan_input_axes")
-    in_dirs = _normalize_axes(scan_input_directions, m, "scan_input_directions")
+    in_dirs = _directions(node, scan_input_directions, m, "scan_input_directions")
     out_axes = _normalize_axes(scan_output_axes, k, "scan_output_axes")
-    out_dirs = _normalize_axes(scan_output_directions, k, "scan_output_directions")
+    out_dirs = _directions(node, scan_output_directions, k, "scan_output_directions")
     plan = loop_plan(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
@@ -106,7 +115,7 @@ def scan_8(
     """Compile the body once; return the callable for batched Scan-8 (batch axis 0, time 1)."""
     m = num_scan_inputs
     n, k = _check_arity(node, body, node.n_inputs - 1, m)
-    dirs = _normalize_axes(directions, m, "directions")
+    dirs = _directions(node, directions, m, "directions")
     plan = loop_plan(node, body, [vi.name for vi in body.input[n:]])
     decls = list(body.output)[n:]
     label = node.describe()
