@@ -17,6 +17,7 @@ from onnxflow.compile.plan import Plan
 from onnxflow.errors import InputError, OnnxflowError, ValidationError
 from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
+from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
@@ -80,6 +81,15 @@ class InferenceSession(OrtSessionAPI):
                 f"the model could not be compiled: {type(exc).__name__}: {exc}"
             ) from exc
         self._api_setup(providers, provider_options, started)
+        self._log = SeverityLog(self.options.log_severity_level, self.options.logid)
+        self._log.info(
+            "session created in %.1f ms: graph %r, %d nodes, opsets %s, a plan of %d steps",
+            (time.perf_counter_ns() - started[0]) / 1e6,
+            self.model.graph.name,
+            len(self.model.graph.node),
+            self._opsets(),
+            len(self.plan.steps),
+        )
 
     def _compile(self) -> None:
         graph = self.model.graph

@@ -1,0 +1,112 @@
+"""The ``onnxflow`` logger: onnxruntime's severities (0 verbose .. 4 fatal) as logging levels,
+the process default (``set_default_logger_severity``) and a session's own
+``log_severity_level`` and ``logid``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import onnxflow
+from onnxflow import logs
+
+RNN = Path(__file__).resolve().parents[1] / "examples" / "rnn_scan.onnx"
+
+
+@pytest.fixture(autouse=True)
+def default_level() -> Iterator[None]:
+    """Each test starts at the default severity and leaves it there."""
+    logger = logging.getLogger("onnxflow")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    yield
+    logger.setLevel(level)
+
+
+def _created(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "session created" in r.getMessage()]
+
+
+def _session(severity: int = -1, logid: str = "") -> onnxflow.InferenceSession:
+    options = onnxflow.SessionOptions()
+    options.log_severity_level = severity
+    options.logid = logid
+    return onnxflow.InferenceSession(RNN, options)
+
+
+@pytest.mark.parametrize(
+    ("severity", "level"),
+    [
+        (0, logging.DEBUG),
+        (1, logging.INFO),
+        (2, logging.WARNING),
+        (3, logging.ERROR),
+        (4, logging.CRITICAL),
+        (-1, logging.NOTSET),
+    ],
+)
+def test_severities_are_logging_levels(severity: int, level: int) -> None:
+    assert logs.level_of(severity) == level
+    if severity >= 0:
+        assert logs.severity_of(level) == severity
+
+
+@pytest.mark.parametrize("severity", [5, -2, True, "2"])
+def test_a_severity_out_of_range_is_refused_by_name(severity: object) -> None:
+    with pytest.raises(onnxflow.InputError, match="log_severity_level must be -1"):
+        logs.level_of(severity)  # type: ignore[arg-type]
+
+
+def test_the_logger_is_named_onnxflow_and_leaves_output_to_the_application() -> None:
+    assert logs.logger is logging.getLogger("onnxflow")
+    assert any(isinstance(h, logging.NullHandler) for h in logs.logger.handlers)
+    assert logs.get_severity() == 2  # warning, until set
+
+
+def test_a_session_logs_its_creation_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="onnxflow"):
+        _session()
+    (record,) = _created(caplog)
+    assert record.name == "onnxflow" and record.levelno == logging.INFO
+    assert record.pathname.endswith("session.py")  # where the session logged it
+    assert "graph 'rnn-encoding', 1 nodes" in record.getMessage()
+
+
+def test_at_the_default_severity_nothing_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)  # the application shows everything it is given
+    _session()
+    assert not _created(caplog)
+
+
+def test_the_process_default_is_set_default_logger_severity(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    onnxflow.set_default_logger_severity(1)
+    assert logs.get_severity() == 1 and logs.logger.level == logging.INFO
+    _session()
+    assert len(_created(caplog)) == 1
+    onnxflow.set_default_logger_severity(3)
+    _session()
+    assert len(_created(caplog)) == 1
+
+
+def test_a_session_severity_overrides_the_default(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    logs.set_severity(3)
+    _session(severity=1, logid="loud")
+    _session(severity=-1, logid="default")
+    logs.set_severity(0)
+    _session(severity=2, logid="quiet")
+    (record,) = _created(caplog)
+    assert record.pathname.endswith("session.py")
+    assert record.getMessage().startswith("[loud] session created")
+    assert record.logid == "loud"  # type: ignore[attr-defined]
+
+
+def test_the_default_severity_cannot_be_minus_one() -> None:
+    with pytest.raises(onnxflow.InputError, match="found -1"):
+        logs.set_severity(-1)
