@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import onnxflow
@@ -110,3 +111,23 @@ def test_a_session_severity_overrides_the_default(caplog: pytest.LogCaptureFixtu
 def test_the_default_severity_cannot_be_minus_one() -> None:
     with pytest.raises(onnxflow.InputError, match="found -1"):
         logs.set_severity(-1)
+
+
+def _run_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if " took " in r.getMessage()]
+
+
+def test_a_run_logs_at_its_own_severity(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    sess = _session(logid="s")
+    feeds = {"X": np.zeros((2, 1, 4), np.float32), "H_0": np.zeros((1, 8), np.float32)}
+    options = onnxflow.RunOptions()
+    options.run_tag = "first"
+    options.log_severity_level = 1
+    sess.run(None, feeds, options)
+    options.log_severity_level = 2
+    sess.run(None, feeds, options)
+    options.log_severity_level = -1  # the session's: the default, warning
+    sess.run(None, feeds, options)
+    (message,) = _run_records(caplog)
+    assert message.startswith("[s] run 'first' took ") and message.endswith(" ms")

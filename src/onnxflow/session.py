@@ -199,12 +199,23 @@ class InferenceSession(OrtSessionAPI):
         watchers = [*observers, Verbose()] if verbose else list(observers)
         watchers += self._api_watchers(run_options)
         plan = self._plan_for(input_feed)
+        started = time.perf_counter()
         with self._api_run():
             if intermediate:
                 return self._run_intermediate(plan, args, run_options, watchers, output_names)
             results = self._execute(plan, args, run_options, watchers)
+        if run_options is not None:
+            self._log_run(run_options, started)
         picked = results if indices is None else [results[i] for i in indices]
         return self._detach(picked, input_feed.values())
+
+    def _log_run(self, run_options: Any, started: float) -> None:
+        """Log at INFO a run made with RunOptions, at the run's severity (-1: the session's)."""
+        severity = getattr(run_options, "log_severity_level", -1)
+        log = self._log if severity == -1 else SeverityLog(severity, self.options.logid)
+        tag = getattr(run_options, "run_tag", "")
+        ms = (time.perf_counter() - started) * 1e3
+        log.info("%s took %.1f ms", f"run {tag!r}" if tag else "a run", ms)
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> Plan:
         """The plan for a run: with the initializers as constants when no feed overrides one."""
