@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.shape_inference
-from threadpoolctl import ThreadpoolController
+from threadpoolctl import OpenBLASController, ThreadpoolController
 
 from onnxflow.errors import EPFail, Fail, InvalidArgument, OnnxflowWarning
 from onnxflow.observers import Verbose
@@ -122,12 +122,15 @@ class BlasThreads:
 
     The bound is process-wide (threadpoolctl sets the BLAS library's global count): runs that
     overlap share the bound of the first to start, and the original count comes back when the
-    last of them ends.
+    last of them ends. threadpoolctl lets one thread at a time set OpenBLAS's count: the
+    thread of the first run takes that control and gives it back when the last run ends (a
+    thread outside onnxflow holding it makes the bound a no-op).
     """
 
     _lock = threading.Lock()
     _active = 0
     _limiter: Any = None
+    _owner: threading.Thread | None = None
     _controller: Any = None
 
     @classmethod
@@ -139,6 +142,7 @@ class BlasThreads:
                 if cls._controller is None:
                     cls._controller = ThreadpoolController()
                 cls._limiter = cls._controller.limit(limits=threads, user_api="blas")
+                cls._owner = threading.current_thread()
             cls._active += 1
         try:
             yield
@@ -146,8 +150,16 @@ class BlasThreads:
             with cls._lock:
                 cls._active -= 1
                 if cls._active == 0:
-                    cls._limiter.restore_original_limits()
-                    cls._limiter = None
+                    cls._restore()
+
+    @classmethod
+    def _restore(cls) -> None:
+        """Restore the original count from this thread, then release control of OpenBLAS."""
+        if cls._owner is not threading.current_thread():  # the first run's thread is done
+            OpenBLASController.clear_controlling_thread(force=True)
+        cls._limiter.restore_original_limits()
+        OpenBLASController.clear_controlling_thread()
+        cls._limiter = cls._owner = None
 
 
 # -- the profile ---------------------------------------------------------------------------------
@@ -417,6 +429,8 @@ class SessionIOBinding:
     def run(self, run_options: Any = None) -> None:
         """Run the session on the bound inputs; keep (and copy into bound memory) the outputs."""
         names = list(self._outputs)
+        if not names:
+            raise Fail("run_with_iobinding: no output is bound; bind at least one with bind_output")
         results = self._session.run(names, dict(self._inputs), run_options)
         kept = []
         for name, value in zip(names, results, strict=True):
@@ -635,7 +649,7 @@ class OrtSessionAPI:
             try:
                 outputs = self.run(output_names, input_feed, run_options)
             except Exception as exc:
-                callback([], user_data, f"{type(exc).__name__}: {exc}")
+                callback([], user_data, str(exc))
                 return
             callback(outputs, user_data, "")
 
