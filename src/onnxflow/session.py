@@ -188,8 +188,7 @@ class InferenceSession(OrtSessionAPI):
             and input_feed.__class__ is dict
             and run_options is None
             and not (intermediate or observers or verbose)
-            and self._default_plan is None
-            and self._api_plain
+            and self._plain_runs()
         ):
             results = self._execute(self.plan, self._binder.bind(input_feed), None, [])
             return results if all_fresh(results) else self._detach(results, input_feed.values())
@@ -216,6 +215,11 @@ class InferenceSession(OrtSessionAPI):
         tag = getattr(run_options, "run_tag", "")
         ms = (time.perf_counter() - started) * 1e3
         log.info("%s took %.1f ms", f"run {tag!r}" if tag else "a run", ms)
+
+    def _plain_runs(self) -> bool:
+        """Whether a run needs only the plan: no initializer a feed may override, no profile,
+        no BLAS thread bound."""
+        return self._default_plan is None and self._api_plain
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> Plan:
         """The plan for a run: with the initializers as constants when no feed overrides one."""
