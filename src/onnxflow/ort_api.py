@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import datetime
 import json
-import logging
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ import onnx.shape_inference
 from threadpoolctl import OpenBLASController, ThreadpoolController
 
 from onnxflow.errors import EPFail, Fail, InvalidArgument, OnnxflowWarning
+from onnxflow.logs import get_severity, set_severity
 from onnxflow.observers import Verbose
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.observe import Observer, node_key
@@ -34,15 +34,7 @@ from onnxflow.values import NodeArg, elem_type_of, np_dtype, type_shape, value_t
 
 CPU = "CPUExecutionProvider"
 
-#: onnxruntime's severities (0 verbose .. 4 fatal) as ``logging`` levels.
-SEVERITY_LEVELS = {
-    0: logging.DEBUG,
-    1: logging.INFO,
-    2: logging.WARNING,
-    3: logging.ERROR,
-    4: logging.CRITICAL,
-}
-_defaults = {"severity": 2, "verbosity": 0}
+_verbosity = {"default": 0}
 
 
 def get_device() -> str:
@@ -62,25 +54,14 @@ def get_all_providers() -> list[str]:
 
 def set_default_logger_severity(severity: int) -> None:
     """Set the process's default severity (0 verbose, 1 info, 2 warning, 3 error, 4 fatal):
-    the level of the ``onnxflow`` logger, and the level below which sessions whose
-    ``log_severity_level`` is -1 do not show their warnings."""
-    if severity not in SEVERITY_LEVELS:
-        raise InvalidArgument(
-            f"severity must be one of {sorted(SEVERITY_LEVELS)} (verbose .. fatal), found "
-            f"{severity!r}"
-        )
-    _defaults["severity"] = severity
-    logging.getLogger("onnxflow").setLevel(SEVERITY_LEVELS[severity])
+    the level of the ``onnxflow`` logger (see :mod:`onnxflow.logs`), and the level at or
+    above which sessions whose ``log_severity_level`` is -1 do not show their warnings."""
+    set_severity(severity)
 
 
 def set_default_logger_verbosity(verbosity: int) -> None:
     """Record the default verbosity; as in onnxruntime's release builds, it changes nothing."""
-    _defaults["verbosity"] = int(verbosity)
-
-
-def default_logger_severity() -> int:
-    """The severity set by :func:`set_default_logger_severity` (2, warning, at first)."""
-    return _defaults["severity"]
+    _verbosity["default"] = int(verbosity)
 
 
 # -- warnings, each given once -------------------------------------------------------------------
@@ -529,7 +510,7 @@ class OrtSessionAPI:
 
     def _shows_warnings(self) -> bool:
         level = self.options.log_severity_level
-        return (level if level >= 0 else default_logger_severity()) <= 2
+        return (level if level >= 0 else get_severity()) <= 2
 
     def _named(self) -> str:
         return f"session {self.options.logid!r}: " if self.options.logid else ""
