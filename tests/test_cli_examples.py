@@ -111,3 +111,84 @@ def test_cli_output_to_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatc
     finally:
         stream.close()
     assert code == 141
+
+
+def _check_model(opset: int, nodes: list, functions: tuple = ()) -> object:
+    from onnx import TensorProto, helper
+
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4] if n == "x" else [4])
+        for n in "xsb"
+    ]
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    )
+    imports = [helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)]
+    imports += [helper.make_opsetid("local", 1)] if functions else []
+    return helper.make_model(graph, opset_imports=imports, functions=list(functions))
+
+
+def _check_output(model: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    import onnx
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    main(["check", str(path)])
+    return capsys.readouterr().out
+
+
+def test_cli_check_names_the_kernel_version_each_operator_resolves_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onnx import helper
+
+    twice = helper.make_function(
+        "local", "Twice", ["i"], ["o"], [helper.make_node("Add", ["i", "i"], ["o"])],
+        [helper.make_opsetid("", 13)],
+    )  # fmt: skip
+    nodes = [
+        helper.make_node("Gelu", ["x"], ["a"], domain="com.microsoft"),
+        helper.make_node("LayerNormalization", ["a", "s", "b"], ["c"], axis=-1),
+        helper.make_node("Relu", ["c"], ["d"]),
+        helper.make_node("Twice", ["d"], ["y"], domain="local"),
+    ]
+    out = _check_output(_check_model(17, nodes, (twice,)), tmp_path, capsys)
+    assert "com.microsoft.Gelu: 1 (opset 1) -> kernel since 1" in out
+    assert "LayerNormalization: 1 (ai.onnx opset 17) -> kernel since 17" in out
+    assert "Relu: 1 (ai.onnx opset 17) -> kernel since 14" in out
+    assert "local.Twice: 1 (opset 1) -> model-local function (expanded)" in out
+    assert "Add: 1 (ai.onnx opset 13) -> kernel since 13" in out  # the function's own opset
+    assert "only onnxruntime defines" not in out and "problems found: none" in out
+
+
+def test_cli_check_flags_default_domain_operators_only_onnxruntime_defines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onnx import helper
+
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "s", "b"], ["c"], axis=-1),
+        helper.make_node("SimplifiedLayerNormalization", ["c", "s"], ["y"], axis=-1),
+    ]
+    out = _check_output(_check_model(14, nodes), tmp_path, capsys)
+    for op_type in ("LayerNormalization", "SimplifiedLayerNormalization"):
+        assert (
+            f"{op_type}: 1 (ai.onnx opset 14) -> onnxruntime's default-domain registration, "
+            "kernel since 1 (onnx has no schema for it at opset 14)"
+        ) in out
+    flagged = out.split("only onnxruntime defines")[1].split("problems found")[0]
+    assert "LayerNormalization (ai.onnx opset 14)" in flagged
+    assert "SimplifiedLayerNormalization (ai.onnx opset 14)" in flagged
+    assert "problems found: none" in out
+
+
+def test_cli_check_says_an_unknown_operator_is_not_supported_without_flagging_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onnx import helper
+
+    nodes = [helper.make_node("Frobnicate", ["x"], ["y"])]
+    out = _check_output(_check_model(17, nodes), tmp_path, capsys)
+    assert "Frobnicate: 1 (ai.onnx opset 17) -> not supported (onnx has no schema" in out
+    assert "only onnxruntime defines" not in out
+    assert "does not support: Frobnicate" in out
