@@ -509,14 +509,43 @@ def test_a_session_not_profiling_ends_with_no_file() -> None:
 
 
 # -- optimized model -------------------------------------------------------------------------------
-def test_optimized_model_filepath_writes_a_valid_model(tmp_path: Path) -> None:
-    so = onnxflow.SessionOptions()
+def _foldable() -> onnx.ModelProto:
+    """A weight transposed, rounded through float16 and doubled before its MatMul."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["W"], ["Wt"], name="transpose"),
+            helper.make_node("Cast", ["Wt"], ["Wh"], name="half", to=TensorProto.FLOAT16),
+            helper.make_node("Cast", ["Wh"], ["Wf"], name="back", to=F),
+            helper.make_node("Mul", ["Wf", "two"], ["W2"], name="double"),
+            helper.make_node("MatMul", ["X", "W2"], ["Y"], name="matmul"),
+        ],
+        "foldable",
+        [helper.make_tensor_value_info("X", F, [2, 3])],
+        [helper.make_tensor_value_info("Y", F, [2, 2])],
+        [
+            helper.make_tensor("W", F, [2, 3], np.linspace(0, 1, 6)),
+            helper.make_tensor("two", F, [], [2.0]),
+        ],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize(("optimize", "ops"), [(True, ["MatMul"]), (False, None)])
+def test_optimized_model_filepath_writes_the_folded_model(
+    tmp_path: Path, optimize: bool, ops: list[str] | None
+) -> None:
+    so = onnxflow.SessionOptions(optimize=optimize)
     so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    onnxflow.InferenceSession(small_model(), so)
-    onnx.checker.check_model(str(tmp_path / "optimized.onnx"), full_check=True)
-    written = onnxruntime.InferenceSession(str(tmp_path / "optimized.onnx"))
-    reference = onnxruntime.InferenceSession(small_model().SerializeToString())
-    np.testing.assert_array_equal(written.run(None, {"X": X})[0], reference.run(None, {"X": X})[0])
+    onnxflow.InferenceSession(_foldable(), so)
+    written = onnx.load(str(tmp_path / "optimized.onnx"))
+    onnx.checker.check_model(written, full_check=True)
+    expected = ops or [n.op_type for n in _foldable().graph.node]
+    assert [n.op_type for n in written.graph.node] == expected
+    theirs = onnxruntime.InferenceSession(_foldable().SerializeToString()).run(None, {"X": X})
+    ours = onnxruntime.InferenceSession(written.SerializeToString()).run(None, {"X": X})
+    np.testing.assert_array_equal(ours[0], theirs[0])
 
 
 # -- OrtValue --------------------------------------------------------------------------------------

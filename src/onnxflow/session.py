@@ -40,9 +40,10 @@ class InferenceSession(OrtSessionAPI):
     ``provider_options`` are onnxruntime's: the session runs on the CPU, and asking for any
     other provider warns as onnxruntime does of a provider it does not have.
 
-    With ``SessionOptions.optimized_model_filepath`` set, the session writes there the model it
-    validated, with the types shape inference found (onnxflow's passes rewrite the compiled
-    plan, not an ONNX graph, so the folded and fused form cannot be saved as a model).
+    With ``SessionOptions.optimized_model_filepath`` set, the session writes there the model
+    after its load-time constant folding: the main graph's nodes computed once at load are
+    initializers holding their values (see :func:`onnxflow.ort_api.folded_model`; the other
+    passes rewrite the compiled plan, not an ONNX graph, and are not in the file).
     """
 
     def __init__(
