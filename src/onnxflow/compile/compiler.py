@@ -34,10 +34,11 @@ from onnxflow.compile.plan import (
     passthrough,
 )
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.ir.dims import static_shape
 from onnxflow.ir.walk import scope_types
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
 from onnxflow.traits import NONE, Built, Traits, bind_attributes
-from onnxflow.values import tensor_to_array, type_shape
+from onnxflow.values import tensor_to_array
 
 
 class NodeContext:
@@ -87,7 +88,8 @@ class NodeContext:
         return self._builder.types.get(self.inputs[i])
 
     def input_shape(self, i: int) -> tuple[int | str | None, ...] | None:
-        """Return input ``i``'s static shape (dims int, symbol or None), if known.
+        """Return input ``i``'s static shape (dims int, dimension variable or None), if known:
+        a ``dim_param`` that is not an identifier (``"?"``) relates to nothing and reads None.
 
         From the value when the input is a constant of this graph, else from shape inference.
         """
@@ -98,8 +100,7 @@ class NodeContext:
             value = b.template[slot]
             return value.shape if isinstance(value, np.ndarray) else None
         tp = self.input_type(i)
-        dims = None if tp is None else type_shape(tp)
-        return None if dims is None else tuple(dims)
+        return None if tp is None else static_shape(tp)
 
     def value_type(self, name: str) -> TypeProto | None:
         """Return the statically known type of a value in this node's scope, if inference found

@@ -19,19 +19,13 @@ from typing import Any
 import numpy as np
 
 from onnxflow.errors import InputError
+from onnxflow.ir.dims import dimension_variable
 from onnxflow.values import NodeArg, np_dtype, type_shape, type_str, value_type_str
 
 #: Where a run's feeds bound each dimension variable: variable -> (input name, size).
 Dims = dict[str, tuple[str, int]]
 
 _MISSING = object()
-
-
-def dimension_variable(dim: Any) -> str | None:
-    """``dim`` when it names a dimension variable (a ``dim_param`` that is a C identifier)."""
-    if isinstance(dim, str) and dim.isascii() and dim.isidentifier():
-        return dim
-    return None
 
 
 class InputCheck:
