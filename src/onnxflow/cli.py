@@ -21,6 +21,7 @@ import onnx
 from onnx import GraphProto, numpy_helper
 
 from onnxflow.errors import OnnxflowError
+from onnxflow.ir.dims import dimension_variable
 from onnxflow.ir.load import load_model
 from onnxflow.ir.walk import subgraphs
 from onnxflow.observers import Profiler, Verbose
@@ -131,12 +132,13 @@ def _read_input(name: str, path: str) -> np.ndarray:
 
 
 def generate_input(arg: NodeArg, dims: dict[str, int], rng: np.random.Generator) -> np.ndarray:
-    """Return random values of an input's declared type and shape (symbolic dims from ``dims``)."""
+    """Return random values of an input's declared type and shape (dimension variables from
+    ``dims``; other unknown dimensions, such as ``"?"``, 1)."""
     if arg.type_proto is None or arg.type_proto.WhichOneof("value") != "tensor_type":
         raise OnnxflowError(f"cannot generate input {arg.name!r} of type {arg.type}: pass --input")
     dtype = np_dtype(arg.type_proto.tensor_type.elem_type)
     shape = [
-        d if isinstance(d, int) and d > 0 else dims.get(d, 1) if isinstance(d, str) else 1
+        d if isinstance(d, int) and d > 0 else dims.get(dimension_variable(d) or "", 1)
         for d in (arg.shape or [])
     ]
     if dtype == np.dtype(object):

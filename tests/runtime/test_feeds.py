@@ -8,6 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import onnxflow
+from onnxflow.cli import generate_input
+from onnxflow.ir.dims import static_shape
+from onnxflow.ops.registry import op
 from onnxflow.runtime.feeds import FeedBinder, InputCheck, dimension_variable
 from onnxflow.values import NodeArg
 
@@ -43,6 +46,55 @@ def test_question_marks_relate_to_nothing() -> None:
     feed = np.ones((1, 3, 48, 192), np.float32)
     (out,) = sess.run(None, {"x": feed})
     assert out.shape == (1, 3, 48, 192)
+
+
+#: Static shapes a builder kernel saw at compile time, by node name.
+_SEEN: dict[str, object] = {}
+
+
+@op("SeeShape", 1, domain="test.dims", build=True)
+def _see_shape(node):  # type: ignore[no-untyped-def]
+    _SEEN[node.name] = node.input_shape(0)
+    return lambda x: x
+
+
+@pytest.mark.parametrize(
+    ("declared", "static"),
+    [
+        (["?", 3, "?", "?"], (None, 3, None, None)),
+        (["-1", "N/2", "batch size", ""], (None, None, None, None)),
+        (["N", 3, "seq_len"], ("N", 3, "seq_len")),
+    ],
+    ids=["question_marks", "not_identifiers", "identifiers"],
+)
+def test_kernels_see_only_identifiers_as_dimension_variables(declared: list, static: tuple) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("SeeShape", ["x"], ["y"], name="see", domain="test.dims")
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("test.dims", 1)]
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=opsets)
+    onnxflow.InferenceSession(model, check=False)
+    assert _SEEN["see"] == static
+    assert static_shape(x.type) == static
+
+
+def test_two_question_marks_in_two_inputs_broadcast_as_any_sizes() -> None:
+    dims = ["?", 3, "?", "?"]
+    x, b = (helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in "xb")
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "b"], ["y"])]
+    sess = onnxflow.InferenceSession(helper.make_model(helper.make_graph(nodes, "g", [x, b], [y])))
+    feed = np.full((1, 3, 48, 192), -1.0, np.float32)
+    bias = np.arange(3, dtype=np.float32).reshape(1, 3, 1, 1)
+    for first, second in ((feed, bias), (bias, feed)):
+        (out,) = sess.run(None, {"x": first, "b": second})
+        np.testing.assert_array_equal(out, np.maximum(first, 0) + second)
+
+
+def test_generated_inputs_give_dim_values_to_variables_only() -> None:
+    arg = _arg("x", ["N", "?", 4])
+    generated = generate_input(arg, {"N": 2, "?": 7}, np.random.default_rng(0))
+    assert generated.shape == (2, 1, 4)
 
 
 @pytest.mark.parametrize("dims", [["N", 3], [2, 3], [2, "?"], None])
