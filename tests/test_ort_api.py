@@ -655,14 +655,6 @@ def test_run_async_reports_an_error_in_the_callback() -> None:
 
 
 # -- run options -----------------------------------------------------------------------------------
-def test_verbose_run_severity_prints_each_node(capsys: pytest.CaptureFixture[str]) -> None:
-    options = onnxflow.RunOptions()
-    options.log_severity_level = 0
-    onnxflow.InferenceSession(small_model()).run(None, {"X": X}, options)
-    err = capsys.readouterr().err
-    assert "Relu 'relu'" in err and "MatMul 'matmul'" in err
-
-
 def test_only_execute_path_to_fetches_warns_that_it_is_ignored() -> None:
     options = onnxflow.RunOptions()
     options.only_execute_path_to_fetches = True

@@ -95,11 +95,12 @@ class SessionOptions:
       the session's runs is in progress (through threadpoolctl), restored after.
     - ``enable_profiling``, ``profile_file_prefix``: each run's nodes are timed and
       ``InferenceSession.end_profiling()`` writes them in onnxruntime's JSON trace format.
-    - ``optimized_model_filepath``: the session writes the model it compiled there (see
-      ``InferenceSession``).
+    - ``optimized_model_filepath``: the session writes there the model after its load-time
+      constant folding (see ``InferenceSession``).
     - ``log_severity_level`` (-1: the process default, see ``set_default_logger_severity``):
-      at 3 (error) or above, the session's warnings are not shown.
-    - ``logid``: names the session in its warnings.
+      the severity the session logs at (:mod:`onnxflow.logs`); at 3 (error) or above, its
+      warnings (an ignored setting, a provider it does not have) are not shown either.
+    - ``logid``: names the session in its log records and warnings.
     - ``use_deterministic_compute``: accepted; onnxflow's results are always deterministic.
     - ``add_session_config_entry`` / ``get_session_config_entry``: kept and given back; no key
       changes what onnxflow does (a session warns once that they are ignored).
@@ -193,10 +194,9 @@ class SessionOptions:
 class RunOptions:
     """Per-run options. Setting ``terminate = True`` (from any thread) cancels a run.
 
-    ``log_severity_level`` 0 (onnxruntime's VERBOSE) prints each node of the run as it runs to
-    stderr, as ``run(..., verbose=True)`` does; other levels print nothing (-1, the default,
-    is the session's level). ``logid`` and ``run_tag`` name the run; run config entries are
-    kept and given back, and none changes a run. ``only_execute_path_to_fetches`` is ignored
+    ``log_severity_level`` is the severity the run logs at (-1, the default: the session's;
+    see :mod:`onnxflow.logs`); ``logid`` and ``run_tag`` name the run; run config entries
+    are kept and given back, and none changes a run. ``only_execute_path_to_fetches`` is ignored
     (with a warning, once): every node of the plan runs.
     """
 

@@ -29,7 +29,6 @@ from threadpoolctl import OpenBLASController, ThreadpoolController
 from onnxflow.errors import EPFail, Fail, InvalidArgument, OnnxflowWarning
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.logs import get_severity, set_severity
-from onnxflow.observers import Verbose
 from onnxflow.options import SessionOptions
 from onnxflow.runtime.observe import Observer, node_key
 from onnxflow.values import NodeArg, elem_type_of, np_dtype, type_shape, value_type_str
@@ -522,19 +521,14 @@ class OrtSessionAPI:
         onnx.save_model(folded_model(self.model, self.plan), path)  # type: ignore[attr-defined]
 
     def _api_watchers(self, run_options: Any) -> list[Observer]:
-        """Observers the options ask for: the profile, and a Verbose printer for a run whose
-        log severity is 0 (verbose)."""
-        found: list[Observer] = [] if self._profile is None else [self._profile]
-        if run_options is not None:
-            if getattr(run_options, "log_severity_level", -1) == 0:
-                found.append(Verbose())
-            if getattr(run_options, "only_execute_path_to_fetches", False):
-                warn_once(
-                    "RunOptions.only_execute_path_to_fetches",
-                    "RunOptions.only_execute_path_to_fetches is ignored: every node runs",
-                    OnnxflowWarning,
-                )
-        return found
+        """Observers the options ask for: the profile when the session is profiling."""
+        if getattr(run_options, "only_execute_path_to_fetches", False):
+            warn_once(
+                "RunOptions.only_execute_path_to_fetches",
+                "RunOptions.only_execute_path_to_fetches is ignored: every node runs",
+                OnnxflowWarning,
+            )
+        return [] if self._profile is None else [self._profile]
 
     @contextmanager
     def _api_run(self) -> Iterator[None]:
