@@ -75,7 +75,7 @@ def test_an_engine_that_fails_is_reported_not_fatal(tmp_path: Path) -> None:
         str(out),
     ]
     assert subprocess.run(cmd, capture_output=True).returncode == 0
-    assert "ModelLoadError" in json.loads(out.read_text())["error"]
+    assert "ModelParseError" in json.loads(out.read_text())["error"]  # a ModelLoadError
 
 
 def test_a_model_whose_framework_is_missing_is_unavailable() -> None:
