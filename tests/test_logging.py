@@ -131,3 +131,29 @@ def test_a_run_logs_at_its_own_severity(caplog: pytest.LogCaptureFixture) -> Non
     sess.run(None, feeds, options)
     (message,) = _run_records(caplog)
     assert message.startswith("[s] run 'first' took ") and message.endswith(" ms")
+
+
+def test_the_bench_reports_progress_through_the_logger(caplog: pytest.LogCaptureFixture) -> None:
+    from onnxflow.bench.zoo import ZooModel
+    from onnxflow.bench.zoo.run import run_zoo
+    from onnxflow.bench.zoo.sources import Built
+
+    def not_buildable(target: Path) -> None:
+        raise ModuleNotFoundError("no framework here")
+
+    caplog.set_level(logging.INFO, logger="onnxflow.bench")
+    run_zoo([ZooModel("nothing", "trees", Built(not_buildable), dict, "-")], 0.1, ("onnxflow",))
+    (record,) = [r for r in caplog.records if r.name == "onnxflow.bench.zoo.run"]
+    assert record.getMessage() == "[zoo] nothing ..." and record.levelno == logging.INFO
+
+
+def test_show_on_stderr_shows_messages_once(capsys: pytest.CaptureFixture[str]) -> None:
+    name = "onnxflow.test_show_on_stderr"
+    handler = logs.show_on_stderr(name)
+    try:
+        assert logs.show_on_stderr(name) is handler  # a second call adds nothing
+        logging.getLogger(name).info("measuring %s ...", "x")
+        logging.getLogger(name).debug("not shown")
+        assert capsys.readouterr().err == "measuring x ...\n"
+    finally:
+        logging.getLogger(name).removeHandler(handler)

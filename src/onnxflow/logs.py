@@ -69,6 +69,22 @@ def get_severity() -> int:
     return severity_of(level)
 
 
+def show_on_stderr(name: str = "onnxflow", level: int = logging.INFO) -> logging.Handler:
+    """Show the records of logger ``name`` from ``level`` up on stderr, one message a line: for
+    onnxflow's own commands, which are applications. Calling it again changes nothing."""
+    target = logging.getLogger(name)
+    for handler in target.handlers:
+        if getattr(handler, "onnxflow_stderr", False):
+            return handler
+    handler = logging.StreamHandler()  # the stderr of the moment
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.onnxflow_stderr = True  # type: ignore[attr-defined]
+    target.addHandler(handler)
+    target.setLevel(level)
+    target.propagate = False  # shown once, not again by the application's root handlers
+    return handler
+
+
 class SeverityLog(logging.LoggerAdapter):
     """Logs through ``logger`` at an onnxruntime severity of its own (-1: the logger's own
     level), naming what it logs for (a session's ``logid``) in each record's ``logid``."""

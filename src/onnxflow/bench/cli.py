@@ -10,6 +10,7 @@ import onnxflow.bench
 from onnxflow.bench.harness import report_to_json, run_bench
 from onnxflow.bench.report import render
 from onnxflow.bench.workloads import TIMED
+from onnxflow.logs import show_on_stderr
 
 NAMES = [*TIMED, "loop_linearity", "peak_memory"]
 DESCRIPTION = onnxflow.bench.__doc__
@@ -55,6 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the bench, print the report, and write the JSON if asked."""
     args = parse_args(argv)
+    show_on_stderr("onnxflow.bench")  # which workload or model is being measured
     repeats = args.repeats or (2 if args.quick else 7)
     if repeats < 1:
         raise SystemExit("--repeats must be at least 1")

@@ -15,6 +15,7 @@ repeats (:func:`linearity_row`).
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import platform
 import statistics
@@ -30,6 +31,8 @@ import numpy as np
 import onnx
 
 from onnxflow.bench.workloads import LIGHT_MODELS, TIMED, SkipWorkload, Workload, light_model
+
+log = logging.getLogger(__name__)
 
 ENGINES = ("onnxflow", "onnxruntime", "onnx.reference")
 REF_CAP = 3
@@ -315,10 +318,10 @@ def run_bench(names: list[str], repeats: int, quick: bool) -> Report:
     target = 0.01 if quick else 0.1
     rows = []
     for i, name in enumerate(names, 1):
-        print(f"[{i}/{len(names)}] {name} ...", file=sys.stderr, flush=True)
+        log.info("[%d/%d] %s ...", i, len(names), name)
         start = time.perf_counter()
         rows.append(_one(name, builders, skipped, repeats, target, quick))
-        print(f"    {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        log.info("    %.1f s", time.perf_counter() - start)
     return Report(machine_info(), repeats, quick, rows)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 import subprocess
@@ -17,6 +18,8 @@ from onnxflow.bench.report import format_seconds
 from onnxflow.bench.zoo import ZOO, ZooModel
 from onnxflow.bench.zoo.engine import ENGINES
 from onnxflow.bench.zoo.sources import Unavailable
+
+log = logging.getLogger(__name__)
 
 #: The engines timed in rounds (onnx.reference is timed once, briefly, after them).
 TIMED = ("onnxflow", "onnxruntime", "tract")
@@ -49,7 +52,7 @@ def run_zoo(
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnxflow-zoo-") as tmp:
         for model in models:
-            print(f"[zoo] {model.name} ...", file=sys.stderr, flush=True)
+            log.info("[zoo] %s ...", model.name)
             rows.append(_measure_model(model, Path(tmp), seconds, engines))
     return rows
 
