@@ -84,3 +84,14 @@ def test_cli_profile_times_the_compiled_run_and_observes_bodies_on_request(
     out = capsys.readouterr().out
     assert "a second run, observed inside bodies" in out and "what observing costs" in out
     assert "Add" in out and "Tanh" in out
+
+
+def test_a_main_graph_profile_stays_so_beside_an_observer_of_bodies() -> None:
+    from onnxflow.observers import Trace
+
+    sess = onnxflow.InferenceSession(RNN)
+    profiler, trace = Profiler(bodies=False), Trace()
+    sess.run(None, _feeds(5), observers=[profiler, trace])
+    assert trace.iterations_of("rnn") == list(range(5))  # the bodies were observed, for Trace
+    assert [(op, calls) for op, _, _, calls in profiler.top_nodes()] == [("Scan", 1)]
+    assert [e["name"] for e in profiler.events] == ["Scan rnn"]

@@ -189,11 +189,15 @@ class Profiler(Observer):
 
     def node_start(self, scope, info, inputs) -> None:  # type: ignore[no-untyped-def]
         """Open a node's span."""
+        if scope and not self.body_events:  # another observer asked for the bodies' events
+            return
         self._open.append(time.perf_counter())
         self._children.append(0.0)
 
     def node_end(self, scope, info, inputs, outputs, seconds) -> None:  # type: ignore[no-untyped-def]
         """Close the node's span; its self time excludes the nodes of its bodies."""
+        if scope and not self.body_events:
+            return
         start = self._open.pop()
         inner = self._children.pop()
         self._children[-1] += seconds
@@ -204,10 +208,14 @@ class Profiler(Observer):
 
     def scope_start(self, scope: Scope, total: int | None) -> None:
         """Open a body run's span."""
+        if not self.body_events:
+            return
         self._open.append(time.perf_counter())
 
     def scope_end(self, scope: Scope, seconds: float) -> None:
         """Close the body run's span (an iteration event nested under its node)."""
+        if not self.body_events:
+            return
         owner, key = scope[-1]
         self._event(f"{owner} iteration {key}", "iteration", self._open.pop(), seconds, "")
 
