@@ -503,6 +503,29 @@ def test_profile_is_onnxruntimes_trace_format(tmp_path: Path) -> None:
     assert os.getpid() == relu["pid"]
 
 
+def test_concurrent_runs_are_profiled_each_in_its_thread(tmp_path: Path) -> None:
+    so = onnxflow.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "threads")
+    sess = onnxflow.InferenceSession(small_model(), so)
+
+    def work() -> None:
+        for _ in range(5):
+            sess.run(None, {"X": X})
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = json.loads(Path(sess.end_profiling()).read_text())
+    names = [e["name"] for e in events]
+    assert names.count("model_run") == 20
+    assert names.count("relu_kernel_time") == names.count("matmul_kernel_time") == 20
+    assert len({e["tid"] for e in events if e["cat"] == "Node"}) == 4
+    assert all(e["dur"] >= 0 for e in events)
+
+
 def test_a_session_not_profiling_ends_with_no_file() -> None:
     ort_sess, of_sess = both(small_model())
     assert of_sess.end_profiling() == ort_sess.end_profiling() == ""

@@ -167,7 +167,7 @@ class OrtProfile(Observer):
         """``started``: ``(perf_counter_ns, time_ns)`` when profiling started."""
         self._perf0, self.start_ns = started
         self.events: list[dict[str, Any]] = []
-        self._open: list[int] = []
+        self._spans = threading.local()  # each thread's open node spans (concurrent runs)
         self._lock = threading.Lock()
 
     def session_event(self, name: str, start_perf_ns: int, end_perf_ns: int) -> None:
@@ -176,11 +176,11 @@ class OrtProfile(Observer):
 
     def node_start(self, scope, info, inputs) -> None:  # type: ignore[no-untyped-def]
         """Open the node's span."""
-        self._open.append(time.perf_counter_ns())
+        self._open().append(time.perf_counter_ns())
 
     def node_end(self, scope, info, inputs, outputs, seconds) -> None:  # type: ignore[no-untyped-def]
         """Record the node's event."""
-        start = self._open.pop()
+        start = self._open().pop()
         args = {
             "op_name": info.op_type,
             "provider": CPU,
@@ -188,6 +188,13 @@ class OrtProfile(Observer):
             "output_type_shape": _type_shapes(outputs),
         }
         self._add("Node", f"{node_key(info)}_kernel_time", start, time.perf_counter_ns(), args)
+
+    def _open(self) -> list[int]:
+        """The calling thread's stack of open node spans."""
+        spans = getattr(self._spans, "stack", None)
+        if spans is None:
+            spans = self._spans.stack = []
+        return spans
 
     def _add(self, cat: str, name: str, start: int, end: int, args: dict[str, Any]) -> None:
         event = {
