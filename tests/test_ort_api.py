@@ -508,10 +508,13 @@ def test_concurrent_runs_are_profiled_each_in_its_thread(tmp_path: Path) -> None
     so.enable_profiling = True
     so.profile_file_prefix = str(tmp_path / "threads")
     sess = onnxflow.InferenceSession(small_model(), so)
+    together = threading.Barrier(4)  # all alive at once: four distinct thread ids
 
     def work() -> None:
+        together.wait()
         for _ in range(5):
             sess.run(None, {"X": X})
+        together.wait()
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
