@@ -69,7 +69,41 @@ def fresh_warnings() -> None:
 
 
 # -- module functions and enums --------------------------------------------------------------------
+#: onnxruntime's API that onnxflow offers, by where it sits: the names must be onnxruntime's.
+OFFERED = {
+    "module": """GraphOptimizationLevel ExecutionMode ExecutionOrder InferenceSession SessionOptions
+        RunOptions NodeArg OrtValue SessionIOBinding IOBinding ModelMetadata get_device
+        get_available_providers get_all_providers set_default_logger_severity
+        set_default_logger_verbosity get_version_string capi""",
+    "InferenceSession": """run run_with_ort_values run_with_iobinding run_async io_binding
+        end_profiling get_profiling_start_time_ns get_session_options get_providers
+        get_provider_options set_providers disable_fallback enable_fallback get_inputs
+        get_outputs get_overridable_initializers get_modelmeta""",
+    "SessionOptions": """add_session_config_entry get_session_config_entry
+        register_custom_ops_library add_free_dimension_override_by_name
+        add_free_dimension_override_by_denotation""",
+    "RunOptions": "add_run_config_entry get_run_config_entry",
+    "OrtValue": """ortvalue_from_numpy ortvalue_from_numpy_with_onnx_type
+        ortvalue_from_shape_and_type numpy shape data_type element_type device_name is_tensor
+        is_tensor_sequence is_sparse_tensor has_value tensor_size_in_bytes data_ptr
+        update_inplace""",
+    "IOBinding": """bind_cpu_input bind_input bind_output bind_ortvalue_input
+        bind_ortvalue_output clear_binding_inputs clear_binding_outputs copy_outputs_to_cpu
+        get_outputs get_outputs_as_ortvaluevector synchronize_inputs synchronize_outputs""",
+}
+
+
+@pytest.mark.parametrize("where", sorted(OFFERED))
+def test_the_api_offered_has_onnxruntimes_names(where: str) -> None:
+    theirs = onnxruntime if where == "module" else getattr(onnxruntime, where)
+    ours = onnxflow if where == "module" else getattr(onnxflow, where)
+    for name in OFFERED[where].split():
+        assert hasattr(theirs, name), f"onnxruntime has no {where}.{name}"
+        assert hasattr(ours, name), f"onnxflow has no {where}.{name}"
+
+
 def test_module_functions_answer_as_onnxruntime_on_the_cpu() -> None:
+    assert onnxflow.get_version_string() == onnxflow.__version__
     assert onnxflow.get_device() == onnxruntime.get_device() == "CPU"
     assert onnxflow.get_available_providers() == ["CPUExecutionProvider"]
     assert "CPUExecutionProvider" in onnxruntime.get_available_providers()
@@ -304,6 +338,13 @@ def test_a_quiet_session_does_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         onnxflow.InferenceSession(small_model(), so, providers=["CUDAExecutionProvider"])
+
+
+def test_free_dimension_overrides_warn_that_they_are_ignored() -> None:
+    so = onnxflow.SessionOptions()
+    so.add_free_dimension_override_by_name("batch", 1)
+    with pytest.warns(onnxflow.OnnxflowWarning, match="free dimension overrides.*batch"):
+        onnxflow.InferenceSession(small_model(), so)
 
 
 def test_a_custom_ops_library_is_refused() -> None:

@@ -39,6 +39,12 @@ from onnxflow.values import NodeArg
 
 __version__ = "0.1.0"
 
+
+def get_version_string() -> str:
+    """onnxflow's version, as onnxruntime's function of that name gives its own."""
+    return __version__
+
+
 __all__ = [
     "CancelledError",
     "ExecutionMode",
@@ -66,6 +72,7 @@ __all__ = [
     "get_all_providers",
     "get_available_providers",
     "get_device",
+    "get_version_string",
     "load_model",
     "run",
     "set_default_logger_severity",

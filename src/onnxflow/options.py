@@ -121,6 +121,7 @@ class SessionOptions:
         for name, (value, _) in IGNORED_SESSION_SETTINGS.items():
             setattr(self, name, value)
         self._config: dict[str, str] = {}
+        self._dimension_overrides: dict[str, int] = {}
         for name, allowed in (
             ("loop_condition", LOOP_CONDITION_MODES),
             ("float16_rounding", FLOAT16_ROUNDINGS),
@@ -165,6 +166,17 @@ class SessionOptions:
             raise Fail(f"SessionOptions does not have configuration with key: {key}")
         return self._config[key]
 
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """Record a value for a symbolic dimension; ignored (with a warning, once): onnxflow
+        takes every dimension from the feeds."""
+        self._dimension_overrides[str(dim_name)] = int(dim_value)
+
+    def add_free_dimension_override_by_denotation(
+        self, dim_denotation: str, dim_value: int
+    ) -> None:
+        """Record a value for dimensions of a denotation; ignored as the override by name."""
+        self._dimension_overrides[f"denotation {dim_denotation}"] = int(dim_value)
+
     def register_custom_ops_library(self, library_path: str) -> None:
         """Refused: a custom-op library is native code built against onnxruntime."""
         raise OrtNotImplemented(
@@ -182,6 +194,11 @@ class SessionOptions:
         ]
         if self._config:
             found.append((f"config entries {sorted(self._config)}", "no key applies to onnxflow"))
+        if self._dimension_overrides:
+            found.append((
+                f"free dimension overrides {sorted(self._dimension_overrides)}",
+                "every dimension is taken from the feeds",
+            ))  # fmt: skip
         return found
 
     def __repr__(self) -> str:

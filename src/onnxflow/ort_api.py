@@ -445,6 +445,8 @@ def _copy_into(name: str, target: np.ndarray, value: Any) -> None:
     np.copyto(target, value, casting="same_kind")
 
 
+#: onnxruntime's ``io_binding()`` returns an ``IOBinding`` wrapping its native
+#: ``SessionIOBinding``; here both names are the one class.
 IOBinding = SessionIOBinding
 
 
