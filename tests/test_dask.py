@@ -34,7 +34,7 @@ def client() -> Iterator[distributed.Client]:
             threads_per_worker=1,
             processes=True,
             memory_limit="400MiB",
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: two test runs at once must not collide
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
