@@ -331,6 +331,25 @@ def test_config_entries_warn_that_they_change_nothing() -> None:
         onnxflow.InferenceSession(small_model(), so)
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("enable_cpu_mem_arena", False),
+        ("enable_mem_pattern", False),
+        ("use_per_session_threads", False),
+        ("use_deterministic_compute", True),
+        ("execution_mode", onnxflow.ExecutionMode.ORT_SEQUENTIAL),
+    ],
+)
+def test_settings_describing_what_onnxflow_does_do_not_warn(setting: str, value: Any) -> None:
+    so = onnxflow.SessionOptions()
+    setattr(so, setting, value)
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        onnxflow.InferenceSession(small_model(), so)
+
+
 def test_a_quiet_session_does_not_warn() -> None:
     so = onnxflow.SessionOptions()
     so.enable_mem_pattern = False

@@ -42,28 +42,36 @@ class ExecutionOrder(enum.IntEnum):
     MEMORY_EFFICIENT = 2
 
 
-#: onnxruntime's SessionOptions settings that onnxflow does not act on, with their defaults
-#: and why: a value other than the default warns once.
+#: onnxruntime's SessionOptions settings asking for what onnxflow cannot do, with their
+#: defaults and why: a value other than the default warns once.
 IGNORED_SESSION_SETTINGS: dict[str, tuple[Any, str]] = {
     "inter_op_num_threads": (0, "nodes run one after another"),
     "execution_mode": (ExecutionMode.ORT_SEQUENTIAL, "nodes run one after another"),
     "execution_order": (ExecutionOrder.DEFAULT, "nodes run in the compiled plan's order"),
-    "enable_cpu_mem_arena": (True, "NumPy allocates every array"),
-    "enable_mem_pattern": (True, "NumPy allocates every array"),
-    "enable_mem_reuse": (True, "NumPy allocates every array"),
-    "use_per_session_threads": (True, "runs use the caller's thread and BLAS's pool"),
-    "log_verbosity_level": (0, "it applies to onnxruntime's debug builds only"),
+    "enable_mem_reuse": (True, "a run frees each value after its last use, always"),
 }
 
-#: Settings onnxflow acts on, with onnxruntime's defaults.
+#: Settings onnxflow acts on, or whose every value describes what it does already, with
+#: onnxruntime's defaults (see the SessionOptions docstring).
 SESSION_SETTINGS: dict[str, Any] = {
     "intra_op_num_threads": 0,
     "enable_profiling": False,
     "profile_file_prefix": "onnxruntime_profile_",
     "optimized_model_filepath": "",
     "log_severity_level": -1,
+    "log_verbosity_level": 0,
     "logid": "",
     "use_deterministic_compute": False,
+    "enable_cpu_mem_arena": True,
+    "enable_mem_pattern": True,
+    "use_per_session_threads": True,
+}
+
+#: Config entries asking for what onnxflow does already: no warning.
+SATISFIED_CONFIG_ENTRIES = {
+    ("session.intra_op.allow_spinning", "0"),  # onnxflow has no threads that spin-wait
+    ("session.inter_op.allow_spinning", "0"),
+    ("session.load_model_format", "ONNX"),
 }
 
 
@@ -102,8 +110,14 @@ class SessionOptions:
       warnings (an ignored setting, a provider it does not have) are not shown either.
     - ``logid``: names the session in its log records and warnings.
     - ``use_deterministic_compute``: accepted; onnxflow's results are always deterministic.
+    - ``enable_cpu_mem_arena``, ``enable_mem_pattern``: accepted; onnxflow has no arena and
+      plans no memory pattern (NumPy allocates each array), whatever their value.
+    - ``use_per_session_threads``: accepted; a run uses its caller's thread (and BLAS's pool,
+      bounded by ``intra_op_num_threads``), whatever its value.
+    - ``log_verbosity_level``: accepted; as in onnxruntime's release builds, it changes nothing.
     - ``add_session_config_entry`` / ``get_session_config_entry``: kept and given back; no key
-      changes what onnxflow does (a session warns once that they are ignored).
+      changes what onnxflow does, so a session warns once that they are ignored, except for
+      those in :data:`SATISFIED_CONFIG_ENTRIES` (turning spinning off: onnxflow never spins).
 
     The settings in :data:`IGNORED_SESSION_SETTINGS` are accepted and, when changed, warned
     about once. ``register_custom_ops_library`` raises: onnxruntime's custom-op libraries are
@@ -192,8 +206,9 @@ class SessionOptions:
             for name, (default, why) in IGNORED_SESSION_SETTINGS.items()
             if getattr(self, name) != default
         ]
-        if self._config:
-            found.append((f"config entries {sorted(self._config)}", "no key applies to onnxflow"))
+        config = set(self._config.items()) - SATISFIED_CONFIG_ENTRIES
+        if config:
+            found.append((f"config entries {sorted(dict(config))}", "no key applies to onnxflow"))
         if self._dimension_overrides:
             found.append((
                 f"free dimension overrides {sorted(self._dimension_overrides)}",
