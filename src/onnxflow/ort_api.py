@@ -35,8 +35,6 @@ from onnxflow.values import NodeArg, elem_type_of, np_dtype, type_shape, value_t
 
 CPU = "CPUExecutionProvider"
 
-_verbosity = {"default": 0}
-
 
 def get_device() -> str:
     """The device onnxflow computes on: ``"CPU"``."""
@@ -61,8 +59,10 @@ def set_default_logger_severity(severity: int) -> None:
 
 
 def set_default_logger_verbosity(verbosity: int) -> None:
-    """Record the default verbosity; as in onnxruntime's release builds, it changes nothing."""
-    _verbosity["default"] = int(verbosity)
+    """Accept a default verbosity (an integer): as in onnxruntime's release builds, where it
+    applies to debug logging only, it changes nothing."""
+    if isinstance(verbosity, bool) or not isinstance(verbosity, (int, np.integer)):
+        raise InvalidArgument(f"verbosity must be an integer, found {verbosity!r}")
 
 
 # -- warnings, each given once -------------------------------------------------------------------
