@@ -356,7 +356,15 @@ def test_a_quiet_session_does_not_warn() -> None:
     so.log_severity_level = 3
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        onnxflow.InferenceSession(small_model(), so, providers=["CUDAExecutionProvider"])
+        onnxflow.InferenceSession(small_model(), so)
+
+
+@pytest.mark.parametrize("module", [onnxruntime, onnxflow], ids=lambda m: m.__name__)
+def test_an_unknown_provider_warns_whatever_the_severity(module: Any) -> None:
+    so = module.SessionOptions()
+    so.log_severity_level = 3
+    with pytest.warns(UserWarning, match="'CUDAExecutionProvider' is not in available"):
+        module.InferenceSession(small_model().SerializeToString(), so, ["CUDAExecutionProvider"])
 
 
 def test_free_dimension_overrides_warn_that_they_are_ignored() -> None:
@@ -443,8 +451,15 @@ def test_providers_can_be_set_and_fallback_switched() -> None:
 
 
 # -- metadata and NodeArgs -------------------------------------------------------------------------
-def test_modelmeta_is_onnxruntimes() -> None:
-    ort_sess, of_sess = both(small_model())
+def _unversioned() -> onnx.ModelProto:
+    m = small_model()
+    m.ClearField("model_version")
+    return m
+
+
+@pytest.mark.parametrize("make", [small_model, _unversioned])
+def test_modelmeta_is_onnxruntimes(make: Any) -> None:
+    ort_sess, of_sess = both(make())
     fields = [n for n in dir(ort_sess.get_modelmeta()) if not n.startswith("_")]
     theirs, ours = ort_sess.get_modelmeta(), of_sess.get_modelmeta()
     assert {f: getattr(ours, f) for f in fields} == {f: getattr(theirs, f) for f in fields}

@@ -107,7 +107,8 @@ class SessionOptions:
       constant folding (see ``InferenceSession``).
     - ``log_severity_level`` (-1: the process default, see ``set_default_logger_severity``):
       the severity the session logs at (:mod:`onnxflow.logs`); at 3 (error) or above, its
-      warnings (an ignored setting, a provider it does not have) are not shown either.
+      warnings of ignored settings are not shown either (those of a provider it does not
+      have are, as in onnxruntime).
     - ``logid``: names the session in its log records and warnings.
     - ``use_deterministic_compute``: accepted; onnxflow's results are always deterministic.
     - ``enable_cpu_mem_arena``, ``enable_mem_pattern``: accepted; onnxflow has no arena and

@@ -79,16 +79,15 @@ def warn_once(key: str, message: str, category: type[Warning] = UserWarning) -> 
     warnings.warn(message, category, stacklevel=4)
 
 
-def check_providers(
-    providers: Sequence[Any] | None, *, show: bool = True, stacklevel: int = 4
-) -> list[str]:
+def check_providers(providers: Sequence[Any] | None, *, stacklevel: int = 4) -> list[str]:
     """The providers a session uses (always the CPU); every other provider asked for warns as
-    onnxruntime warns of a provider it does not have, and the session falls back to the CPU."""
+    onnxruntime warns of a provider it does not have (whatever the log severity, as there),
+    and the session falls back to the CPU."""
     names = [p[0] if isinstance(p, (tuple, list)) else p for p in providers or ()]
     for name in names:
         if not isinstance(name, str):
             raise InvalidArgument(f"a provider is a name or (name, options), found {name!r}")
-        if name != CPU and show:
+        if name != CPU:
             warnings.warn(
                 f"Specified provider '{name}' is not in available provider names."
                 f"Available providers: '{CPU}'",
@@ -459,7 +458,8 @@ class ModelMetadata:
         self.domain: str = model.domain
         self.description: str = model.doc_string
         self.graph_description: str = model.graph.doc_string
-        self.version: int = model.model_version
+        #: as onnxruntime gives it: the largest int64 when the model sets no version
+        self.version: int = model.model_version if model.HasField("model_version") else 2**63 - 1
         self.custom_metadata_map: dict[str, str] = {p.key: p.value for p in model.metadata_props}
 
     def __repr__(self) -> str:
@@ -494,7 +494,7 @@ class OrtSessionAPI:
         """Act on the options and providers once the model is compiled; ``started`` is
         ``(perf_counter_ns, time_ns)`` at the start of the session's creation."""
         opts = self.options
-        self._providers = check_providers(providers, show=self._shows_warnings())
+        self._providers = check_providers(providers)
         self._provider_options: dict[str, dict[str, str]] = {
             CPU: _cpu_options(providers, provider_options)
         }
@@ -570,7 +570,7 @@ class OrtSessionAPI:
         self, providers: Sequence[Any] | None = None, provider_options: Any = None
     ) -> None:
         """Choose providers: any but the CPU warns, and the session stays on the CPU."""
-        self._providers = check_providers(providers, show=self._shows_warnings(), stacklevel=3)
+        self._providers = check_providers(providers, stacklevel=3)
         self._provider_options = {CPU: _cpu_options(providers, provider_options)}
 
     def disable_fallback(self) -> None:
