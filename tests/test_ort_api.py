@@ -79,7 +79,7 @@ OFFERED = {
         end_profiling get_profiling_start_time_ns get_session_options get_providers
         get_provider_options set_providers disable_fallback enable_fallback get_inputs
         get_outputs get_overridable_initializers get_modelmeta""",
-    "SessionOptions": """add_session_config_entry get_session_config_entry
+    "SessionOptions": """add_session_config_entry get_session_config_entry add_initializer
         register_custom_ops_library add_free_dimension_override_by_name
         add_free_dimension_override_by_denotation""",
     "RunOptions": "add_run_config_entry get_run_config_entry",
@@ -371,6 +371,30 @@ def test_free_dimension_overrides_warn_that_they_are_ignored() -> None:
     so = onnxflow.SessionOptions()
     so.add_free_dimension_override_by_name("batch", 1)
     with pytest.warns(onnxflow.OnnxflowWarning, match="free dimension overrides.*batch"):
+        onnxflow.InferenceSession(small_model(), so)
+
+
+def test_add_initializer_replaces_the_models_value() -> None:
+    weight = np.full((3, 2), 0.5, np.float32)
+    results = []
+    for module in (onnxruntime, onnxflow):
+        so = module.SessionOptions()
+        value = module.OrtValue.ortvalue_from_numpy(weight)
+        so.add_initializer("W", value)
+        sess = module.InferenceSession(small_model().SerializeToString(), so)
+        results.append(sess.run(None, {"X": X})[0])
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[1], np.maximum(X, 0) @ weight)
+
+
+def test_add_initializer_of_an_unknown_name_or_another_type() -> None:
+    so = onnxflow.SessionOptions()
+    so.add_initializer("Q", np.zeros(2, np.float32))
+    with pytest.warns(onnxflow.OnnxflowWarning, match="no initializer 'Q'"):
+        onnxflow.InferenceSession(small_model(), so)
+    so = onnxflow.SessionOptions()
+    so.add_initializer("W", np.zeros((3, 2), np.float64))
+    with pytest.raises(onnxflow.capi.onnxruntime_pybind11_state.InvalidArgument, match="float64"):
         onnxflow.InferenceSession(small_model(), so)
 
 

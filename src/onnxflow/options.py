@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import numpy as np
+
 from onnxflow.errors import Fail, InputError
 from onnxflow.errors import NotImplemented as OrtNotImplemented
 
@@ -137,6 +139,7 @@ class SessionOptions:
             setattr(self, name, value)
         self._config: dict[str, str] = {}
         self._dimension_overrides: dict[str, int] = {}
+        self._initializers: dict[str, Any] = {}
         for name, allowed in (
             ("loop_condition", LOOP_CONDITION_MODES),
             ("float16_rounding", FLOAT16_ROUNDINGS),
@@ -180,6 +183,16 @@ class SessionOptions:
         if key not in self._config:
             raise Fail(f"SessionOptions does not have configuration with key: {key}")
         return self._config[key]
+
+    def add_initializer(self, name: str, ort_value: Any) -> None:
+        """Use ``ort_value`` (an OrtValue or an array) as the model's initializer ``name``; a
+        session whose model has no such initializer warns that it is unused."""
+        value = ort_value.numpy() if hasattr(ort_value, "numpy") else ort_value
+        self._initializers[str(name)] = np.asarray(value)
+
+    def added_initializers(self) -> dict[str, np.ndarray]:
+        """The initializers given with :meth:`add_initializer`, by name."""
+        return dict(self._initializers)
 
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
         """Record a value for a symbolic dimension; ignored (with a warning, once): onnxflow

@@ -468,6 +468,31 @@ class ModelMetadata:
         )
 
 
+def replace_initializers(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> None:
+    """Put ``values`` in place of the main graph's initializers of those names (the session's
+    own copy of the model), each of the element type the model gives it; a name the model has
+    no initializer for warns that it is unused."""
+    if not values:
+        return
+    stored = {t.name: t for t in model.graph.initializer}
+    for name, value in values.items():
+        if name not in stored:
+            warnings.warn(
+                f"SessionOptions.add_initializer: the model has no initializer {name!r}; the "
+                f"value is unused (initializers: {sorted(stored)[:10]})",
+                OnnxflowWarning,
+                stacklevel=4,
+            )
+            continue
+        expected = np_dtype(stored[name].data_type)
+        if value.dtype != expected:
+            raise InvalidArgument(
+                f"SessionOptions.add_initializer: {name!r} is {expected} in the model, the "
+                f"value given is {value.dtype}"
+            )
+        stored[name].CopyFrom(onnx.numpy_helper.from_array(value, name))
+
+
 def ort_node_arg(arg: NodeArg) -> NodeArg:
     """``arg`` as onnxruntime shows it: an unranked tensor or a sequence or map has shape
     ``[]``, an optional tensor the shape of the tensor."""

@@ -22,7 +22,7 @@ from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import RunOptions, SessionOptions
-from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg
+from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
 from onnxflow.runtime.executor import execute, runner, sources
 from onnxflow.runtime.feeds import FeedBinder
@@ -72,6 +72,7 @@ class InferenceSession(OrtSessionAPI):
             self.model = ModelProto()
             self.model.CopyFrom(model)
         self._source = self.model if isinstance(model, ModelProto) else model
+        replace_initializers(self.model, self.options.added_initializers())
         validate_model(self.model, run_checker=check)
         try:
             self._compile()
