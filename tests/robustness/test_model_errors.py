@@ -167,10 +167,21 @@ def test_subgraph_node_redefining_an_outer_name() -> None:
         onnxflow.InferenceSession(m, check=False)
 
 
-def test_subgraph_input_redefining_an_outer_name() -> None:
+def test_a_subgraph_input_may_shadow_an_outer_name() -> None:
+    """A body's inputs are its parameters: the IR asks only node outputs to differ from the
+    outer names they could hide (onnxruntime's generation models name their decoder's inputs
+    like the main graph's). Inside, the name is the body's input."""
     loop = helper.make_node("Loop", ["M", "", "x"], ["xf"], name="loop", body=counter_body())
     m = model([loop], [vi("x", F, [1])], [vi("xf", F, [1])], [const("M", np.int64(2))])
-    with pytest.raises(onnxflow.ValidationError, match=r"graph input redefines 'x'"):
+    (xf,) = onnxflow.InferenceSession(m).run(None, {"x": np.array([5.0], np.float32)})
+    assert xf.tolist() == [7.0]  # the body adds 1 to its own x, twice
+
+
+def test_a_subgraph_node_output_redefining_an_outer_name() -> None:
+    body = counter_body([helper.make_node("Neg", ["x_out"], ["M"])])
+    loop = helper.make_node("Loop", ["M", "", "x0"], ["xf"], name="loop", body=body)
+    m = model([loop], [vi("x0", F, [1])], [vi("xf", F, [1])], [const("M", np.int64(2))])
+    with pytest.raises(onnxflow.ValidationError, match=r"output of Neg .*redefines 'M'"):
         onnxflow.InferenceSession(m, check=False)
 
 
