@@ -48,9 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141  # what a shell reports for a command ended by SIGPIPE
 
 
+#: What ``onnxflow --help`` says (the module docstring, as plain text).
+DESCRIPTION = "onnxflow: run a model on given or generated inputs, check a model, profile one run, "
+DESCRIPTION += "print the code onnxflow runs for it. 'onnxflow COMMAND --help' tells more."
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onnxflow", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="onnxflow", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a model and summarise its outputs")
     _add_feed_arguments(run)
     run.add_argument("--output-dir", help="save every output there as NAME.npy")
@@ -88,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     code.set_defaults(func=_code)
     return parser
+
+
+def _version() -> str:
+    """``onnxflow X`` and the versions of what it runs on."""
+    from onnxflow import __version__
+
+    return (
+        f"onnxflow {__version__} (numpy {np.__version__}, onnx {onnx.__version__}, "
+        f"Python {sys.version.split()[0]})"
+    )
 
 
 def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
@@ -175,25 +191,62 @@ def summarize(value: Any) -> str:
 
 
 def _feeds(sess: InferenceSession, args: argparse.Namespace) -> dict[str, Any]:
-    """Feeds from ``--input`` files; the other inputs generated from their declared types."""
+    """Feeds from ``--input`` files; the other inputs generated from their declared types, each
+    shown with the dimension values it was given and a summary of its values."""
     given = _pairs(args.input, "--input")
-    dims = {k: int(v) for k, v in _pairs(args.dim, "--dim").items()}
     known = {a.name for a in sess.get_inputs()} | {
         a.name for a in sess.get_overridable_initializers()
     }
     for name in given:
         if name not in known:
             raise OnnxflowError(f"--input {name}: the model has no input {name!r}")
-    rng = np.random.default_rng(args.seed)
     feeds = {name: _read_input(name, path) for name, path in given.items()}
-    for arg in sess.get_inputs():
-        if arg.name not in feeds:
-            feeds[arg.name] = generate_input(arg, dims, rng)
-            print(
-                f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)} "
-                f"(random, seed {args.seed}; pass --input {arg.name}=FILE to use your own)"
-            )
+    missing = [arg for arg in sess.get_inputs() if arg.name not in feeds]
+    dims = _dims(args.dim, sess.get_inputs())
+    rng = np.random.default_rng(args.seed)
+    for arg in missing:
+        feeds[arg.name] = generate_input(arg, dims, rng)
+        print(
+            f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)}, random "
+            f"(seed {args.seed}; pass --input {arg.name}=FILE to use your own)"
+            f"{_dims_note(arg, dims)}\n  values: {summarize(feeds[arg.name])}"
+        )
     return feeds
+
+
+def _dims(items: Iterable[str], inputs: Sequence[NodeArg]) -> dict[str, int]:
+    """The ``--dim`` values, each checked to name a dimension variable of the inputs and to be a
+    size."""
+    variables = sorted({v for a in inputs for d in a.shape or [] if (v := dimension_variable(d))})
+    dims = {}
+    for name, value in _pairs(items, "--dim").items():
+        if name not in variables:
+            have = ", ".join(variables) if variables else "none"
+            raise OnnxflowError(
+                f"--dim {name}: the model's inputs have no dimension variable {name!r} "
+                f"(they have: {have})"
+            )
+        if not value.isdigit():
+            raise OnnxflowError(f"--dim {name}={value}: a dimension is a whole number >= 0")
+        dims[name] = int(value)
+    return dims
+
+
+def _dims_note(arg: NodeArg, dims: dict[str, int]) -> str:
+    """What the generated shape took for each unknown dimension: ``--dim`` values, and the 1s
+    given by default."""
+    notes = []
+    for d in arg.shape or []:
+        if isinstance(d, int) and d > 0:
+            continue
+        name = dimension_variable(d)
+        if name in dims:
+            notes.append(f"{name}={dims[name]} (--dim)")
+        elif name is not None:
+            notes.append(f"{name}=1 (default; --dim {name}=N to change)")
+        else:
+            notes.append(f"{d!r}=1 (not a dimension variable: 1 each time)" if d else "unnamed=1")
+    return f"\n  dimensions: {'; '.join(dict.fromkeys(notes))}" if notes else ""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -457,6 +510,31 @@ def _print_operators(model: onnx.ModelProto) -> None:
             print(f"    {u.name} ({u.where})")
 
 
+def _print_inputs(model: onnx.ModelProto) -> None:
+    """The inputs to feed; graph inputs that have an initializer are counted apart: before IR 4
+    every initializer is listed as an input, from IR 4 such an input is a default to override."""
+    stored = {t.name for t in model.graph.initializer} | {
+        t.values.name for t in model.graph.sparse_initializer
+    }
+    with_value = []
+    for vi in model.graph.input:
+        arg = NodeArg.from_value_info(vi)
+        if arg.name in stored:
+            with_value.append(arg.name)
+        else:
+            print(f"  input {arg.name}: {arg.type} {arg.shape}")
+    if not with_value:
+        return
+    if model.ir_version < 4:
+        print(f"  {len(with_value)} initializers also listed as inputs (IR version "
+              f"{model.ir_version} lists them all there): stored values, not inputs to "
+              "feed")  # fmt: skip
+    else:
+        names = ", ".join(with_value[:5]) + (", ..." if len(with_value) > 5 else "")
+        print(f"  {len(with_value)} overridable initializers (inputs with a stored value, fed "
+              f"only to override it): {names}")  # fmt: skip
+
+
 def _check(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     print(f"model: {args.model}")
@@ -466,10 +544,10 @@ def _check(args: argparse.Namespace) -> int:
     )
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     print(f"  opsets: {opsets}")
-    for kind, items in (("input", model.graph.input), ("output", model.graph.output)):
-        for vi in items:
-            arg = NodeArg.from_value_info(vi)
-            print(f"  {kind} {arg.name}: {arg.type} {arg.shape}")
+    _print_inputs(model)
+    for vi in model.graph.output:
+        arg = NodeArg.from_value_info(vi)
+        print(f"  output {arg.name}: {arg.type} {arg.shape}")
     _print_operators(model)
     try:
         InferenceSession(model)
