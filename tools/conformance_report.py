@@ -25,9 +25,11 @@ from onnxflow.backend import assert_similar_outputs
 from onnxflow.ops import REGISTRY, load_all
 from onnxflow.values import proto_to_value
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
+from expected_failures import applies_to_installed_onnx, read_expected_failures
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-EXPECTED = ROOT / "tests" / "conformance" / "expected_failures.txt"
 START, END = "<!-- conformance:start -->", "<!-- conformance:end -->"
 
 
@@ -72,7 +74,8 @@ def family_of(op: tuple[str, str] | None) -> str:
     kernels = [k for k in REGISTRY.all() if k.op_type == name and k.domain == (domain or "")]
     if not kernels:
         return "function expansion" if _has_function(domain, name) else "not implemented"
-    module = kernels[0].fn.__module__.removeprefix("onnxflow.ops.")
+    newest = max(kernels, key=lambda k: k.since)  # the suite tests the current version
+    module = newest.fn.__module__.removeprefix("onnxflow.ops.")
     return module.replace(".", "/")
 
 
@@ -98,17 +101,6 @@ def run_case(case) -> str | None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return f"{type(exc).__name__}: {first}"[:160]
     return None
-
-
-def read_expected() -> dict[str, str]:
-    """The expected-failures file as ``{case: reason}``."""
-    out = {}
-    for line in EXPECTED.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            name, _, reason = line.partition("#")
-            out[name.strip()] = reason.strip()
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             totals[family][0] += 1
         else:
             failures[case.name] = reason
-    table = render(totals)
+    expected = {n: r for n, r in read_expected_failures().items() if applies_to_installed_onnx(r)}
+    table = render(totals) + _why_failing(failures, expected)
     print(table)
-    expected = read_expected()
     unexpected = sorted(set(failures) - set(expected))
     fixed = sorted(n for n in expected if n in ran and n not in failures)
     print(
@@ -158,6 +150,28 @@ def main(argv: list[str] | None = None) -> int:
         _, _, tail = rest.partition(END)
         README.write_text(f"{head}{START}\n{table}\n{END}{tail}")
     return 0
+
+
+def _why_failing(failures: dict[str, str], expected: dict[str, str]) -> str:
+    """A sentence counting the failing cases by the tag their expected-failure reason opens
+    with (``[random]``, ``[onnx<1.24]``...)."""
+    tags: dict[str, int] = defaultdict(int)
+    for name in failures:
+        reason = expected.get(name, "")
+        tags[reason[1 : reason.index("]")] if reason.startswith("[") else ""] += 1
+    parts = [f"{n} {_tag_meaning(tag)}" for tag, n in sorted(tags.items())]
+    if not parts:
+        return ""
+    listed = "each listed with its reason in `tests/conformance/expected_failures.txt`"
+    return f"\n\nThe failing cases, {listed}: {'; '.join(parts)}."
+
+
+def _tag_meaning(tag: str) -> str:
+    if tag == "random":
+        return "draw random numbers the suite drew itself"
+    if tag.startswith("onnx"):
+        return f"fail on this onnx's test data only ({tag}: the case's expected output changed)"
+    return "not yet supported"
 
 
 def render(totals: dict[str, list[int]]) -> str:
