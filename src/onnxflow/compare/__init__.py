@@ -1,0 +1,192 @@
+"""Where do two runs of a model disagree? :func:`compare` answers with a :class:`Report`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxflow.compare.report import Divergence, Report, Stats
+from onnxflow.compare.sides import (
+    Records,
+    exposed_copy,
+    run_onnxflow,
+    run_onnxruntime,
+    run_reference,
+)
+from onnxflow.ir.load import load_model
+
+__all__ = ["Divergence", "Report", "Stats", "compare"]
+
+_LOOPS = {"Loop", "Scan"}
+SPEC_NOTE = (
+    "the ONNX spec's Loop table (input M given, cond omitted: 'for (int i=0; i<M; ++i)') "
+    "ignores the body's condition; onnxflow follows the spec and onnxruntime stops when it turns "
+    "false: onnxflow.SessionOptions(loop_condition='always') runs as onnxruntime does"
+)
+
+
+def compare(
+    model: str | Path | onnx.ModelProto,
+    feeds: dict[str, Any],
+    against: str | Path | onnx.ModelProto = "onnxruntime",
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> Report:
+    """Run ``model`` in onnxflow and ``against`` ("onnxruntime", "reference", or another model run
+    in onnxflow) on ``feeds``; report the first value, in execution order, beyond rtol/atol."""
+    proto = load_model(model)
+    ours = run_onnxflow(proto, feeds)
+    name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
+    walk = _Walk(Report(_label(model), name, rtol, atol), ours, {})
+    if against in ("onnxruntime", "reference"):
+        exposed = exposed_copy(proto)
+        runner = run_onnxruntime if against == "onnxruntime" else run_reference
+        walk.theirs = runner(exposed, feeds)
+        walk.counted = {key for key, _ in exposed.stacked}
+        walk.report.not_compared.extend(exposed.not_exposed)
+    else:
+        other = load_model(against)
+        walk.theirs = run_onnxflow(other, feeds)
+        walk.counted = None
+        _only(walk.report, proto.graph, other.graph)
+    walk.graph(proto.graph, (), [])
+    return walk.report
+
+
+def _label(model: Any) -> str:
+    return "model" if isinstance(model, onnx.ModelProto) else str(model)
+
+
+def _outputs(graph: onnx.GraphProto) -> set[str]:
+    names = {o for n in graph.node for o in n.output if o}
+    for node in graph.node:
+        for attr in node.attribute:
+            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _outputs(body)
+    return names
+
+
+def _only(report: Report, ours: onnx.GraphProto, theirs: onnx.GraphProto) -> None:
+    a, b = _outputs(ours), _outputs(theirs)
+    report.only_in_model, report.only_in_other = sorted(a - b), sorted(b - a)
+
+
+@dataclass
+class _Walk:
+    """Walks the model in onnxflow's execution order until the first divergence."""
+
+    report: Report
+    ours: Records
+    theirs: Records
+    counted: set[str] | None = field(default=None)
+
+    def graph(self, graph: onnx.GraphProto, scope: tuple[Any, ...], path: list[str]) -> bool:
+        """Compare a graph's node outputs at one scope; True once a divergence is found."""
+        for node in graph.node:
+            if node.op_type in _LOOPS and self._bodies(node, scope, path):
+                return True
+            if self._node(node, scope, path):
+                return True
+        return False
+
+    def _bodies(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
+        key = _key(node)
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        ours = [
+            s for s in self.ours if s[:-1] == scope and len(s) == len(scope) + 1 and s[-1][0] == key
+        ]
+        theirs = [
+            s
+            for s in self.theirs
+            if s[:-1] == scope and len(s) == len(scope) + 1 and s[-1][0] == key
+        ]
+        if self.counted is None or (key in self.counted and not scope):
+            self._count(node, len(ours), len(theirs))
+        return any(s in self.theirs and self.graph(body, s, [*path, key, "body"]) for s in ours)
+
+    def _count(self, node: onnx.NodeProto, ours: int, theirs: int) -> None:
+        if ours == theirs:
+            return
+        note = (
+            f"{node.op_type} {_key(node)!r}: onnxflow ran {ours} iterations, "
+            f"{self.report.against} {theirs}"
+        )
+        if node.op_type == "Loop" and len(node.input) > 1 and node.input[0] and not node.input[1]:
+            note += f"; {SPEC_NOTE}"
+        self.report.iteration_counts.append(
+            {"node": _key(node), "ours": ours, "theirs": theirs, "note": note}
+        )
+
+    def _node(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
+        mine, other = self.ours.get(scope, {}), self.theirs.get(scope, {})
+        for name in (o for o in node.output if o):
+            if name not in mine or name not in other:
+                continue
+            self.report.compared += 1
+            reason, abs_err, rel_err = _differ(
+                mine[name], other[name], self.report.rtol, self.report.atol
+            )
+            if reason:
+                agreeing = [i for i in node.input if i and i in mine and i in other]
+                iteration = [k for _, k in scope if isinstance(k, int)]
+                self.report.first_divergence = Divergence(
+                    _key(node),
+                    node.op_type,
+                    path,
+                    iteration,
+                    name,
+                    abs_err,
+                    rel_err,
+                    reason,
+                    Stats.of(mine[name]),
+                    Stats.of(other[name]),
+                    agreeing,
+                )
+                return True
+        return False
+
+
+def _key(node: onnx.NodeProto) -> str:
+    return node.name or next((o for o in node.output if o), node.op_type)
+
+
+def _differ(a: Any, b: Any, rtol: float, atol: float) -> tuple[str, float, float]:
+    """Why two values differ ('' when they agree), with the max absolute and relative error."""
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"sequence length {len(a)} vs {len(b)}", float("inf"), float("inf")
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            reason, abs_err, rel_err = _differ(x, y, rtol, atol)
+            if reason:
+                return f"element {i}: {reason}", abs_err, rel_err
+        return "", 0.0, 0.0
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype:
+        return f"dtype {a.dtype} vs {b.dtype}", float("inf"), float("inf")
+    if a.shape != b.shape:
+        return f"shape {list(a.shape)} vs {list(b.shape)}", float("inf"), float("inf")
+    if a.dtype.kind not in "biufc":
+        same = bool(np.array_equal(a, b))
+        return ("" if same else "values differ"), float(not same), float(not same)
+    return _numeric(a, b, rtol, atol)
+
+
+def _numeric(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> tuple[str, float, float]:
+    if a.size == 0:
+        return "", 0.0, 0.0
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    both_nan = np.isnan(x) & np.isnan(y)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(both_nan | (x == y), 0.0, np.abs(x - y))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        rel = diff / np.maximum(np.abs(y), np.finfo(np.float64).tiny)
+    close = diff <= atol + rtol * np.abs(np.where(np.isnan(y), 0.0, y))
+    abs_err, rel_err = float(diff.max()), float(np.where(diff == 0, 0.0, rel).max())
+    if bool(close.all()):
+        return "", abs_err, rel_err
+    return f"{int((~close).sum())} of {a.size} elements beyond tolerance", abs_err, rel_err
