@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import GraphProto, numpy_helper
 
+from onnxflow.compare import compare
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.dims import dimension_variable
 from onnxflow.ir.load import load_model
@@ -93,6 +94,18 @@ def _parser() -> argparse.ArgumentParser:
         help="do not run the model first (loops then show only their body's function)",
     )
     code.set_defaults(func=_code)
+    diff = sub.add_parser("compare", help="find the first value where two runs of a model disagree")
+    _add_feed_arguments(diff)
+    diff.add_argument(
+        "--against",
+        default="onnxruntime",
+        metavar="onnxruntime|reference|OTHER.onnx",
+        help="what to compare onnxflow's run with (default onnxruntime)",
+    )
+    diff.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance")
+    diff.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance")
+    diff.add_argument("--json", metavar="FILE", help="write the full report there as JSON")
+    diff.set_defaults(func=_compare)
     return parser
 
 
@@ -284,6 +297,20 @@ def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
     print(f"saved {len(values) - len(skipped)} {what} to {out_dir}")
     if skipped:
         print(f"not saved (sequences, maps, empty optionals are not tensors): {skipped}")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``onnxflow compare``: 0 when the runs agree, 1 on a divergence, 2 on an error."""
+    try:
+        feeds = _feeds(InferenceSession(args.model), args)
+        report = compare(args.model, feeds, args.against, rtol=args.rtol, atol=args.atol)
+        if args.json:
+            report.to_json(args.json)
+    except (OnnxflowError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0 if report.agree else 1
 
 
 def _code(args: argparse.Namespace) -> int:
