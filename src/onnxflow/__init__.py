@@ -9,6 +9,7 @@ compile it once into an execution plan, run it many times::
 """
 
 from onnxflow import capi
+from onnxflow.compare import compare
 from onnxflow.errors import (
     CancelledError,
     ExternalDataError,
@@ -69,6 +70,7 @@ __all__ = [
     "ValidationError",
     "__version__",
     "capi",
+    "compare",
     "get_all_providers",
     "get_available_providers",
     "get_device",
