@@ -53,6 +53,8 @@ def compare(
         walk.theirs = run_onnxflow(other, feeds)
         walk.counted = None
         _only(walk.report, proto.graph, other.graph)
+    for records in (walk.ours, walk.theirs):  # the feeds agree: both sides were given them
+        records.setdefault((), {}).update({n: v for n, v in feeds.items() if n not in records[()]})
     walk.graph(proto.graph, (), [])
     return walk.report
 
