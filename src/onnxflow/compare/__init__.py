@@ -98,14 +98,7 @@ class _Walk:
     def _bodies(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
         key = _key(node)
         body = next((a.g for a in node.attribute if a.name == "body"), None)
-        ours = [
-            s for s in self.ours if s[:-1] == scope and len(s) == len(scope) + 1 and s[-1][0] == key
-        ]
-        theirs = [
-            s
-            for s in self.theirs
-            if s[:-1] == scope and len(s) == len(scope) + 1 and s[-1][0] == key
-        ]
+        ours, theirs = _runs(self.ours, scope, key), _runs(self.theirs, scope, key)
         if self.counted is None or (key in self.counted and not scope):
             self._count(node, len(ours), len(theirs))
         return any(s in self.theirs and self.graph(body, s, [*path, key, "body"]) for s in ours)
@@ -150,6 +143,12 @@ class _Walk:
                 )
                 return True
         return False
+
+
+def _runs(records: Records, scope: tuple[Any, ...], key: str) -> list[tuple[Any, ...]]:
+    """The body scopes, directly under ``scope``, of the loop ``key``, in the order they ran."""
+    depth = len(scope) + 1
+    return [s for s in records if len(s) == depth and s[:-1] == scope and s[-1][0] == key]
 
 
 def _key(node: onnx.NodeProto) -> str:
