@@ -24,8 +24,8 @@ class Exposed:
     #: (loop node key, body value name) -> graph output carrying its stacked values
     stacked: dict[tuple[str, str], str] = field(default_factory=dict)
     not_exposed: list[str] = field(default_factory=list)
-    #: Loop output name -> rank of the body value it stacks (where known)
-    ranks: dict[str, int] = field(default_factory=dict)
+    #: Loop output name -> (the Loop's key, rank of the body value it stacks), where known
+    ranks: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def _key(node: onnx.NodeProto) -> str:
@@ -76,7 +76,7 @@ def _expose_body(node: onnx.NodeProto, graph: onnx.GraphProto, out: Exposed) -> 
         states = len(node.input) - 2
         for output, value in zip(node.output[states:], body.output[1 + states :], strict=False):
             if value.name in ranks:
-                out.ranks[output] = ranks[value.name]
+                out.ranks[output] = (key, ranks[value.name])
     for inner in list(body.node):
         if any(
             a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -96,7 +96,7 @@ def _expose_body(node: onnx.NodeProto, graph: onnx.GraphProto, out: Exposed) -> 
             graph.output.append(helper.make_tensor_value_info(stacked, types[name], None))
             out.stacked[(key, name)] = stacked
             if node.op_type == "Loop" and name in ranks:
-                out.ranks[stacked] = ranks[name]
+                out.ranks[stacked] = (key, ranks[name])
             added += 1
     if node.op_type == "Scan":
         _extend_scan_attributes(node, added)

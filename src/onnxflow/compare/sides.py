@@ -60,17 +60,34 @@ def run_reference(exposed: Exposed, feeds: dict[str, Any]) -> Records:
     except Exception as exc:  # the evaluator raises whatever its kernels raise
         raise OnnxflowError(f"onnx.reference could not run the model: {exc}") from exc
     outputs = dict(zip(names, values, strict=True))
-    for name, rank in exposed.ranks.items():
-        value = outputs.get(name)
-        # onnx.reference's Loop stacks 0-d values with np.vstack, as [N, 1] rather than [N]
-        if rank == 0 and isinstance(value, np.ndarray) and value.shape[1:] == (1,):
-            outputs[name] = value.reshape(-1)
+    _restack(exposed, outputs)
     return _unstack(exposed, outputs)
 
 
 def exposed_copy(model: onnx.ModelProto) -> Exposed:
     """The model with its values exposed as outputs (see :mod:`onnxflow.compare.expose`)."""
     return expose(model)
+
+
+def _restack(exposed: Exposed, outputs: dict[str, Any]) -> None:
+    """Undo onnx.reference's Loop stacking, ``np.vstack`` of the iterations' values: [N, 1] for
+    0-d values, [N * d0, ...] for 2-d and up; the iteration count N is read from a 0-d or 1-d
+    value of the same Loop (a value without one is dropped: not compared)."""
+    counts = {
+        key: np.asarray(outputs[name]).shape[0]
+        for name, (key, rank) in exposed.ranks.items()
+        if rank in (0, 1) and name in outputs
+    }
+    for name, (key, rank) in exposed.ranks.items():
+        value = outputs.get(name)
+        if not isinstance(value, np.ndarray) or rank == 1:
+            continue
+        if rank == 0 and value.shape[1:] == (1,):
+            outputs[name] = value.reshape(-1)
+        elif rank >= 2 and counts.get(key) and value.shape[0] % counts[key] == 0:
+            outputs[name] = value.reshape(counts[key], -1, *value.shape[1:])
+        elif rank >= 2:
+            del outputs[name]
 
 
 def _only_inputs(feeds: dict[str, Any], names: list[str]) -> dict[str, Any]:
