@@ -135,6 +135,14 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="value of a symbolic dimension for generated inputs (default 1); repeatable",
     )
+    command.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="shape of generated input NAME, for dimensions --dim cannot name ('?', unnamed); "
+        "repeatable",
+    )
     command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
 
 
@@ -160,16 +168,22 @@ def _read_input(name: str, path: str) -> np.ndarray:
         raise OnnxflowError(f"cannot read input {name!r} from {path!r}: {exc}") from exc
 
 
-def generate_input(arg: NodeArg, dims: dict[str, int], rng: np.random.Generator) -> np.ndarray:
-    """Return random values of an input's declared type and shape (dimension variables from
-    ``dims``; other unknown dimensions, such as ``"?"``, 1)."""
+def generate_input(
+    arg: NodeArg,
+    dims: dict[str, int],
+    rng: np.random.Generator,
+    shape: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Return random values of an input's declared type and ``shape`` (by default its declared
+    shape: dimension variables from ``dims``, other unknown dimensions, such as ``"?"``, 1)."""
     if arg.type_proto is None or arg.type_proto.WhichOneof("value") != "tensor_type":
         raise OnnxflowError(f"cannot generate input {arg.name!r} of type {arg.type}: pass --input")
     dtype = np_dtype(arg.type_proto.tensor_type.elem_type)
-    shape = [
-        d if isinstance(d, int) and d > 0 else dims.get(dimension_variable(d) or "", 1)
-        for d in (arg.shape or [])
-    ]
+    if shape is None:
+        shape = [
+            d if isinstance(d, int) and d > 0 else dims.get(dimension_variable(d) or "", 1)
+            for d in (arg.shape or [])
+        ]
     if dtype == np.dtype(object):
         return rng.choice(np.array(["a", "b", "c"], dtype=object), size=shape)
     if dtype == np.bool_:
@@ -216,13 +230,15 @@ def _feeds(sess: InferenceSession, args: argparse.Namespace) -> dict[str, Any]:
     feeds = {name: _read_input(name, path) for name, path in given.items()}
     missing = [arg for arg in sess.get_inputs() if arg.name not in feeds]
     dims = _dims(args.dim, sess.get_inputs())
+    shapes = _shapes(getattr(args, "shape", []), missing)
     rng = np.random.default_rng(args.seed)
     for arg in missing:
-        feeds[arg.name] = generate_input(arg, dims, rng)
+        feeds[arg.name] = generate_input(arg, dims, rng, shapes.get(arg.name))
+        note = "\n  dimensions: from --shape" if arg.name in shapes else _dims_note(arg, dims)
         print(
             f"generated input {arg.name}: {arg.type} {list(feeds[arg.name].shape)}, random "
             f"(seed {args.seed}; pass --input {arg.name}=FILE to use your own)"
-            f"{_dims_note(arg, dims)}\n  values: {summarize(feeds[arg.name])}"
+            f"{note}\n  values: {summarize(feeds[arg.name])}"
         )
     return feeds
 
@@ -245,6 +261,32 @@ def _dims(items: Iterable[str], inputs: Sequence[NodeArg]) -> dict[str, int]:
     return dims
 
 
+def _shapes(items: Iterable[str], missing: Sequence[NodeArg]) -> dict[str, list[int]]:
+    """The ``--shape`` values, each checked against the declared shape of an input to generate:
+    same rank, the same size where the model fixes one."""
+    declared = {a.name: a.shape for a in missing}
+    shapes = {}
+    for name, text in _pairs(items, "--shape").items():
+        if name not in declared:
+            raise OnnxflowError(f"--shape {name}: no input {name!r} is generated (inputs to "
+                                f"generate: {', '.join(declared) or 'none'})")  # fmt: skip
+        try:
+            shape = [int(d) for d in text.split(",")] if text else []
+        except ValueError:
+            raise OnnxflowError(f"--shape {name}={text}: sizes are whole numbers, "
+                                "comma-separated") from None  # fmt: skip
+        want = declared[name]
+        fixed = [(i, d) for i, d in enumerate(want or []) if isinstance(d, int) and d > 0]
+        if (
+            (want is not None and len(shape) != len(want))
+            or min(shape, default=0) < 0
+            or any(shape[i] != d for i, d in fixed)
+        ):
+            raise OnnxflowError(f"--shape {name}={text}: the model declares {want}")
+        shapes[name] = shape
+    return shapes
+
+
 def _dims_note(arg: NodeArg, dims: dict[str, int]) -> str:
     """What the generated shape took for each unknown dimension: ``--dim`` values, and the 1s
     given by default."""
@@ -258,7 +300,8 @@ def _dims_note(arg: NodeArg, dims: dict[str, int]) -> str:
         elif name is not None:
             notes.append(f"{name}=1 (default; --dim {name}=N to change)")
         else:
-            notes.append(f"{d!r}=1 (not a dimension variable: 1 each time)" if d else "unnamed=1")
+            named = isinstance(d, str) and d
+            notes.append(f"{d!r}=1 (not a dimension variable)" if named else "unnamed=1")
     return f"\n  dimensions: {'; '.join(dict.fromkeys(notes))}" if notes else ""
 
 
