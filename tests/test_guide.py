@@ -1,6 +1,8 @@
-"""Every code block of docs/guide.md runs as written.
+"""Every code block of docs/guide.md and docs/scaling.md runs as written.
 
-Python blocks run as scripts (``__name__ == "__main__"``), each in a fresh namespace; bash blocks
+Python blocks run as scripts (``__name__ == "__main__"``): the guide's in this process, each in a
+fresh namespace; the scaling page's as a file in a new interpreter, since their worker processes
+(``multiprocessing``'s spawn) import the script by its path. Bash blocks
 may hold only ``onnxflow ...`` commands, run through the CLI's entry point. Both run in a
 temporary directory holding a copy of ``examples/``, as if from the repository root, so that the
 files they write stay out of the working tree. ``text`` blocks are shown output, not run.
@@ -12,6 +14,8 @@ import importlib.util
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,18 +24,28 @@ from onnxflow.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guide.md"
+SCALING = ROOT / "docs" / "scaling.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 OPTIONAL = ("dask", "distributed", "sklearn", "skl2onnx")
 
 
-def _blocks(language: str) -> list[pytest.param]:
-    text = GUIDE.read_text()
+def _blocks(language: str, page: Path = GUIDE) -> list[pytest.param]:
+    """The page's ``language`` blocks as (line, code), with ids ``[<page>-]line<N>``."""
+    text = page.read_text()
+    prefix = "" if page == GUIDE else f"{page.stem}-"
     found = []
     for match in FENCE.finditer(text):
         if match.group(1) == language:
             line = text.count("\n", 0, match.start(2)) + 1
-            found.append(pytest.param(line, match.group(2), id=f"line{line}"))
+            found.append(pytest.param(line, match.group(2), id=f"{prefix}line{line}"))
     return found
+
+
+def _skip_unless_installed(code: str) -> None:
+    for module in OPTIONAL:
+        imported = re.search(rf"^\s*(from|import) {module}\b", code, re.MULTILINE)
+        if imported and importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (it is in the 'test' extra)")
 
 
 @pytest.fixture
@@ -48,12 +62,25 @@ def test_the_guide_has_runnable_blocks() -> None:
 @pytest.mark.parametrize(("line", "code"), _blocks("python"))
 @pytest.mark.usefixtures("in_root_copy")
 def test_python_block_runs(line: int, code: str) -> None:
-    for module in OPTIONAL:
-        imported = re.search(rf"^\s*(from|import) {module}\b", code, re.MULTILINE)
-        if imported and importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (it is in the 'test' extra)")
+    _skip_unless_installed(code)
     padded = "\n" * (line - 1) + code  # tracebacks give the guide's own line numbers
     exec(compile(padded, str(GUIDE), "exec"), {"__name__": "__main__"})
+
+
+def test_the_scaling_page_has_runnable_blocks() -> None:
+    assert len(_blocks("python", SCALING)) >= 2
+    assert not _blocks("bash", SCALING), "the scaling page's blocks are Python scripts"
+
+
+@pytest.mark.parametrize(("line", "code"), _blocks("python", SCALING))
+def test_scaling_block_runs(line: int, code: str, in_root_copy: Path) -> None:
+    _skip_unless_installed(code)
+    script = in_root_copy / f"scaling_line{line}.py"
+    script.write_text("\n" * (line - 1) + code)  # tracebacks give the page's own line numbers
+    done = subprocess.run(
+        [sys.executable, "-W", "error", str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"{SCALING.name} line {line}:\n{done.stderr}"
 
 
 @pytest.mark.parametrize(("line", "code"), _blocks("bash"))
