@@ -1,0 +1,287 @@
+"""Write an ONNX model as a standalone NumPy module (issue 21): ``run(feeds) -> list``.
+
+The graph is exported as written (after loading and validation, before onnxflow's compile
+passes), so the module reads like the model its user knows: one line per node, one function
+per graph and per Loop or If body (nested, so a body reads the outer values it captures by
+name). A node whose kernel declares an inline form (:class:`onnxflow.traits.Traits` ``ufunc``
+or ``passthrough``) becomes that NumPy call; any other calls onnxflow's kernel through
+:func:`onnxflow.export.support.kernel`. Initializers and Constant values of more than one
+element go to a side ``.npz`` beside the module, read relative to the module's file.
+Scan and SequenceMap are not exported yet: such a model is refused, naming the node.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto
+
+from onnxflow.compile.attributes import decode_attribute
+from onnxflow.errors import UnsupportedOperatorError
+from onnxflow.ir.load import load_model
+from onnxflow.ir.validate import validate_model
+from onnxflow.ops import load_all
+from onnxflow.ops.registry import REGISTRY, normalize_domain, schema_since_version
+from onnxflow.values import tensor_to_array
+
+
+@dataclass
+class _Writer:
+    """The module's text being written, its weights and its names."""
+
+    opsets: dict[str, int]
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)
+    functions: int = 0
+    plain: int = 0
+    kernels: int = 0
+
+    def ident(self, name: str) -> str:
+        """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
+        if not name:
+            return "_"
+        if name not in self.names:
+            base = re.sub(r"\W", "_", name)
+            if not base or base[0].isdigit() or keyword.iskeyword(base) or base in _RESERVED:
+                base = f"v_{base}"
+            ident, k = base, 1
+            while ident in self.taken:
+                ident, k = f"{base}_{k}", k + 1
+            self.taken.add(ident)
+            self.names[name] = ident
+        return self.names[name]
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        """An expression for a constant: inline when a scalar, else read from the weights."""
+        if value.size == 1 and value.dtype.kind in "biuf":
+            return f"np.array({value.item()!r}, dtype=np.{value.dtype.name}).reshape({value.shape})"
+        key = f"w{len(self.weights)}"
+        self.weights[key] = value
+        return f'WEIGHTS["{key}"]  # {name}'
+
+
+_RESERVED = {"np", "kernel", "WEIGHTS", "run", "main_graph", "_"}
+
+
+def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
+    """Write ``model`` (a path, bytes or ModelProto) as the NumPy module ``path``.
+
+    Its weights are written beside it as ``path`` with the suffix ``.npz``. Returns the
+    module's path. Raises :class:`~onnxflow.errors.UnsupportedOperatorError` naming a node
+    that cannot be exported (Scan, SequenceMap, an op onnxflow has no kernel for).
+    """
+    load_all()
+    proto = load_model(model)
+    validate_model(proto)
+    path = Path(path)
+    writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
+    body = _graph_function(writer, proto.graph, "main_graph", [], "")
+    text = _module_text(writer, proto, body, path.with_suffix(".npz").name)
+    np.savez(path.with_suffix(".npz"), **writer.weights)
+    path.write_text(text)
+    return path
+
+
+def export_counts(model: Any) -> tuple[int, int]:
+    """How many nodes of ``model`` an export writes as plain NumPy and as kernel calls."""
+    load_all()
+    proto = load_model(model)
+    writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
+    _graph_function(writer, proto.graph, "main_graph", [], "")
+    return writer.plain, writer.kernels
+
+
+def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) -> str:
+    from onnxflow import __version__
+
+    outputs = ", ".join(writer.ident(o.name) for o in proto.graph.output)
+    feeds = [
+        f'feeds["{i.name}"]'
+        if i.name not in _initializers(proto.graph)
+        else f'feeds.get("{i.name}")'
+        for i in proto.graph.input
+    ]
+    head = [
+        f'"""NumPy module exported by onnxflow {__version__} from the ONNX graph '
+        f"{proto.graph.name!r}.",
+        "",
+        "Run it with: ``import model; outputs = model.run({input name: array, ...})``.",
+        f"The weights are read from {npz} beside this file.",
+        '"""',
+        "",
+        "from pathlib import Path",
+        "",
+        "import numpy as np",
+    ]
+    if writer.kernels:
+        head.append("from onnxflow.export.support import kernel")
+    head += [
+        "",
+        f'WEIGHTS = dict(np.load(Path(__file__).with_name("{npz}")))',
+        "",
+        "",
+        *body,
+        "",
+        "",
+        "def run(feeds: dict) -> list:",
+        '    """The graph\'s outputs, in graph order, for ``feeds`` (input name -> array)."""',
+        f"    {outputs}, = main_graph({', '.join(feeds)})"
+        if len(proto.graph.output) == 1
+        else f"    {outputs} = main_graph({', '.join(feeds)})",
+        f"    return [{outputs}]",
+        "",
+    ]
+    return "\n".join(head)
+
+
+def _initializers(graph: GraphProto) -> set[str]:
+    return {t.name for t in graph.initializer}
+
+
+def _graph_function(
+    writer: _Writer, graph: GraphProto, fname: str, params: list[str], indent: str
+) -> list[str]:
+    """The lines defining ``graph`` as the function ``fname``."""
+    inits = _initializers(graph)
+    args = [writer.ident(i.name) for i in graph.input]
+    lines = [f"{indent}def {fname}({', '.join(args)}):"]
+    inner = indent + "    "
+    for t in graph.initializer:
+        value = writer.constant(t.name, tensor_to_array(t))
+        if t.name in {i.name for i in graph.input}:
+            ident = writer.ident(t.name)
+            lines.append(f"{inner}{ident} = {value} if {ident} is None else {ident}")
+        else:
+            lines.append(f"{inner}{writer.ident(t.name)} = {value}")
+    for node in graph.node:
+        lines += _node_lines(writer, node, inner)
+    del inits, params
+    outs = ", ".join(writer.ident(o.name) for o in graph.output)
+    lines.append(f"{inner}return {outs}," if len(graph.output) == 1 else f"{inner}return {outs}")
+    return lines
+
+
+def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """The lines computing ``node``'s outputs."""
+    domain = normalize_domain(node.domain)
+    where = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    if domain == "" and node.op_type == "Constant":
+        return _constant(writer, node, indent)
+    if domain == "" and node.op_type in _CONTROL:
+        writer.plain += 1
+        return _CONTROL[node.op_type](writer, node, indent)
+    opset = writer.opsets.get(domain, 1)
+    missing = [(domain, node.op_type, opset)]
+    if any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    ):
+        raise UnsupportedOperatorError(
+            f"{where}: its subgraph cannot be exported as NumPy yet", missing
+        )
+    kernel = REGISTRY.lookup(domain, node.op_type, opset)
+    if kernel is None:
+        raise UnsupportedOperatorError(
+            f"{where} ({domain or 'ai.onnx'} opset {opset}): no kernel", missing
+        )
+    outs = ", ".join(writer.ident(o) for o in node.output)
+    ins = [writer.ident(i) if i else "None" for i in node.input]
+    comment = f"  # {where}"
+    if not node.attribute and len(node.output) == 1:
+        traits = kernel.traits
+        if traits.passthrough and len(ins) == 1 and not kernel.build:
+            writer.plain += 1
+            return [f"{indent}{outs} = {ins[0]}{comment}"]
+        if traits.ufunc is not None:
+            writer.plain += 1
+            return [f"{indent}{outs} = np.{traits.ufunc.__name__}({', '.join(ins)}){comment}"]
+    writer.kernels += 1
+    attrs = "".join(
+        f", {a.name}={_attr_expr(writer, a)}" for a in node.attribute if not a.ref_attr_name
+    )
+    since = schema_since_version(domain, node.op_type, opset) or kernel.since_version
+    call = f'kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
+    several = len(node.output) > 1 or kernel.traits.several
+    target = f"{outs}," if several and len(node.output) == 1 else outs
+    if kernel.traits.several and len(node.output) == 1:
+        call = f"{call}[:1]"
+    return [f"{indent}{target} = {call}{comment}"]
+
+
+def _attr_expr(writer: _Writer, attr: onnx.AttributeProto) -> str:
+    value = decode_attribute(attr)
+    if isinstance(value, np.ndarray):
+        return writer.constant(attr.name, value).split("  #")[0]
+    return repr(value)
+
+
+def _constant(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """A Constant node: its value inline (a scalar) or from the weights."""
+    attr = node.attribute[0]
+    value = decode_attribute(attr)
+    if attr.name.startswith("value_") and not isinstance(value, np.ndarray):
+        dtype = {"value_float": np.float32, "value_floats": np.float32}.get(attr.name, np.int64)
+        value = np.array(value, dtype=dtype) if attr.name != "value_string" else np.array(value)
+    writer.plain += 1
+    return [f"{indent}{writer.ident(node.output[0])} = {writer.constant(node.output[0], value)}"]
+
+
+def _body(writer: _Writer, node: NodeProto, attr: str, indent: str) -> tuple[str, list[str]]:
+    """A nested function for the subgraph attribute ``attr`` of ``node``: its name and lines."""
+    graph = next(a.g for a in node.attribute if a.name == attr)
+    writer.functions += 1
+    fname = f"{node.op_type.lower()}_{writer.functions}_{attr.removesuffix('_branch')}"
+    return fname, _graph_function(writer, graph, fname, [], indent)
+
+
+def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """Loop as a Python ``while``: trip count and condition as the spec says, scans stacked."""
+    fname, lines = _body(writer, node, "body", indent)
+    graph = next(a.g for a in node.attribute if a.name == "body")
+    n_states = len(node.input) - 2
+    n_scans = len(graph.output) - 1 - n_states
+    trip = writer.ident(node.input[0]) if node.input[0] else "None"
+    cond = (
+        f"bool({writer.ident(node.input[1])})" if len(node.input) > 1 and node.input[1] else "True"
+    )
+    states = [writer.ident(i) for i in node.input[2:]]
+    outs = [writer.ident(o) if o else f"_unused{k}" for k, o in enumerate(node.output)]
+    i = indent
+    lines += [
+        f"{i}# Loop {node.name!r}: trip count {trip}, condition {cond}",
+        f"{i}state = [{', '.join(states)}]",
+        f"{i}scans = [[] for _ in range({n_scans})]",
+        f"{i}it, go = 0, {cond}",
+        f"{i}while go and ({trip} is None or it < {trip}):" if trip != "None" else f"{i}while go:",
+        f"{i}    cond_out, *results = {fname}(np.array(it, dtype=np.int64), np.array(go), *state)",
+        f"{i}    state = results[:{n_states}]",
+        f"{i}    for stack, value in zip(scans, results[{n_states}:], strict=True):",
+        f"{i}        stack.append(value)",
+        f"{i}    it, go = it + 1, bool(cond_out)",
+    ]
+    targets = outs[:n_states] + [f"{o}_rows" for o in outs[n_states:]]
+    lines.append(f"{i}{', '.join(targets) + ',' if targets else '_'} = *state, *scans")
+    for o in outs[n_states:]:
+        lines.append(f"{i}{o} = np.stack({o}_rows) if {o}_rows else np.empty((0,))")
+    return lines
+
+
+def _if(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """If as a Python ``if`` calling one branch function or the other."""
+    then_name, then_lines = _body(writer, node, "then_branch", indent)
+    else_name, else_lines = _body(writer, node, "else_branch", indent)
+    outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
+    target = f"{outs}," if len(node.output) == 1 else outs
+    cond = writer.ident(node.input[0])
+    call = f"{then_name}() if bool({cond}) else {else_name}()"
+    return [*then_lines, *else_lines, f"{indent}{target} = {call}  # If {node.name!r}"]
+
+
+_CONTROL = {"Loop": _loop, "If": _if}
