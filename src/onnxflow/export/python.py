@@ -16,6 +16,7 @@ import keyword
 import os
 import re
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,7 @@ def export_counts(model: Any) -> tuple[int, int]:
 
 
 def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) -> str:
-    from onnxflow import __version__
-
+    __version__ = version("onnxflow")
     outputs = ", ".join(writer.ident(o.name) for o in proto.graph.output)
     feeds = [
         f'feeds["{i.name}"]'
