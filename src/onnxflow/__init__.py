@@ -22,6 +22,7 @@ from onnxflow.errors import (
     UnsupportedVersionError,
     ValidationError,
 )
+from onnxflow.export import export_python
 from onnxflow.ir.load import load_model
 from onnxflow.options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, SessionOptions
 from onnxflow.ort_api import (
@@ -71,6 +72,7 @@ __all__ = [
     "__version__",
     "capi",
     "compare",
+    "export_python",
     "get_all_providers",
     "get_available_providers",
     "get_device",
