@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance")
     diff.add_argument("--json", metavar="FILE", help="write the full report there as JSON")
     diff.set_defaults(func=_compare)
+    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
+    export.add_argument("model", help="the .onnx file")
+    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
+    export.set_defaults(func=_export_python)
     return parser
 
 
@@ -354,6 +358,17 @@ def _compare(args: argparse.Namespace) -> int:
         return 2
     print(report.summary())
     return 0 if report.agree else 1
+
+
+def _export_python(args: argparse.Namespace) -> int:
+    """Write the model as a NumPy module with its weights beside it; say what was written."""
+    from onnxflow.export.python import export_counts, export_python
+
+    path = export_python(args.model, args.output)
+    plain, kernels = export_counts(args.model)
+    print(f"wrote {path} and {path.with_suffix('.npz')}")
+    print(f"{plain} nodes as plain NumPy, {kernels} as calls into onnxflow's kernels")
+    return 0
 
 
 def _code(args: argparse.Namespace) -> int:
