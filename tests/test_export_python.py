@@ -63,3 +63,15 @@ def test_module_imports_only_numpy_and_onnxflow(tmp_path: Path) -> None:
     path, _ = _exported(DATA / "cond_linear_dynamo_default.onnx", tmp_path)
     imports = re.findall(r"^(?:from|import) (\w+)", path.read_text(), re.M)
     assert set(imports) <= {"numpy", "onnxflow", "pathlib"}
+
+
+def test_cli_writes_module_and_weights(tmp_path: Path, capsys) -> None:
+    from onnxflow.cli import main
+
+    out = tmp_path / "model.py"
+    assert (
+        main(["export-python", str(ROOT / "examples" / "loop_trip_count.onnx"), "-o", str(out)])
+        == 0
+    )
+    assert out.exists() and out.with_suffix(".npz").exists()
+    assert "plain NumPy" in capsys.readouterr().out
