@@ -8,7 +8,8 @@ timings), a property that holds for both.
 
 The test runs each script twice in a fresh interpreter, in its own temporary directory: as
 written, and with only its import lines rewritten from ``onnxruntime`` to ``onnxflow``
-(``import onnxruntime as ort``, ``from onnxruntime.capi.onnxruntime_pybind11_state import
+(``import onnxruntime as ort``; a bare ``import onnxruntime`` becomes ``import onnxflow as
+onnxruntime``; ``from onnxruntime.capi.onnxruntime_pybind11_state import
 ...``; onnxflow offers the same module paths). Both must exit 0 with the same stdout, and
 onnxflow's run must write nothing to stderr.
 """
@@ -33,6 +34,8 @@ def to_onnxflow(source: str) -> str:
         match = IMPORT_LINE.match(line)
         if match:
             indent, keyword, rest = match.groups()
+            if keyword == "import" and not rest.strip():
+                rest = " as onnxruntime"  # the script's own name for the module stays bound
             line = f"{indent}{keyword} onnxflow{rest}"
         lines.append(line)
     return "\n".join(lines) + "\n"
@@ -58,6 +61,7 @@ def test_rewrite_touches_import_lines_only() -> None:
     assert to_onnxflow(source) == (
         "import onnxflow as ort\nx = 'onnxruntime'\nfrom onnxflow.capi import a\n"
     )
+    assert to_onnxflow("import onnxruntime\n") == "import onnxflow as onnxruntime\n"
 
 
 def test_there_are_enough_scripts() -> None:
