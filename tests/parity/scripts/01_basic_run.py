@@ -2,9 +2,8 @@
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 3])

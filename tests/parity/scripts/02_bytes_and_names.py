@@ -1,9 +1,8 @@
 """InferenceSession from bytes; run with explicit output names; inputs/outputs metadata."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 A = helper.make_tensor_value_info("A", TensorProto.FLOAT, ["batch", 4])
 B = helper.make_tensor_value_info("B", TensorProto.FLOAT, [4, 2])

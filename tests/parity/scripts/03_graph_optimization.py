@@ -3,9 +3,8 @@
 import os
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])
@@ -21,12 +20,22 @@ model.ir_version = 8
 data = model.SerializeToString()
 x = np.arange(6, dtype=np.float32).reshape(2, 3)
 
-print([level.name for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-                                ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                                ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-                                ort.GraphOptimizationLevel.ORT_ENABLE_ALL)])
+print(
+    [
+        level.name
+        for level in (
+            ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        )
+    ]
+)
 results = []
-for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+for level in (
+    ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+):
     so = ort.SessionOptions()
     so.graph_optimization_level = level
     print(so.graph_optimization_level == level)

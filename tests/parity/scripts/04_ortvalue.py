@@ -1,9 +1,8 @@
 """OrtValue: from numpy, inspect, run_with_ort_values."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 2])

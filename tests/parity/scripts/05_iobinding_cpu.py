@@ -1,9 +1,8 @@
 """IOBinding: bind_cpu_input, bind_output by name, run_with_iobinding, copy_outputs_to_cpu."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 2])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 2])

@@ -1,9 +1,8 @@
 """IOBinding with OrtValues: bind_ortvalue_input, bind_input by pointer, preallocated output."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])

@@ -4,9 +4,8 @@ import json
 import os
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])
@@ -30,7 +29,10 @@ print("prefix used:", os.path.basename(path).startswith("myprofile"), path.endsw
 with open(path) as f:
     events = json.load(f)
 print("is a list:", isinstance(events, list))
-print("events have ph/name/cat/ts/dur:", all({"ph", "name", "cat", "ts", "dur"} <= set(e) for e in events))
+print(
+    "events have ph/name/cat/ts/dur:",
+    all({"ph", "name", "cat", "ts", "dur"} <= set(e) for e in events),
+)
 node_names = {e["name"] for e in events if e["cat"] == "Node"}
 print("abs_node profiled:", any(n.startswith("abs_node") for n in node_names))
 print("sqrt_node profiled:", any(n.startswith("sqrt_node") for n in node_names))

@@ -1,9 +1,8 @@
 """RunOptions: logid (the run tag), log_severity_level, config entries, terminate."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])
@@ -27,6 +26,8 @@ try:
     sess.run(None, {"X": x}, ro)
     print("ran")
 except Fail as e:
-    print("terminated, caught as Fail:", "terminate" in str(e).lower() or "cancel" in str(e).lower())
+    print(
+        "terminated, caught as Fail:", "terminate" in str(e).lower() or "cancel" in str(e).lower()
+    )
 ro.terminate = False
 print(sess.run(None, {"X": x}, run_options=ro)[0].tolist())

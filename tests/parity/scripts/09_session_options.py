@@ -1,9 +1,8 @@
 """SessionOptions: threads, execution mode, config entries, read back from the session."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])
@@ -20,7 +19,9 @@ print(so.get_session_config_entry("session.load_model_format"))
 print(so.intra_op_num_threads, so.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL)
 print(ort.ExecutionMode.ORT_SEQUENTIAL.name, ort.ExecutionMode.ORT_PARALLEL.name)
 
-sess = ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])
+sess = ort.InferenceSession(
+    model.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"]
+)
 got = sess.get_session_options()
 print(got.intra_op_num_threads, got.log_severity_level, got.execution_mode.name)
 print(got.get_session_config_entry("session.load_model_format"))

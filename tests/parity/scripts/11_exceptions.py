@@ -1,9 +1,8 @@
 """The status exceptions an onnxruntime user catches, from their module path."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 from onnxruntime.capi.onnxruntime_pybind11_state import (
     Fail,
     InvalidArgument,
@@ -32,11 +31,17 @@ attempt("garbage bytes:", lambda: ort.InferenceSession(b"not a model at all"), I
 attempt("wrong input name:", lambda: sess.run(None, {"Z": np.zeros(2, np.float32)}), ValueError)
 attempt("wrong dtype:", lambda: sess.run(None, {"X": np.zeros(2, np.int64)}), InvalidArgument)
 attempt("wrong rank:", lambda: sess.run(None, {"X": np.zeros((2, 2), np.float32)}), InvalidArgument)
-attempt("wrong output name:", lambda: sess.run(["nope"], {"X": np.zeros(2, np.float32)}), InvalidArgument)
+attempt(
+    "wrong output name:",
+    lambda: sess.run(["nope"], {"X": np.zeros(2, np.float32)}),
+    InvalidArgument,
+)
 attempt("missing feed:", lambda: sess.run(None, {}), ValueError)
 
 bad = helper.make_graph([helper.make_node("Relu", ["undefined"], ["Y"])], "bad", [X], [Y])
 bad_model = helper.make_model(bad, opset_imports=[helper.make_opsetid("", 17)])
 bad_model.ir_version = 8
-attempt("invalid graph:", lambda: ort.InferenceSession(bad_model.SerializeToString()), InvalidArgument)
+attempt(
+    "invalid graph:", lambda: ort.InferenceSession(bad_model.SerializeToString()), InvalidArgument
+)
 print(issubclass(InvalidArgument, Exception), issubclass(Fail, Exception))

@@ -3,9 +3,8 @@
 import warnings
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 print("device:", ort.get_device())
 available = ort.get_available_providers()

@@ -1,11 +1,10 @@
 """scikit-learn tutorial: convert a classifier with skl2onnx, label and ZipMap probabilities."""
 
 import numpy as np
+import onnxruntime as ort
 from skl2onnx import to_onnx
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
-
-import onnxruntime as ort
 
 X, y = load_iris(return_X_y=True)
 X = X.astype(np.float32)

@@ -1,6 +1,7 @@
 """scikit-learn pipeline regressor via skl2onnx: compare with predict."""
 
 import numpy as np
+import onnxruntime as rt
 from skl2onnx import convert_sklearn
 from skl2onnx.common.data_types import FloatTensorType
 from sklearn.datasets import load_diabetes
@@ -8,12 +9,12 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import onnxruntime as rt
-
 X, y = load_diabetes(return_X_y=True)
 X = X.astype(np.float32)
 pipe = make_pipeline(StandardScaler(), Ridge(alpha=1.0)).fit(X, y)
-onx = convert_sklearn(pipe, initial_types=[("float_input", FloatTensorType([None, X.shape[1]]))], target_opset=17)
+onx = convert_sklearn(
+    pipe, initial_types=[("float_input", FloatTensorType([None, X.shape[1]]))], target_opset=17
+)
 
 sess = rt.InferenceSession(onx.SerializeToString(), providers=rt.get_available_providers()[-1:])
 input_name = sess.get_inputs()[0].name

@@ -3,9 +3,8 @@
 import threading
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])

@@ -1,9 +1,8 @@
 """String tensors in and out (object arrays and numpy str arrays)."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 S = helper.make_tensor_value_info("S", TensorProto.STRING, [None])
 T = helper.make_tensor_value_info("T", TensorProto.STRING, [None])

@@ -1,9 +1,8 @@
 """Logger severity, version strings, build info where offered."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 ort.set_default_logger_severity(3)
 print("version is a string:", isinstance(ort.__version__, str) and ort.__version__.count(".") >= 1)

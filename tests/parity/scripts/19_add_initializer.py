@@ -1,15 +1,16 @@
 """SessionOptions.add_initializer replaces a model initializer with the caller's OrtValue."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])
 W = helper.make_tensor_value_info("W", TensorProto.FLOAT, [2])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])
 w = helper.make_tensor("W", TensorProto.FLOAT, [2], [1.0, 1.0])
-graph = helper.make_graph([helper.make_node("Mul", ["X", "W"], ["Y"])], "scale", [X, W], [Y], initializer=[w])
+graph = helper.make_graph(
+    [helper.make_node("Mul", ["X", "W"], ["Y"])], "scale", [X, W], [Y], initializer=[w]
+)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 model.ir_version = 8
 data = model.SerializeToString()

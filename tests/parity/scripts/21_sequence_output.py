@@ -1,13 +1,14 @@
 """A sequence output (SplitToSequence) comes back as a list of arrays."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 2])
 S = helper.make_tensor_sequence_value_info("S", TensorProto.FLOAT, None)
-graph = helper.make_graph([helper.make_node("SplitToSequence", ["X"], ["S"], axis=0, keepdims=0)], "seq", [X], [S])
+graph = helper.make_graph(
+    [helper.make_node("SplitToSequence", ["X"], ["S"], axis=0, keepdims=0)], "seq", [X], [S]
+)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 model.ir_version = 8
 sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -1,13 +1,14 @@
 """Symbolic dimensions: the same session with several batch sizes."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", "seq", 4])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", "seq"])
-graph = helper.make_graph([helper.make_node("ReduceSum", ["X"], ["Y"], keepdims=0, axes=[2])], "rs", [X], [Y])
+graph = helper.make_graph(
+    [helper.make_node("ReduceSum", ["X"], ["Y"], keepdims=0, axes=[2])], "rs", [X], [Y]
+)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
 model.ir_version = 6
 sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -3,18 +3,27 @@
 import warnings
 
 import numpy as np
+import onnxruntime
 import torch
 
-import onnxruntime
-
 torch.manual_seed(0)
-net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3), torch.nn.Softmax(dim=1))
+net = torch.nn.Sequential(
+    torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3), torch.nn.Softmax(dim=1)
+)
 net.eval()
 x = torch.randn(4, 6)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # torch's notice about its legacy exporter
-    torch.onnx.export(net, (x,), "net.onnx", input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, opset_version=17, dynamo=False)
+    torch.onnx.export(
+        net,
+        (x,),
+        "net.onnx",
+        input_names=["input"],
+        output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        opset_version=17,
+        dynamo=False,
+    )
 
 ort_session = onnxruntime.InferenceSession("net.onnx", providers=["CPUExecutionProvider"])
 

@@ -1,9 +1,8 @@
 """Element types in and out: float16, double, int8, uint8, bool, int32."""
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 cases = [
     (TensorProto.FLOAT16, np.float16, "Neg"),

@@ -1,11 +1,10 @@
 """skl2onnx classifier with zipmap disabled and a decision tree: probabilities as a tensor."""
 
 import numpy as np
+import onnxruntime as ort
 from skl2onnx import to_onnx
 from sklearn.datasets import load_iris
 from sklearn.tree import DecisionTreeClassifier
-
-import onnxruntime as ort
 
 X, y = load_iris(return_X_y=True)
 X = X.astype(np.float32)

@@ -3,14 +3,15 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from onnx import TensorProto, helper
-
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 X = helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])
 Y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])
 w = helper.make_tensor("w", TensorProto.FLOAT, [3, 1], [0.5, -1.0, 2.0])
-graph = helper.make_graph([helper.make_node("MatMul", ["X", "w"], ["Y"])], "lin", [X], [Y], initializer=[w])
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["X", "w"], ["Y"])], "lin", [X], [Y], initializer=[w]
+)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 model.ir_version = 8
 so = ort.SessionOptions()
