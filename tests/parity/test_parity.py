@@ -24,6 +24,11 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = sorted((Path(__file__).parent / "scripts").glob("[0-9][0-9]_*.py"))
+ORT_FAILS_HERE = {
+    "29_string_normalizer": "onnxruntime's StringNormalizer builds an en_US.UTF-8 C++ locale at "
+    "session creation and fails (Fail: locale::facet::_S_create_c_locale name not valid) on a "
+    "machine without that locale, as this one is; onnxflow runs the script",
+}
 IMPORT_LINE = re.compile(r"^(\s*)(import|from)\s+onnxruntime\b(.*)$")
 
 
@@ -68,7 +73,14 @@ def test_there_are_enough_scripts() -> None:
     assert len(SCRIPTS) >= 25
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def _marked(script: Path) -> object:
+    """The script as a parameter, expected to fail where onnxruntime itself fails here."""
+    reason = ORT_FAILS_HERE.get(script.stem)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(script, id=script.stem, marks=marks)
+
+
+@pytest.mark.parametrize("script", [_marked(s) for s in SCRIPTS])
 def test_same_output_as_onnxruntime(script: Path, tmp_path: Path) -> None:
     source = script.read_text()
     assert "import onnxruntime" in source
