@@ -272,23 +272,31 @@ def _shapes(items: Iterable[str], missing: Sequence[NodeArg]) -> dict[str, list[
     shapes = {}
     for name, text in _pairs(items, "--shape").items():
         if name not in declared:
-            raise OnnxflowError(f"--shape {name}: no input {name!r} is generated (inputs to "
-                                f"generate: {', '.join(declared) or 'none'})")  # fmt: skip
-        try:
-            shape = [int(d) for d in text.split(",")] if text else []
-        except ValueError:
-            raise OnnxflowError(f"--shape {name}={text}: sizes are whole numbers, "
-                                "comma-separated") from None  # fmt: skip
-        want = declared[name]
-        fixed = [(i, d) for i, d in enumerate(want or []) if isinstance(d, int) and d > 0]
-        if (
-            (want is not None and len(shape) != len(want))
-            or min(shape, default=0) < 0
-            or any(shape[i] != d for i, d in fixed)
-        ):
-            raise OnnxflowError(f"--shape {name}={text}: the model declares {want}")
+            generated = ", ".join(declared) or "none"
+            raise OnnxflowError(
+                f"--shape {name}: no input {name!r} is generated (inputs to generate: {generated})"
+            )
+        shape = _sizes(f"--shape {name}={text}", text)
+        if not _fits(shape, declared[name]):
+            raise OnnxflowError(f"--shape {name}={text}: the model declares {declared[name]}")
         shapes[name] = shape
     return shapes
+
+
+def _sizes(what: str, text: str) -> list[int]:
+    """Comma-separated sizes, each a whole number."""
+    parts = text.split(",") if text else []
+    if not all(p.strip().isdigit() for p in parts):
+        raise OnnxflowError(f"{what}: sizes are whole numbers, comma-separated")
+    return [int(p) for p in parts]
+
+
+def _fits(shape: list[int], declared: list[Any] | None) -> bool:
+    """Whether ``shape`` has the declared rank and the sizes the declaration fixes."""
+    if declared is None:
+        return True
+    fixed = all(s == d for s, d in zip(shape, declared) if isinstance(d, int) and d > 0)
+    return len(shape) == len(declared) and fixed
 
 
 def _dims_note(arg: NodeArg, dims: dict[str, int]) -> str:
