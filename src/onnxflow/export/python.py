@@ -150,7 +150,6 @@ def _graph_function(
     writer: _Writer, graph: GraphProto, fname: str, params: list[str], indent: str
 ) -> list[str]:
     """The lines defining ``graph`` as the function ``fname``."""
-    inits = _initializers(graph)
     args = [writer.ident(i.name) for i in graph.input]
     lines = [f"{indent}def {fname}({', '.join(args)}):"]
     inner = indent + "    "
@@ -163,7 +162,6 @@ def _graph_function(
             lines.append(f"{inner}{writer.ident(t.name)} = {value}")
     for node in graph.node:
         lines += _node_lines(writer, node, inner)
-    del inits, params
     outs = ", ".join(writer.ident(o.name) for o in graph.output)
     lines.append(f"{inner}return {outs}," if len(graph.output) == 1 else f"{inner}return {outs}")
     return lines
@@ -172,47 +170,68 @@ def _graph_function(
 def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """The lines computing ``node``'s outputs."""
     domain = normalize_domain(node.domain)
-    where = f"{node.op_type} {node.name!r}" if node.name else node.op_type
     if domain == "" and node.op_type == "Constant":
         return _constant(writer, node, indent)
     if domain == "" and node.op_type in _CONTROL:
         writer.plain += 1
         return _CONTROL[node.op_type](writer, node, indent)
+    kernel = _kernel_for(writer, node, domain)
+    ins = [writer.ident(i) if i else "None" for i in node.input]
+    comment = f"  # {_where(node)}"
+    plain = _plain_call(kernel, node, ins)
+    if plain is not None:
+        writer.plain += 1
+        return [f"{indent}{writer.ident(node.output[0])} = {plain}{comment}"]
+    writer.kernels += 1
+    return [f"{indent}{_kernel_call(writer, kernel, node, domain, ins)}{comment}"]
+
+
+def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins: list[str]) -> str:
+    """``outputs = kernel(...)(inputs)``: the node run by onnxflow's kernel for its version."""
+    attrs = "".join(
+        f", {a.name}={_attr_expr(writer, a)}" for a in node.attribute if not a.ref_attr_name
+    )
+    opset = writer.opsets.get(domain, 1)
+    since = schema_since_version(domain, node.op_type, opset) or kernel.since_version
+    call = f'kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
+    outs = ", ".join(writer.ident(o) for o in node.output)
+    if len(node.output) == 1 and kernel.traits.several:  # the first of several results
+        return f"{outs}, = {call}[:1]"
+    return f"{outs}, = {call}" if len(node.output) > 1 else f"{outs} = {call}"
+
+
+def _where(node: NodeProto) -> str:
+    return f"{node.op_type} {node.name!r}" if node.name else node.op_type
+
+
+def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
+    """The registered kernel that runs ``node`` at the model's opset; an error naming the node
+    when there is none or the node holds a subgraph the exporter cannot write."""
     opset = writer.opsets.get(domain, 1)
     missing = [(domain, node.op_type, opset)]
-    if any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
-    ):
+    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    if any(a.type in graphs for a in node.attribute):
         raise UnsupportedOperatorError(
-            f"{where}: its subgraph cannot be exported as NumPy yet", missing
+            f"{_where(node)}: its subgraph cannot be exported as NumPy yet", missing
         )
     kernel = REGISTRY.lookup(domain, node.op_type, opset)
     if kernel is None:
         raise UnsupportedOperatorError(
-            f"{where} ({domain or 'ai.onnx'} opset {opset}): no kernel", missing
+            f"{_where(node)} ({domain or 'ai.onnx'} opset {opset}): no kernel", missing
         )
-    outs = ", ".join(writer.ident(o) for o in node.output)
-    ins = [writer.ident(i) if i else "None" for i in node.input]
-    comment = f"  # {where}"
-    if not node.attribute and len(node.output) == 1:
-        traits = kernel.traits
-        if traits.passthrough and len(ins) == 1 and not kernel.build:
-            writer.plain += 1
-            return [f"{indent}{outs} = {ins[0]}{comment}"]
-        if traits.ufunc is not None:
-            writer.plain += 1
-            return [f"{indent}{outs} = np.{traits.ufunc.__name__}({', '.join(ins)}){comment}"]
-    writer.kernels += 1
-    attrs = "".join(
-        f", {a.name}={_attr_expr(writer, a)}" for a in node.attribute if not a.ref_attr_name
-    )
-    since = schema_since_version(domain, node.op_type, opset) or kernel.since_version
-    call = f'kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
-    several = len(node.output) > 1 or kernel.traits.several
-    target = f"{outs}," if several and len(node.output) == 1 else outs
-    if kernel.traits.several and len(node.output) == 1:
-        call = f"{call}[:1]"
-    return [f"{indent}{target} = {call}{comment}"]
+    return kernel
+
+
+def _plain_call(kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
+    """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, or a
+    passthrough of its one input), else None."""
+    if node.attribute or len(node.output) != 1:
+        return None
+    if kernel.traits.passthrough and len(ins) == 1 and not kernel.build:
+        return ins[0]
+    if kernel.traits.ufunc is not None:
+        return f"np.{kernel.traits.ufunc.__name__}({', '.join(ins)})"
+    return None
 
 
 def _attr_expr(writer: _Writer, attr: onnx.AttributeProto) -> str:
