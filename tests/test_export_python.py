@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
+import onnxflow
 from onnxflow import InferenceSession
 from onnxflow.export import export_python
 
@@ -47,6 +50,10 @@ def test_loop_trip_count_example(tmp_path: Path) -> None:
         "cond_linear_dynamo_default",
         "nested_cond_dynamo_default",
         "lstm_torchscript_default",
+        "scan_cumulative_dynamo_default",
+        "scan_rnn_cell_dynamo_default",
+        "scan_two_carries_dynamo_default",
+        "cond_in_scan_dynamo_default",
     ],
 )
 def test_torch_exported(name: str, tmp_path: Path) -> None:
@@ -75,3 +82,112 @@ def test_cli_writes_module_and_weights(tmp_path: Path, capsys) -> None:
     )
     assert out.exists() and out.with_suffix(".npz").exists()
     assert "plain NumPy" in capsys.readouterr().out
+
+
+def test_rnn_scan_example(tmp_path: Path) -> None:
+    model = ROOT / "examples" / "rnn_scan.onnx"
+    _, module = _exported(model, tmp_path)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "H_0": rng.standard_normal((2, 8)).astype(np.float32),
+        "X": rng.standard_normal((5, 2, 4)).astype(np.float32),
+    }
+    _agree(model, module, feeds)
+
+
+def _scan_model(in_axis: int, in_dir: int, out_axis: int, out_dir: int, opset: int = 21):
+    """A running sum over the scan input's ``in_axis``, stacked along ``out_axis``."""
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Identity", ["s2"], ["y"])],
+        "body",
+        [helper.make_tensor_value_info("s", f, [3]), helper.make_tensor_value_info("x", f, [3])],
+        [helper.make_tensor_value_info("s2", f, [3]), helper.make_tensor_value_info("y", f, [3])],
+    )
+    node = helper.make_node(
+        "Scan", ["s0", "xs"], ["sf", "ys"], name="sum", body=body, num_scan_inputs=1,
+        scan_input_axes=[in_axis], scan_input_directions=[in_dir],
+        scan_output_axes=[out_axis], scan_output_directions=[out_dir],
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("s0", f, [3]), helper.make_tensor_value_info("xs", f, None)],
+        [helper.make_tensor_value_info("sf", f, [3]), helper.make_tensor_value_info("ys", f, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize(
+    ("in_axis", "in_dir", "out_axis", "out_dir"),
+    [(0, 0, 0, 0), (1, 0, 0, 0), (1, 1, 0, 0), (-1, 0, 1, 0), (0, 1, -1, 1), (1, 0, 1, 1)],
+)
+def test_scan_axes_and_directions(
+    in_axis: int, in_dir: int, out_axis: int, out_dir: int, tmp_path: Path
+) -> None:
+    model = tmp_path / "scan.onnx"
+    onnx.save(_scan_model(in_axis, in_dir, out_axis, out_dir), model)
+    _, module = _exported(model, tmp_path)
+    xs = np.arange(12, dtype=np.float32).reshape(3, 4) if in_axis else np.ones((4, 3), np.float32)
+    _agree(model, module, {"s0": np.zeros(3, np.float32), "xs": xs})
+
+
+def test_scan_8_is_refused_naming_the_node(tmp_path: Path) -> None:
+    model = tmp_path / "scan8.onnx"
+    m = _scan_model(0, 0, 0, 0, opset=8)
+    for a in list(m.graph.node[0].attribute):
+        if a.name != "body" and a.name != "num_scan_inputs":
+            m.graph.node[0].attribute.remove(a)
+    onnx.save(m, model)
+    with pytest.raises(onnxflow.UnsupportedOperatorError, match="Scan 'sum': Scan 8"):
+        export_python(model, tmp_path / "m.py")
+
+
+def test_loop_without_cond_ignores_the_body_condition(tmp_path: Path) -> None:
+    """The spec's table: a trip count and no cond input run every iteration, whatever the
+    body's condition says (onnxflow warns that the body computes one)."""
+    i64, f = TensorProto.INT64, TensorProto.FLOAT
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "one"], ["x2"]),
+            helper.make_node("Less", ["x2", "three"], ["go"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", f, []),
+        ],
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x2", f, [])],
+        [helper.make_tensor("one", f, [], [1.0]), helper.make_tensor("three", f, [], [3.0])],
+    )  # fmt: skip
+    node = helper.make_node("Loop", ["n", "", "x0"], ["xf"], name="count", body=body)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("n", i64, []), helper.make_tensor_value_info("x0", f, [])],
+        [helper.make_tensor_value_info("xf", f, [])],
+    )
+    model = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), model)
+    _, module = _exported(model, tmp_path)
+    (xf,) = module.run({"n": np.array(6, np.int64), "x0": np.array(0.0, np.float32)})
+    assert xf == 6.0  # not 3.0, where the body's condition turns false
+
+
+def test_skl2onnx_knn(tmp_path: Path) -> None:
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.neighbors import KNeighborsRegressor
+
+    x, y = load_iris(return_X_y=True)
+    x = x.astype(np.float32)
+    knn = KNeighborsRegressor(n_neighbors=3).fit(x, y)
+    model = tmp_path / "knn.onnx"
+    model.write_bytes(to_onnx(knn, x[:1], target_opset=18).SerializeToString())
+    _, module = _exported(model, tmp_path)
+    _agree(model, module, {"X": x[::10]})
+    np.testing.assert_allclose(
+        module.run({"X": x[::10]})[0].ravel(), knn.predict(x[::10]), rtol=1e-5
+    )

@@ -7,7 +7,7 @@ name). A node whose kernel declares an inline form (:class:`onnxflow.traits.Trai
 or ``passthrough``) becomes that NumPy call; any other calls onnxflow's kernel through
 :func:`onnxflow.export.support.kernel`. Initializers and Constant values of more than one
 element go to a side ``.npz`` beside the module, read relative to the module's file.
-Scan and SequenceMap are not exported yet: such a model is refused, naming the node.
+SequenceMap and Scan 8 are not exported yet: such a model is refused, naming the node.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
 
     Its weights are written beside it as ``path`` with the suffix ``.npz``. Returns the
     module's path. Raises :class:`~onnxflow.errors.UnsupportedOperatorError` naming a node
-    that cannot be exported (Scan, SequenceMap, an op onnxflow has no kernel for).
+    that cannot be exported (Scan 8, SequenceMap, an op onnxflow has no kernel for).
     """
     load_all()
     proto = load_model(model)
@@ -283,7 +283,9 @@ def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         f"{i}    state = results[:{n_states}]",
         f"{i}    for stack, value in zip(scans, results[{n_states}:], strict=True):",
         f"{i}        stack.append(value)",
-        f"{i}    it, go = it + 1, bool(cond_out)",
+        f"{i}    it, go = it + 1, bool(cond_out)"
+        if cond != "True"
+        else f"{i}    it += 1  # no cond input: the body's condition is ignored (the spec's table)",
     ]
     targets = outs[:n_states] + [f"{o}_rows" for o in outs[n_states:]]
     lines.append(f"{i}{', '.join(targets) + ',' if targets else '_'} = *state, *scans")
@@ -303,4 +305,47 @@ def _if(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     return [*then_lines, *else_lines, f"{indent}{target} = {call}  # If {node.name!r}"]
 
 
-_CONTROL = {"Loop": _loop, "If": _if}
+def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """Scan (opset 9 on) as a Python ``for`` over the scan inputs' axes and directions, the
+    scan outputs stacked along theirs."""
+    if writer.opsets.get("", 1) < 9:
+        raise UnsupportedOperatorError(
+            f"{_where(node)}: Scan 8 (batch axis, sequence_lens) cannot be exported as NumPy yet",
+            [("", "Scan", writer.opsets.get("", 1))],
+        )
+    fname, lines = _body(writer, node, "body", indent)
+    graph = next(a.g for a in node.attribute if a.name == "body")
+    attrs = {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
+    m = attrs["num_scan_inputs"]
+    n_states = len(node.input) - m
+    k = len(graph.output) - n_states
+    in_axes = attrs.get("scan_input_axes", [0] * m)
+    in_dirs = attrs.get("scan_input_directions", [0] * m)
+    out_axes = attrs.get("scan_output_axes", [0] * k)
+    out_dirs = attrs.get("scan_output_directions", [0] * k)
+    xs = [
+        (f"np.moveaxis({writer.ident(x)}, {a}, 0)" if a else writer.ident(x)) + ("[::-1]" * d)
+        for x, a, d in zip(node.input[n_states:], in_axes, in_dirs, strict=True)
+    ]
+    outs = [writer.ident(o) if o else f"_unused{j}" for j, o in enumerate(node.output)]
+    i = indent
+    lines += [
+        f"{i}# Scan {node.name!r}: {m} scan input(s), {n_states} state(s), {k} scan output(s)",
+        f"{i}state = [{', '.join(writer.ident(x) for x in node.input[:n_states])}]",
+        f"{i}xs = [{', '.join(xs)}]",
+        f"{i}scans = [[] for _ in range({k})]",
+        f"{i}for t in range(xs[0].shape[0]):",
+        f"{i}    results = {fname}(*state, *(x[t] for x in xs))",
+        f"{i}    state = list(results[:{n_states}])",
+        f"{i}    for stack, value in zip(scans, results[{n_states}:], strict=True):",
+        f"{i}        stack.append(value)",
+    ]
+    if n_states:
+        lines.append(f"{i}{', '.join(outs[:n_states])}, = state")
+    for j, (o, a, d) in enumerate(zip(outs[n_states:], out_axes, out_dirs, strict=True)):
+        stacked = f"np.stack(scans[{j}]{'[::-1]' * d})"
+        lines.append(f"{i}{o} = np.moveaxis({stacked}, 0, {a})" if a else f"{i}{o} = {stacked}")
+    return lines
+
+
+_CONTROL = {"Loop": _loop, "If": _if, "Scan": _scan}
