@@ -17,6 +17,7 @@ onnxflow's run must write nothing to stderr.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = sorted((Path(__file__).parent / "scripts").glob("[0-9][0-9]_*.py"))
+DATA = Path(__file__).parent / "data"
 ORT_FAILS_HERE = {
     "29_string_normalizer": "onnxruntime's StringNormalizer builds an en_US.UTF-8 C++ locale at "
     "session creation and fails (Fail: locale::facet::_S_create_c_locale name not valid) on a "
@@ -48,7 +50,7 @@ def to_onnxflow(source: str) -> str:
 
 def run_script(source: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     """Run the source as __main__ in a new interpreter inside workdir."""
-    workdir.mkdir()
+    shutil.copytree(DATA, workdir)  # models some scripts read, as a tutorial's reader has them
     path = workdir / "script.py"
     path.write_text(source)
     return subprocess.run(
