@@ -69,7 +69,7 @@ def test_torch_exported(name: str, tmp_path: Path) -> None:
 def test_module_imports_only_numpy_and_onnxflow(tmp_path: Path) -> None:
     path, _ = _exported(DATA / "cond_linear_dynamo_default.onnx", tmp_path)
     imports = re.findall(r"^(?:from|import) (\w+)", path.read_text(), re.M)
-    assert set(imports) <= {"numpy", "onnxflow", "pathlib"}
+    assert set(imports) <= {"numpy", "onnxflow", "pathlib", "ml_dtypes"}
 
 
 def test_cli_writes_module_and_weights(tmp_path: Path, capsys) -> None:
@@ -191,3 +191,32 @@ def test_skl2onnx_knn(tmp_path: Path) -> None:
     np.testing.assert_allclose(
         module.run({"X": x[::10]})[0].ravel(), knn.predict(x[::10]), rtol=1e-5
     )
+
+
+def test_tuple_results_inf_values_and_ml_dtypes_weights(tmp_path: Path) -> None:
+    """MaxPool's kernel returns (Y, Indices) where the node lists only Y; an attribute and a
+    scalar constant of inf; a bfloat16 and an int4 weight, stored as bytes and viewed back."""
+    f = TensorProto.FLOAT
+    bf16 = helper.make_tensor("w16", TensorProto.BFLOAT16, [2], [1.5, -2.0])
+    i4 = helper.make_tensor("w4", TensorProto.INT4, [3], [-8, 7, 3])
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2]),
+        helper.make_node("Constant", [], ["lo"], value_float=float("-inf")),
+        helper.make_node("Max", ["p", "lo"], ["m"]),
+        helper.make_node("Shrink", ["m"], ["s"], lambd=float("inf")),
+        helper.make_node("Cast", ["w16"], ["w16f"], to=f),
+        helper.make_node("Cast", ["w4"], ["w4f"], to=f),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f, [1, 1, 4])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("m", "s", "w16f", "w4f")],
+        [bf16, i4],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), model)
+    path, module = _exported(model, tmp_path)
+    text = path.read_text()
+    assert 'float("-inf")' in text and 'float("inf")' in text and "import ml_dtypes" in text
+    _agree(model, module, {"x": np.array([[[-3.0, 5.0, 1e30, 2.0]]], np.float32)})

@@ -353,7 +353,7 @@ class _GraphBuilder:
                 f" cannot be compiled: {type(exc).__name__}: {exc}"
             ) from exc
         outs = self._define_outputs(node)
-        multi = traits.several or _multi_output(node, domain, opset)
+        multi = traits.several or returns_several(node, domain, opset)
         if self._fold(fn, traits, node, ins, outs, multi):
             return
         out: Any = outs if multi else outs[0]
@@ -453,7 +453,9 @@ def _bind_plain(
     return functools.partial(fn, **attrs)
 
 
-def _multi_output(node: NodeProto, domain: str, opset: int) -> bool:
+def returns_several(node: NodeProto, domain: str, opset: int) -> bool:
+    """Whether the kernel of ``node`` returns a tuple of outputs: the node lists several, or
+    its schema allows several (a node listing fewer takes the first ones)."""
     if len(node.output) > 1:
         return True
     try:

@@ -25,6 +25,7 @@ import onnx
 from onnx import GraphProto, ModelProto, NodeProto
 
 from onnxflow.compile.attributes import decode_attribute
+from onnxflow.compile.compiler import returns_several
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ir.load import load_model
 from onnxflow.ir.validate import validate_model
@@ -44,6 +45,8 @@ class _Writer:
     functions: int = 0
     plain: int = 0
     kernels: int = 0
+    #: Some weight has an ml_dtypes type: the module imports ml_dtypes (onnxflow's dependency).
+    ml_dtypes: bool = False
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -62,14 +65,34 @@ class _Writer:
 
     def constant(self, name: str, value: np.ndarray) -> str:
         """An expression for a constant: inline when a scalar, else read from the weights."""
-        if value.size == 1 and value.dtype.kind in "biuf":
-            return f"np.array({value.item()!r}, dtype=np.{value.dtype.name}).reshape({value.shape})"
+        if value.size == 1 and value.dtype.kind in "biuf" and _numpy_dtype(value.dtype):
+            literal = _literal(value.item())
+            return f"np.array({literal}, dtype=np.{value.dtype.name}).reshape({value.shape})"
         key = f"w{len(self.weights)}"
-        self.weights[key] = value
-        return f'WEIGHTS["{key}"]  # {name}'
+        if _numpy_dtype(value.dtype):
+            self.weights[key] = value
+            return f'WEIGHTS["{key}"]  # {name}'
+        # ml_dtypes (bfloat16, float8, int4...): stored as their bytes, viewed back on load
+        self.weights[key] = value.view(f"u{value.dtype.itemsize}")
+        self.ml_dtypes = True
+        return f'WEIGHTS["{key}"].view(ml_dtypes.{value.dtype.name})  # {name}'
 
 
-_RESERVED = {"np", "kernel", "WEIGHTS", "run", "main_graph", "_"}
+_RESERVED = {"np", "ml_dtypes", "kernel", "WEIGHTS", "run", "main_graph", "_"}
+
+
+def _numpy_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is NumPy's own (``np.<name>`` names it), not an ml_dtypes type."""
+    return getattr(np, dtype.name, None) is dtype.type
+
+
+def _literal(value: Any) -> str:
+    """Python source for an attribute or scalar value; inf and NaN as ``float("inf")``..."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
 
 
 def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
@@ -121,6 +144,8 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         "",
         "import numpy as np",
     ]
+    if writer.ml_dtypes:
+        head.insert(head.index("import numpy as np"), "import ml_dtypes")
     if writer.kernels:
         head.append("from onnxflow.export.support import kernel")
     head += [
@@ -192,12 +217,12 @@ def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins
         f", {a.name}={_attr_expr(writer, a)}" for a in node.attribute if not a.ref_attr_name
     )
     opset = writer.opsets.get(domain, 1)
-    since = schema_since_version(domain, node.op_type, opset) or kernel.since_version
+    since = schema_since_version(domain, node.op_type, opset) or kernel.since
     call = f'kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
-    outs = ", ".join(writer.ident(o) for o in node.output)
-    if len(node.output) == 1 and kernel.traits.several:  # the first of several results
-        return f"{outs}, = {call}[:1]"
-    return f"{outs}, = {call}" if len(node.output) > 1 else f"{outs} = {call}"
+    outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
+    if kernel.traits.several or returns_several(node, domain, opset):
+        return f"{outs}, = {call}[:{len(node.output)}]"  # the outputs the node lists
+    return f"{outs} = {call}"
 
 
 def _where(node: NodeProto) -> str:
@@ -238,7 +263,7 @@ def _attr_expr(writer: _Writer, attr: onnx.AttributeProto) -> str:
     value = decode_attribute(attr)
     if isinstance(value, np.ndarray):
         return writer.constant(attr.name, value).split("  #")[0]
-    return repr(value)
+    return _literal(value)
 
 
 def _constant(writer: _Writer, node: NodeProto, indent: str) -> list[str]:

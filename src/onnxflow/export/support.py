@@ -41,7 +41,7 @@ class _Frozen(dict):
 
 def _one_node(domain: str, op_type: str, since: int, attrs: _Frozen, *inputs: Any) -> Any:
     """Run one node of a builder kernel's op on ``inputs`` through an onnxflow session."""
-    signature = tuple(None if x is None else (np.asarray(x).dtype.str, np.ndim(x)) for x in inputs)
+    signature = tuple(None if x is None else (np.asarray(x).dtype, np.ndim(x)) for x in inputs)
     session = _session(domain, op_type, since, attrs, signature)
     feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None}
     outs = session.run(None, feeds)
@@ -59,9 +59,7 @@ def _session(
     outputs = [f"out{i}" for i in range(schema_outputs)]
     node = helper.make_node(op_type, names, outputs, domain=domain, **dict(attrs))
     inputs = [
-        helper.make_tensor_value_info(
-            n, helper.np_dtype_to_tensor_dtype(np.dtype(s[0])), [None] * s[1]
-        )
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(s[0]), [None] * s[1])
         for n, s in zip(names, signature, strict=True)
         if s is not None
     ]
