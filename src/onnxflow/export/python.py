@@ -305,9 +305,7 @@ def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         f"{i}it, go = 0, {cond}",
         f"{i}while go and ({trip} is None or it < {trip}):" if trip != "None" else f"{i}while go:",
         f"{i}    cond_out, *results = {fname}(np.array(it, dtype=np.int64), np.array(go), *state)",
-        f"{i}    state = results[:{n_states}]",
-        f"{i}    for stack, value in zip(scans, results[{n_states}:], strict=True):",
-        f"{i}        stack.append(value)",
+        *_carry(i + "    ", n_states),
         f"{i}    it, go = it + 1, bool(cond_out)"
         if cond != "True"
         else f"{i}    it += 1  # no cond input: the body's condition is ignored (the spec's table)",
@@ -328,6 +326,15 @@ def _if(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     cond = writer.ident(node.input[0])
     call = f"{then_name}() if bool({cond}) else {else_name}()"
     return [*then_lines, *else_lines, f"{indent}{target} = {call}  # If {node.name!r}"]
+
+
+def _carry(i: str, n_states: int) -> list[str]:
+    """A loop step's last lines: its first ``n_states`` results carried on, the rest stacked."""
+    return [
+        f"{i}state = list(results[:{n_states}])",
+        f"{i}for stack, value in zip(scans, results[{n_states}:], strict=True):",
+        f"{i}    stack.append(value)",
+    ]
 
 
 def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
@@ -361,9 +368,7 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         f"{i}scans = [[] for _ in range({k})]",
         f"{i}for t in range(xs[0].shape[0]):",
         f"{i}    results = {fname}(*state, *(x[t] for x in xs))",
-        f"{i}    state = list(results[:{n_states}])",
-        f"{i}    for stack, value in zip(scans, results[{n_states}:], strict=True):",
-        f"{i}        stack.append(value)",
+        *_carry(i + "    ", n_states),
     ]
     if n_states:
         lines.append(f"{i}{', '.join(outs[:n_states])}, = state")
