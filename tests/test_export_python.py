@@ -220,3 +220,37 @@ def test_tuple_results_inf_values_and_ml_dtypes_weights(tmp_path: Path) -> None:
     text = path.read_text()
     assert 'float("-inf")' in text and 'float("inf")' in text and "import ml_dtypes" in text
     _agree(model, module, {"x": np.array([[[-3.0, 5.0, 1e30, 2.0]]], np.float32)})
+
+
+GENERATION = ROOT / "tests" / "microsoft" / "data"
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("gpt2_greedy.onnx", {}),
+        ("gpt2_beam.onnx", {"num_beams": np.array([3], np.int32),
+                            "num_return_sequences": np.array([2], np.int32),
+                            "length_penalty": np.array([1.0], np.float32), "masked": True}),
+    ],
+)  # fmt: skip
+def test_generation_ops_run_their_stored_decoder(name: str, extra: dict, tmp_path: Path) -> None:
+    """A contrib operator holding a subgraph calls its kernel with the decoder, kept serialized
+    in the weights: the exported module generates the session's tokens."""
+    model = GENERATION / name
+    path, module = _exported(model, tmp_path)
+    assert "from onnxflow.export.support import kernel, subgraph" in path.read_text()
+    prompts = np.load(GENERATION / "gpt2_prompts.npz")
+    feeds = {
+        "prompt_ids": prompts["two"],
+        "max_length": np.array([12], np.int32),
+        "min_length": np.array([1], np.int32),
+        "repetition_penalty": np.array([1.0], np.float32),
+        **extra,
+    }
+    if feeds.pop("masked", False):
+        feeds["prompt_mask"] = prompts["two_mask"]
+    session = InferenceSession(str(model))
+    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}}
+    for got, want in zip(module.run(feeds), session.run(None, feeds), strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -7,7 +7,9 @@ name). A node whose kernel declares an inline form (:class:`onnxflow.traits.Trai
 or ``passthrough``) becomes that NumPy call; any other calls onnxflow's kernel through
 :func:`onnxflow.export.support.kernel`. Initializers and Constant values of more than one
 element go to a side ``.npz`` beside the module, read relative to the module's file.
-SequenceMap and Scan 8 are not exported yet: such a model is refused, naming the node.
+SequenceMap and Scan 8 are not exported yet: such a model is refused, naming the node. A
+contrib operator holding a subgraph (GreedySearch's decoder) calls its kernel with the
+subgraph, stored serialized in the weights.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class _Writer:
     kernels: int = 0
     #: Some weight has an ml_dtypes type: the module imports ml_dtypes (onnxflow's dependency).
     ml_dtypes: bool = False
+    #: Some kernel call takes a subgraph attribute, stored serialized in the weights.
+    subgraphs: bool = False
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -147,7 +151,8 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
     if writer.ml_dtypes:
         head.insert(head.index("import numpy as np"), "import ml_dtypes")
     if writer.kernels:
-        head.append("from onnxflow.export.support import kernel")
+        names = "kernel, subgraph" if writer.subgraphs else "kernel"
+        head.append(f"from onnxflow.export.support import {names}")
     head += [
         "",
         f'WEIGHTS = dict(np.load(Path(__file__).with_name("{npz}")))',
@@ -218,11 +223,12 @@ def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins
     )
     opset = writer.opsets.get(domain, 1)
     since = schema_since_version(domain, node.op_type, opset) or kernel.since
-    call = f'kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
     outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
-    if kernel.traits.several or returns_several(node, domain, opset):
-        return f"{outs}, = {call}[:{len(node.output)}]"  # the outputs the node lists
-    return f"{outs} = {call}"
+    if kernel.traits.several or returns_several(node, domain, opset):  # a tuple: take the
+        n = len(node.output)  # outputs the node lists
+        call = f'kernel("{domain}", "{node.op_type}", {since}, _outputs={n}{attrs})'
+        return f"{outs}, = {call}({', '.join(ins)})[:{n}]"
+    return f'{outs} = kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
 
 
 def _where(node: NodeProto) -> str:
@@ -234,10 +240,9 @@ def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
     when there is none or the node holds a subgraph the exporter cannot write."""
     opset = writer.opsets.get(domain, 1)
     missing = [(domain, node.op_type, opset)]
-    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    if any(a.type in graphs for a in node.attribute):
+    if any(a.type == onnx.AttributeProto.GRAPHS for a in node.attribute):
         raise UnsupportedOperatorError(
-            f"{_where(node)}: its subgraph cannot be exported as NumPy yet", missing
+            f"{_where(node)}: its list of subgraphs cannot be exported as NumPy yet", missing
         )
     kernel = REGISTRY.lookup(domain, node.op_type, opset)
     if kernel is None:
@@ -260,6 +265,10 @@ def _plain_call(kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
 
 
 def _attr_expr(writer: _Writer, attr: onnx.AttributeProto) -> str:
+    if attr.type == onnx.AttributeProto.GRAPH:  # a contrib op's decoder: run by its kernel
+        stored = np.frombuffer(attr.g.SerializeToString(), np.uint8)
+        writer.subgraphs = True
+        return f"subgraph({writer.constant(attr.name, stored).split('  #')[0]})"
     value = decode_attribute(attr)
     if isinstance(value, np.ndarray):
         return writer.constant(attr.name, value).split("  #")[0]

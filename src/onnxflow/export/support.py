@@ -7,18 +7,21 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import helper
+from onnx import GraphProto, helper
 
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY
 
 
-def kernel(domain: str, op_type: str, since_version: int, **attrs: Any) -> Callable[..., Any]:
+def kernel(
+    domain: str, op_type: str, since_version: int, _outputs: int = 0, **attrs: Any
+) -> Callable[..., Any]:
     """onnxflow's kernel of ``op_type`` (``domain``, ``since_version``) with ``attrs`` bound.
 
     A plain kernel is called directly; a builder kernel (one compiled per node) is run as a
-    one-node model by onnxflow, compiled once per input signature.
+    one-node model by onnxflow, compiled once per input signature. ``_outputs`` (for a node of
+    an operator that may have several outputs) asks for a tuple of at least that many.
     """
     load_all()
     found = REGISTRY.lookup(domain, op_type, since_version)
@@ -29,34 +32,51 @@ def kernel(domain: str, op_type: str, since_version: int, **attrs: Any) -> Calla
         )
     if not found.build:
         return functools.partial(found.fn, **attrs)
-    return functools.partial(_one_node, domain, op_type, since_version, _Frozen(attrs))
+    node = (domain, op_type, since_version, _outputs)
+    return functools.partial(_one_node, node, _Frozen(attrs))
+
+
+def subgraph(stored: np.ndarray) -> GraphProto:
+    """A subgraph attribute the exported module keeps serialized in its weights (the same
+    object for the same bytes, so the kernel built on it is reused)."""
+    return _parse(stored.tobytes())
+
+
+@functools.lru_cache(maxsize=32)
+def _parse(data: bytes) -> GraphProto:
+    graph = GraphProto()
+    graph.ParseFromString(data)
+    return graph
 
 
 class _Frozen(dict):
-    """Attributes as a hashable key for the one-node session cache."""
+    """Attributes as a hashable key for the one-node session cache (a subgraph by identity)."""
 
     def __hash__(self) -> int:  # type: ignore[override]
-        return hash(repr(sorted(self.items(), key=lambda kv: kv[0])))
+        key = [(k, id(v) if isinstance(v, GraphProto) else repr(v)) for k, v in self.items()]
+        return hash(tuple(sorted(key)))
 
 
-def _one_node(domain: str, op_type: str, since: int, attrs: _Frozen, *inputs: Any) -> Any:
-    """Run one node of a builder kernel's op on ``inputs`` through an onnxflow session."""
+def _one_node(node: tuple[str, str, int, int], attrs: _Frozen, *inputs: Any) -> Any:
+    """Run one node of a builder kernel's op (``(domain, op_type, since, outputs)``) on
+    ``inputs`` through an onnxflow session."""
     signature = tuple(None if x is None else (np.asarray(x).dtype, np.ndim(x)) for x in inputs)
-    session = _session(domain, op_type, since, attrs, signature)
+    session = _session(node, attrs, signature)
     feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None}
     outs = session.run(None, feeds)
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    return tuple(outs) if node[3] or len(outs) > 1 else outs[0]
 
 
 @functools.lru_cache(maxsize=256)
 def _session(
-    domain: str, op_type: str, since: int, attrs: _Frozen, signature: tuple[Any, ...]
+    node_key: tuple[str, str, int, int], attrs: _Frozen, signature: tuple[Any, ...]
 ) -> Any:
     from onnxflow.session import InferenceSession
 
+    domain, op_type, since, wanted = node_key
     names = [f"in{i}" if s is not None else "" for i, s in enumerate(signature)]
-    schema_outputs = _output_count(domain, op_type, since)
-    outputs = [f"out{i}" for i in range(schema_outputs)]
+    count = max(_output_count(domain, op_type, since), wanted)
+    outputs = [f"out{i}" for i in range(count)]
     node = helper.make_node(op_type, names, outputs, domain=domain, **dict(attrs))
     inputs = [
         helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(s[0]), [None] * s[1])
