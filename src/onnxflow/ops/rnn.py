@@ -313,9 +313,21 @@ def _lstm_cell(
 ) -> list[np.ndarray]:
     """Gates i, o, f, c with optional peepholes; ``input_forget`` couples f to 1 - i."""
     h, c = s
-    pre = q.xw[t] + np.dot(h, q.rt)  # Rb is in xw
+    return lstm_gates(bound, input_forget, q.xw[t] + np.dot(h, q.rt), c, q.p, f)  # Rb is in xw
+
+
+def lstm_gates(
+    bound: Activation,
+    input_forget: int,
+    pre: np.ndarray,
+    c: np.ndarray,
+    p: np.ndarray | None,
+    f: list[Activation],
+) -> list[np.ndarray]:
+    """The new hidden and cell states from a step's gate pre-activations ``pre`` (i, o, f, c
+    side by side), the cell state ``c`` and peepholes ``p``: onnx LSTM's equations."""
     gi, go, gf, gc = np.split(pre, 4, axis=1)
-    pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
+    pi, po, pf = np.split(p, 3) if p is not None else (0, 0, 0)
     i = f[0](bound(gi + pi * c))
     forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
     c_new = forget * c + i * f[1](bound(gc))

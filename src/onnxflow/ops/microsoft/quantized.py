@@ -52,7 +52,14 @@ from onnxflow.ops.quantization import (
     store_quantized,
 )
 from onnxflow.ops.registry import op
-from onnxflow.ops.rnn import _DIRECTIONS, Activation, _activations, _clipper, _over_time
+from onnxflow.ops.rnn import (
+    _DIRECTIONS,
+    Activation,
+    _activations,
+    _clipper,
+    _over_time,
+    lstm_gates,
+)
 from onnxflow.ops.shape import concat
 
 _F32 = np.float32
@@ -510,13 +517,7 @@ def _quantized_lstm_cell(
     """onnx LSTM's gates i, o, f, c (peepholes, clip, coupled input and forget) on the
     quantized products."""
     h, c = s
-    gi, go, gf, gc = np.split(q.xw[t] + q.recurrent(h), 4, axis=1)
-    pi, po, pf = np.split(q.p, 3) if q.p is not None else (0, 0, 0)
-    i = f[0](bound(gi + pi * c))
-    forget = 1 - i if input_forget else f[0](bound(gf + pf * c))
-    c_new = forget * c + i * f[1](bound(gc))
-    o = f[0](bound(go + po * c_new))
-    return [o * f[2](c_new), c_new]
+    return lstm_gates(bound, input_forget, q.xw[t] + q.recurrent(h), c, q.p, f)
 
 
 _LSTM_DEFAULTS = ["Sigmoid", "Tanh", "Tanh"]
