@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 from onnx import ModelProto, helper
-from op_testing import value_type
+from op_testing import one_node_model
 
 import onnxflow
 
@@ -22,23 +22,13 @@ def ms_model(
     opset: int = 17,
     **attrs: Any,
 ) -> tuple[ModelProto, dict[str, Any]]:
-    """A model of one ``domain.op`` node (``domain`` imported at version 1) and its feeds; a
-    None input is omitted (an empty name)."""
-    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
-    while names and not names[-1]:
-        names.pop()
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    outs = [f"out{i}" for i in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, domain=domain, **attrs)],
-        "g",
-        [helper.make_value_info(n, value_type(v)) for n, v in feeds.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outs],
-    )
-    opsets = [helper.make_opsetid("", opset)]
-    if domain:  # the default domain is imported once, at ``opset``
-        opsets.append(helper.make_opsetid(domain, 1))
-    return helper.make_model(graph, opset_imports=opsets, ir_version=8), feeds
+    """A model of one ``domain.op`` node (``domain`` imported at version 1, the default domain
+    at ``opset``, IR version 8 as onnxruntime accepts) and its feeds; a None input is omitted."""
+    model, feeds = one_node_model(op, inputs, opset, n_out, domain, **attrs)
+    model.ir_version = 8
+    for out in model.graph.output:  # onnxruntime refuses the UNDEFINED element type: no type
+        out.ClearField("type")
+    return model, feeds
 
 
 def run_both(model: ModelProto, feeds: dict[str, Any]) -> tuple[list[Any], list[Any]]:
