@@ -23,8 +23,7 @@ def kernel(
     one-node model by onnxflow, compiled once per input signature. ``_outputs`` (for a node of
     an operator that may have several outputs) asks for a tuple of at least that many.
     """
-    load_all()
-    found = REGISTRY.lookup(domain, op_type, since_version)
+    found = _lookup(domain, op_type, since_version)
     if found is None:
         raise UnsupportedOperatorError(
             f"{domain or 'ai.onnx'}::{op_type} version {since_version}: onnxflow has no kernel",
@@ -34,6 +33,14 @@ def kernel(
         return functools.partial(found.fn, **attrs)
     node = (domain, op_type, since_version, _outputs)
     return functools.partial(_one_node, node, _Frozen(attrs))
+
+
+@functools.cache
+def _lookup(domain: str, op_type: str, since_version: int) -> Any:
+    """The registry's kernel, looked up once: the module calls ``kernel`` on every run, and in
+    every iteration of a loop body."""
+    load_all()
+    return REGISTRY.lookup(domain, op_type, since_version)
 
 
 def subgraph(stored: np.ndarray) -> GraphProto:
