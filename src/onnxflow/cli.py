@@ -370,10 +370,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _export_python(args: argparse.Namespace) -> int:
     """Write the model as a NumPy module with its weights beside it; say what was written."""
-    from onnxflow.export.python import export_counts, export_python
+    from onnxflow.export.python import write_module
 
-    path = export_python(args.model, args.output)
-    plain, kernels = export_counts(args.model)
+    path, plain, kernels = write_module(args.model, args.output)
     print(f"wrote {path} and {path.with_suffix('.npz')}")
     print(f"{plain} nodes as plain NumPy, {kernels} as calls into onnxflow's kernels")
     return 0

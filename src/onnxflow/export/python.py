@@ -106,25 +106,22 @@ def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
     module's path. Raises :class:`~onnxflow.errors.UnsupportedOperatorError` naming a node
     that cannot be exported (Scan 8, SequenceMap, an op onnxflow has no kernel for).
     """
+    return write_module(model, path)[0]
+
+
+def write_module(model: Any, path: str | os.PathLike[str]) -> tuple[Path, int, int]:
+    """:func:`export_python`, also saying how many nodes it wrote as plain NumPy and how many
+    as calls into onnxflow's kernels: ``(path, plain, kernels)``."""
     load_all()
     proto = load_model(model)
     validate_model(proto)
     path = Path(path)
     writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
-    body = _graph_function(writer, proto.graph, "main_graph", [], "")
+    body = _graph_function(writer, proto.graph, "main_graph", "")
     text = _module_text(writer, proto, body, path.with_suffix(".npz").name)
     np.savez(path.with_suffix(".npz"), **writer.weights)
     path.write_text(text)
-    return path
-
-
-def export_counts(model: Any) -> tuple[int, int]:
-    """How many nodes of ``model`` an export writes as plain NumPy and as kernel calls."""
-    load_all()
-    proto = load_model(model)
-    writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
-    _graph_function(writer, proto.graph, "main_graph", [], "")
-    return writer.plain, writer.kernels
+    return path, writer.plain, writer.kernels
 
 
 def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) -> str:
@@ -176,9 +173,7 @@ def _initializers(graph: GraphProto) -> set[str]:
     return {t.name for t in graph.initializer}
 
 
-def _graph_function(
-    writer: _Writer, graph: GraphProto, fname: str, params: list[str], indent: str
-) -> list[str]:
+def _graph_function(writer: _Writer, graph: GraphProto, fname: str, indent: str) -> list[str]:
     """The lines defining ``graph`` as the function ``fname``."""
     args = [writer.ident(i.name) for i in graph.input]
     lines = [f"{indent}def {fname}({', '.join(args)}):"]
@@ -291,7 +286,7 @@ def _body(writer: _Writer, node: NodeProto, attr: str, indent: str) -> tuple[str
     graph = next(a.g for a in node.attribute if a.name == attr)
     writer.functions += 1
     fname = f"{node.op_type.lower()}_{writer.functions}_{attr.removesuffix('_branch')}"
-    return fname, _graph_function(writer, graph, fname, [], indent)
+    return fname, _graph_function(writer, graph, fname, indent)
 
 
 def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
