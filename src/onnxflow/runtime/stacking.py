@@ -121,9 +121,13 @@ class Stacker:
         run."""
         self.shape, self.dtype = value.shape, value.dtype
         row = max(value.nbytes, 1)
-        watch = min(BOUND_BYTES, _limit_set() or BOUND_BYTES)  # checked past this many bytes
+        limit = _limit_set()
+        watch = BOUND_BYTES if limit is None or limit > BOUND_BYTES else limit  # checked past it
+        if self.count is not None and self.count * row <= watch:  # the common case: no list
+            self.buffer = np.empty((self.count, *value.shape), dtype=value.dtype)
+            return
         self._check_at = max(watch // row, 1)
-        if self.count is not None and self.count * row > watch:
+        if self.count is not None:
             if self.at_most:  # a limit the loop may not reach: rows are listed and counted
                 self.count = None
             else:
