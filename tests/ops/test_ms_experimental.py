@@ -62,3 +62,31 @@ def test_scale_and_scaled_tanh() -> None:
 def test_thresholded_relu_version_1() -> None:
     (out,) = _run("ThresholdedRelu", [IMAGE], opset=9, alpha=0.3)
     assert ((out == 0) | (out > 0.3)).all()
+
+
+@pytest.mark.parametrize(
+    ("op_type", "attrs"),
+    [
+        ("Affine", {"alpha": 2.0}),
+        ("ParametricSoftplus", {}),
+        ("Scale", {"scale": 3.0}),
+        ("ScaledTanh", {}),
+        ("ThresholdedRelu", {}),
+        ("Crop", {"border": [1, 1, 1, 1]}),
+        ("ImageScaler", {"bias": [0.5, 1.0, 1.5]}),
+        ("MeanVarianceNormalization", {}),
+    ],
+)
+def test_registered_promises_hold(op_type: str, attrs: dict) -> None:
+    """What each registration declares (a fresh result; elementwise: the input's shape and
+    type, element by element) holds for the kernel."""
+    from onnxflow.ops import REGISTRY, load_all
+
+    load_all()
+    kernel = REGISTRY.lookup("", op_type, 1)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    y = kernel.fn(x, **attrs)
+    assert kernel.traits.fresh and not np.shares_memory(x, y)
+    if kernel.traits.elementwise:
+        assert y.shape == x.shape and y.dtype == x.dtype
+        np.testing.assert_array_equal(kernel.fn(x[:1, :1], **attrs), y[:1, :1])

@@ -23,19 +23,25 @@ import numpy as np
 
 from onnxflow.ops.registry import op
 from onnxflow.ops.shape import slice_
+from onnxflow.traits import Traits
+
+#: An elementwise op computing a new array of its input's shape and type.
+_ELEMENTWISE = Traits(static_shape=True, elementwise=True, fresh=True)
+#: A new array whose shape follows from the input's shape and the attributes.
+_FRESH = Traits(static_shape=True, fresh=True)
 
 
 def _like(x: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.asarray(value).astype(x.dtype, copy=False)
 
 
-@op("Affine", 1)
+@op("Affine", 1, traits=_ELEMENTWISE)
 def affine(x: np.ndarray, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
     """``alpha * x + beta`` elementwise."""
     return _like(x, x * x.dtype.type(alpha) + x.dtype.type(beta))
 
 
-@op("Crop", 1)
+@op("Crop", 1, traits=_FRESH)
 def crop(
     x: np.ndarray, *, border: list[int] | None = None, scale: list[int] | None = None
 ) -> np.ndarray:
@@ -53,7 +59,7 @@ def crop(
     return x[:, :, top : x.shape[2] - bottom, left : x.shape[3] - right].copy()
 
 
-@op("DynamicSlice", 1)
+@op("DynamicSlice", 1, traits=Traits(selects=True))  # as Slice
 def dynamic_slice(
     data: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | None = None
 ) -> np.ndarray:
@@ -61,7 +67,7 @@ def dynamic_slice(
     return slice_(data, starts, ends, axes)
 
 
-@op("ImageScaler", 1)
+@op("ImageScaler", 1, traits=_FRESH)
 def image_scaler(
     x: np.ndarray, *, scale: float = 1.0, bias: list[float] | None = None
 ) -> np.ndarray:
@@ -72,7 +78,7 @@ def image_scaler(
     return _like(x, x * x.dtype.type(scale) + shift.reshape(1, -1, *([1] * (x.ndim - 2))))
 
 
-@op("MeanVarianceNormalization", 1)
+@op("MeanVarianceNormalization", 1, traits=_FRESH)
 def mean_variance_normalization_1(
     x: np.ndarray, *, across_channels: int = 0, normalize_variance: int = 1
 ) -> np.ndarray:
@@ -87,26 +93,26 @@ def mean_variance_normalization_1(
     return _like(x, centered / np.sqrt((centered * centered).mean(axis=axes, keepdims=True)))
 
 
-@op("ParametricSoftplus", 1)
+@op("ParametricSoftplus", 1, traits=_ELEMENTWISE)
 def parametric_softplus(x: np.ndarray, *, alpha: float = 1.0, beta: float = 1.0) -> np.ndarray:
     """``alpha * ln(exp(beta * x) + 1)``, written to stay finite for large ``beta * x``."""
     z = x * x.dtype.type(beta)
     return _like(x, x.dtype.type(alpha) * (np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))))
 
 
-@op("Scale", 1)
+@op("Scale", 1, traits=_ELEMENTWISE)
 def scale(x: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
     """``scale * x`` elementwise."""
     return _like(x, x * x.dtype.type(scale))
 
 
-@op("ScaledTanh", 1)
+@op("ScaledTanh", 1, traits=_ELEMENTWISE)
 def scaled_tanh(x: np.ndarray, *, alpha: float = 1.0, beta: float = 1.0) -> np.ndarray:
     """``alpha * tanh(beta * x)`` elementwise."""
     return _like(x, x.dtype.type(alpha) * np.tanh(x * x.dtype.type(beta)))
 
 
-@op("ThresholdedRelu", 1)
+@op("ThresholdedRelu", 1, traits=_ELEMENTWISE)
 def thresholded_relu_1(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """``x`` where ``x > alpha``, else 0."""
     return np.where(x > x.dtype.type(alpha), x, x.dtype.type(0))
