@@ -150,3 +150,129 @@ def test_exported_models_agree(name: str, against: str) -> None:
     report = onnxflow.compare(model, feeds, against=against)
     assert report.agree, report.summary()
     assert report.compared > 0
+
+
+def _nested(inner_op: str = "Add") -> onnx.ModelProto:
+    """Loop 'outer' (n iterations, state x): y = If 'choose' (i even) x * 2 else x + 1, then
+    Loop 'inner' (2 iterations) applies ``inner_op``(s, 1) to y."""
+    return parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["": 17]>
+        g (int64 n, float[2] x0) => (float[2] x_final, float[N, 2] ys) {{
+            x_final, ys = Loop <body = outer_body (int64 i, bool c, float[2] x) =>
+                                               (bool c_out, float[2] z, float[2] y) {{
+                two = Constant <value = int64 {{2}}> ()
+                zero = Constant <value = int64 {{0}}> ()
+                m = Mod (i, two)
+                even = Equal (m, zero)
+                y = If <then_branch = then () => (float[2] rt) {{
+                            k2 = Constant <value = float {{2.0}}> ()
+                            rt = Mul (x, k2)
+                        }}, else_branch = els () => (float[2] re) {{
+                            k1 = Constant <value = float {{1.0}}> ()
+                            re = Add (x, k1)
+                        }}> (even)
+                tc = Constant <value = int64 {{2}}> ()
+                z = Loop <body = inner_body (int64 j, bool d, float[2] s) =>
+                                            (bool d_out, float[2] s2) {{
+                    one = Constant <value = float {{1.0}}> ()
+                    s2 = {inner_op} (s, one)
+                    d_out = Identity (d)
+                }}> (tc, , y)
+                c_out = Identity (c)
+            }}> (n, , x0)
+        }}
+        """
+    )
+
+
+def _names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Name the control-flow nodes outer, choose, inner (scopes are keyed by node names)."""
+    outer = model.graph.node[0]
+    outer.name = "outer"
+    for node in outer.attribute[0].g.node:
+        node.name = {"If": "choose", "Loop": "inner"}.get(node.op_type, node.name)
+    return model
+
+
+NESTED_FEEDS = {"n": np.array(3, np.int64), "x0": np.array([1.0, 2.0], np.float32)}
+
+
+def test_nested_bodies_and_if_branches_are_seen_on_onnxruntimes_side() -> None:
+    """Every value onnxflow records, in every body at every depth and in the branch that ran,
+    comes back from onnxruntime's run of the exposed copy, under the same scope."""
+    from onnxflow.compare.sides import exposed_copy, run_onnxflow, run_onnxruntime
+
+    model = _names(_nested())
+    ours = run_onnxflow(model, NESTED_FEEDS)
+    theirs = run_onnxruntime(exposed_copy(model), NESTED_FEEDS)
+    inner_scopes = [s for s in ours if len(s) == 2 and s[1][0] == "inner"]
+    branch_scopes = [s for s in ours if len(s) == 2 and s[1][0] == "choose"]
+    assert len(inner_scopes) == 6 and len(branch_scopes) == 3
+    assert [s[1][1] for s in branch_scopes] == ["then_branch", "else_branch", "then_branch"]
+    for scope in inner_scopes + branch_scopes:
+        node_values = {n: v for n, v in ours[scope].items() if n in theirs.get(scope, {})}
+        assert node_values, scope
+        for name, value in node_values.items():
+            np.testing.assert_array_equal(theirs[scope][name], value, err_msg=f"{scope} {name}")
+    assert "rt" in theirs[(("outer", 0), ("choose", "then_branch"))]
+    assert "re" not in theirs.get((("outer", 0), ("choose", "else_branch")), {})
+    report = onnxflow.compare(model, NESTED_FEEDS, against="onnxruntime")
+    assert report.agree and not report.not_compared, report.summary()
+
+
+def test_divergence_in_a_loop_nested_in_a_loop_names_both_iterations() -> None:
+    report = onnxflow.compare(_names(_nested("Add")), NESTED_FEEDS, against=_names(_nested("Sub")))
+    div = report.first_divergence
+    assert div is not None
+    assert div.op_type == "Add" and div.graph_path == ["outer", "body", "inner", "body"]
+    assert div.iteration == [0, 0] and div.agreeing_inputs == ["s", "one"]
+
+
+def test_divergence_in_an_if_branch_names_the_branch(tmp_path: Path) -> None:
+    ours = _names(_nested())
+    other = _names(_nested())
+    branch = other.graph.node[0].attribute[0].g.node[4].attribute[1].g  # else_branch
+    branch.node[1].op_type = "Sub"
+    div = onnxflow.compare(ours, NESTED_FEEDS, against=other).first_divergence
+    assert div is not None and div.node == "re"
+    assert div.graph_path == ["outer", "body", "choose", "else_branch"] and div.iteration == [1]
+
+
+def test_when_onnxruntime_refuses_nested_stacking_fewer_levels_are_exposed() -> None:
+    """An inner Loop whose trip count changes with the outer iteration: its stacked values
+    have unequal shapes, so onnxruntime refuses the fully exposed copy; compare exposes the
+    outer body only and says what it left out."""
+    model = _names(_nested())
+    body = model.graph.node[0].attribute[0].g
+    trip = next(n for n in body.node if n.output[0] == "tc")
+    trip.op_type, trip.input[:] = "Add", ["i", "two"]  # 2 + i inner iterations
+    del trip.attribute[:]
+    body.node.remove(trip)
+    body.node.insert(1, trip)  # after 'two'
+    report = onnxflow.compare(model, NESTED_FEEDS, against="onnxruntime")
+    assert report.agree, report.summary()
+    assert any("bodies within bodies" in n for n in report.not_compared)
+    assert any(n.startswith("outer/inner/*") for n in report.not_compared)
+
+
+def test_scan8_iterations_are_batch_and_step() -> None:
+    def scan8(op: str) -> onnx.ModelProto:
+        return parser.parse_model(
+            f"""
+            <ir_version: 3, opset_import: ["": 8]>
+            g (float[2] s0, float[2, 3] xs) => (float[2] s_final, float[2, 3] ys) {{
+                s_final, ys = Scan <num_scan_inputs = 1, body = b (float s, float x) =>
+                                                             (float s2, float y) {{
+                    s2 = {op} (s, x)
+                    y = Identity (s2)
+                }}> (, s0, xs)
+            }}
+            """
+        )
+
+    feeds = {"s0": np.zeros(2, np.float32), "xs": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    div = onnxflow.compare(scan8("Add"), feeds, against=scan8("Max")).first_divergence
+    assert div is not None and div.graph_path == ["s_final", "body"]
+    # batch 0 scans [0, 1, 2]: sums 0, 1, 3 and maxima 0, 1, 2 first differ at step 2
+    assert div.iteration == [0, 2]

@@ -9,19 +9,22 @@ from typing import Any
 import numpy as np
 import onnx
 
+from onnxflow.compare.expose import Exposed
 from onnxflow.compare.report import Divergence, Report, Stats
 from onnxflow.compare.sides import (
     Records,
     exposed_copy,
+    reference_copy,
     run_onnxflow,
     run_onnxruntime,
     run_reference,
 )
+from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
 
 __all__ = ["Divergence", "Report", "Stats", "compare"]
 
-_LOOPS = {"Loop", "Scan"}
+_CONTROL = {"Loop", "Scan", "If", "SequenceMap"}
 SPEC_NOTE = (
     "the ONNX spec's Loop table (input M given, cond omitted: 'for (int i=0; i<M; ++i)') "
     "ignores the body's condition; onnxflow follows the spec and onnxruntime stops when it turns "
@@ -43,10 +46,8 @@ def compare(
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
     walk = _Walk(Report(_label(model), name, rtol, atol), ours, {})
     if against in ("onnxruntime", "reference"):
-        exposed = exposed_copy(proto)
-        runner = run_onnxruntime if against == "onnxruntime" else run_reference
-        walk.theirs = runner(exposed, feeds)
-        walk.counted = {key for key, _ in exposed.stacked}
+        exposed, walk.theirs = _run_exposed(proto, feeds, str(against), walk.report)
+        walk.counted = exposed.loops
         walk.report.not_compared.extend(exposed.not_exposed)
     else:
         other = load_model(against)
@@ -57,6 +58,33 @@ def compare(
         records.setdefault((), {}).update({n: v for n, v in feeds.items() if n not in records[()]})
     walk.graph(proto.graph, (), [])
     return walk.report
+
+
+def _run_exposed(
+    proto: onnx.ModelProto, feeds: dict[str, Any], against: str, report: Report
+) -> tuple[Exposed, Records]:
+    """Run the copy exposing every body's values; when the other runtime refuses it (a nested
+    loop whose iterations stack unequal shapes, for instance), expose fewer levels and say so."""
+    copy, runner = (
+        (exposed_copy, run_onnxruntime)
+        if against == "onnxruntime"
+        else (reference_copy, run_reference)
+    )
+    for depth in (None, 1):
+        exposed = copy(proto, depth)
+        try:
+            return exposed, runner(exposed, feeds)
+        except OnnxflowError as exc:
+            if not _nested(proto.graph):
+                raise
+            levels = "bodies within bodies" if depth is None else "bodies"
+            report.not_compared.append(f"values of {levels} ({against} refused the copy: {exc})")
+    exposed = copy(proto, 0)
+    return exposed, runner(exposed, feeds)
+
+
+def _nested(graph: onnx.GraphProto) -> bool:
+    return any(a.type == onnx.AttributeProto.GRAPH for n in graph.node for a in n.attribute)
 
 
 def _label(model: Any) -> str:
@@ -89,19 +117,25 @@ class _Walk:
     def graph(self, graph: onnx.GraphProto, scope: tuple[Any, ...], path: list[str]) -> bool:
         """Compare a graph's node outputs at one scope; True once a divergence is found."""
         for node in graph.node:
-            if node.op_type in _LOOPS and self._bodies(node, scope, path):
+            if node.op_type in _CONTROL and self._bodies(node, scope, path):
                 return True
             if self._node(node, scope, path):
                 return True
         return False
 
     def _bodies(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
+        """Compare the body runs of a control-flow node, in the order onnxflow ran them."""
         key = _key(node)
-        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        bodies = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
         ours, theirs = _runs(self.ours, scope, key), _runs(self.theirs, scope, key)
-        if self.counted is None or (key in self.counted and not scope):
+        counted = self.counted is None or (key in self.counted and scope in self.theirs)
+        if node.op_type == "Loop" and counted:
             self._count(node, len(ours), len(theirs))
-        return any(s in self.theirs and self.graph(body, s, [*path, key, "body"]) for s in ours)
+        for run in (s for s in ours if s in self.theirs):
+            name = run[-1][1] if isinstance(run[-1][1], str) else "body"
+            if name in bodies and self.graph(bodies[name], run, [*path, key, name]):
+                return True
+        return False
 
     def _count(self, node: onnx.NodeProto, ours: int, theirs: int) -> None:
         if ours == theirs:
@@ -127,7 +161,7 @@ class _Walk:
             )
             if reason:
                 agreeing = [i for i in node.input if i and i in mine and i in other]
-                iteration = [k for _, k in scope if isinstance(k, int)]
+                iteration = _iteration(scope)
                 self.report.first_divergence = Divergence(
                     _key(node),
                     node.op_type,
@@ -143,6 +177,18 @@ class _Walk:
                 )
                 return True
         return False
+
+
+def _iteration(scope: tuple[Any, ...]) -> list[int]:
+    """The loop indices of a scope, outermost first: one per Loop, Scan or SequenceMap
+    iteration, two for Scan 8 (batch, step); If branches add none (the path names them)."""
+    indices: list[int] = []
+    for _, key in scope:
+        if isinstance(key, tuple):
+            indices.extend(int(k) for k in key)
+        elif not isinstance(key, str):
+            indices.append(int(key))
+    return indices
 
 
 def _runs(records: Records, scope: tuple[Any, ...], key: str) -> list[tuple[Any, ...]]:

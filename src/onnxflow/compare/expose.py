@@ -1,108 +1,257 @@
 """A copy of a model whose every node output can be read from outside by another runtime.
 
-Main-graph node outputs become graph outputs. Inside the body of a main-graph Loop or Scan
-(opset 9+), each node output becomes an extra scan output (its per-iteration values stacked),
-and an extra output of the node and of the graph. Deeper bodies and If branches are not exposed:
-their values are listed as not compared.
+Main-graph node outputs become graph outputs. Inside a body, each node output is carried out
+level by level: through a Loop or Scan (opset 9+) as an extra scan output (its per-iteration
+values stacked along a new first axis), through an If as an extra output of both branches (the
+branch that did not run gives a placeholder of the same type, and a flag output says which
+branch ran). Values nested in several bodies come out stacked once per loop around them. What
+cannot come out (sequences and maps, bodies beyond ``depth``, Scan 8, SequenceMap) is listed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
-from onnx import helper, shape_inference
+from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-_LOOPS = {"Loop", "Scan"}
+_BRANCHES = ("then_branch", "else_branch")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One level between the main graph and an exposed value: the control-flow node's key and
+    ``"iteration"`` (a stacked axis, one index per body run) or the branch the value is in."""
+
+    key: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """A value carried out of its graph: the steps it crossed, its name in the model, the name
+    that carries it in the graph it has reached, its element type and per-run shape (if known)."""
+
+    path: tuple[Step, ...]
+    name: str
+    carrier: str
+    elem_type: int
+    shape: tuple[int | None, ...] | None
+    #: keys of the Loops that stacked it (one made it as a scan output, or it crossed their
+    #: bodies), outermost first: onnx.reference stacks those its own way (see compare.sides)
+    loops: tuple[str, ...] = ()
 
 
 @dataclass
 class Exposed:
-    """The rewritten model and where each exposed body value comes out."""
+    """The rewritten model and where each exposed value comes out."""
 
     model: onnx.ModelProto
-    #: (loop node key, body value name) -> graph output carrying its stacked values
-    stacked: dict[tuple[str, str], str] = field(default_factory=dict)
+    values: list[Exposure] = field(default_factory=list)
     not_exposed: list[str] = field(default_factory=list)
-    #: Loop output name -> (the Loop's key, rank of the body value it stacks), where known
-    ranks: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: control-flow node key -> op type, for the nodes whose bodies' values come out
+    ops: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def loops(self) -> set[str]:
+        """Keys of the loops whose bodies' values come out (their iterations can be counted)."""
+        return {s.key for e in self.values for s in e.path if s.kind == "iteration"}
 
 
-def _key(node: onnx.NodeProto) -> str:
-    return node.name or next((o for o in node.output if o), "")
+def branch_flag(key: str) -> str:
+    """The record name of the flag saying whether If ``key`` ran its then-branch."""
+    return f"{key}#then_branch"
 
 
-def _ranks(graph: onnx.GraphProto) -> dict[str, int]:
-    infos = [*graph.input, *graph.output, *graph.value_info]
-    tensors = [v for v in infos if v.type.tensor_type.HasField("shape")]
-    return {v.name: len(v.type.tensor_type.shape.dim) for v in tensors}
+def node_key(node: onnx.NodeProto) -> str:
+    """How a node is addressed in scopes: its name, else its first output's name."""
+    return node.name or next((o for o in node.output if o), node.op_type)
 
 
-def _types(graph: onnx.GraphProto) -> dict[str, int]:
-    infos = [*graph.input, *graph.output, *graph.value_info]
-    return {v.name: v.type.tensor_type.elem_type for v in infos if v.type.HasField("tensor_type")}
+@dataclass
+class _Context:
+    """What the rewrite carries across graphs: taken names, what it could not expose, depth."""
+
+    taken: set[str]
+    not_exposed: list[str]
+    depth: int | None
+    loop_depth: int | None
+    opset: int
+    ops: dict[str, str] = field(default_factory=dict)
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
 
 
-def expose(model: onnx.ModelProto) -> Exposed:
-    """Rewrite a copy of ``model`` so that its node outputs are graph outputs."""
+def expose(
+    model: onnx.ModelProto, depth: int | None = None, loop_depth: int | None = None
+) -> Exposed:
+    """Rewrite a copy of ``model`` so that its node outputs are graph outputs.
+
+    ``depth`` bounds how many bodies deep values are carried out (None: all; 0: the main graph
+    only); ``loop_depth`` bounds how many loops a value may be stacked through.
+    """
     try:
         copy = shape_inference.infer_shapes(model)
     except Exception:  # inference is a help here, not a requirement
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
-    out = Exposed(copy)
-    graph = copy.graph
-    types = _types(graph)
-    present = {o.name for o in graph.output}
+    opset = next((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), 1)
+    context = _Context(_all_names(copy.graph), [], depth, loop_depth, opset)
+    values = _expose_graph(copy.graph, context, "", 0, 0)
+    present = {o.name for o in copy.graph.output}
+    for value in values:
+        if value.carrier not in present:
+            copy.graph.output.append(_info(value.carrier, value.elem_type))
+            present.add(value.carrier)
+    return Exposed(copy, values, context.not_exposed, context.ops)
+
+
+def _all_names(graph: onnx.GraphProto) -> set[str]:
+    names = {v.name for v in [*graph.input, *graph.output, *graph.value_info]}
+    names |= {t.name for t in graph.initializer}
+    for node in graph.node:
+        names |= set(node.output)
+        for attr in node.attribute:
+            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names |= _all_names(body)
+    return names
+
+
+def _infos(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto.Tensor]:
+    infos = [*graph.input, *graph.output, *graph.value_info]
+    return {v.name: v.type.tensor_type for v in infos if v.type.HasField("tensor_type")}
+
+
+def _shape(tensor: onnx.TypeProto.Tensor) -> tuple[int | None, ...] | None:
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+
+
+def _info(name: str, elem_type: int) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem_type, None)
+
+
+def _expose_graph(
+    graph: onnx.GraphProto, context: _Context, where: str, depth: int, loops: int
+) -> list[Exposure]:
+    """Every value of ``graph`` (and, within the bounds, of its bodies) it can carry out."""
+    infos, found = _infos(graph), []
     for node in list(graph.node):
-        originals = list(node.output)
-        if node.op_type in _LOOPS and node.domain in ("", "ai.onnx"):
-            _expose_body(node, graph, out)
-        for name in originals:
-            if name and name not in present:
-                if types.get(name):
-                    graph.output.append(helper.make_tensor_value_info(name, types[name], None))
-                    present.add(name)
-                else:
-                    out.not_exposed.append(name)
-    return out
+        outputs = [o for o in node.output if o]
+        bodies = [a for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+        if bodies and node.domain in ("", "ai.onnx"):
+            found += _expose_control(node, graph, context, where, depth, loops)
+        elif bodies or any(a.type == onnx.AttributeProto.GRAPHS for a in node.attribute):
+            context.not_exposed.append(f"{where}{node_key(node)}/* (its subgraph)")
+        scans = set(node.output[len(node.input) - 2 :]) if node.op_type == "Loop" else set()
+        for name in outputs:
+            tensor = infos.get(name)
+            if tensor is None or not tensor.elem_type:
+                context.not_exposed.append(f"{where}{name}")
+                continue
+            stacked_by = (node_key(node),) if name in scans else ()
+            found.append(Exposure((), name, name, tensor.elem_type, _shape(tensor), stacked_by))
+    return found
 
 
-def _expose_body(node: onnx.NodeProto, graph: onnx.GraphProto, out: Exposed) -> None:
+def _expose_control(
+    node: onnx.NodeProto,
+    graph: onnx.GraphProto,
+    context: _Context,
+    where: str,
+    depth: int,
+    loops: int,
+) -> list[Exposure]:
+    key, is_loop = node_key(node), node.op_type in ("Loop", "Scan")
+    inside = f"{where}{key}/"
+    too_deep = context.depth is not None and depth >= context.depth
+    too_many = is_loop and context.loop_depth is not None and loops >= context.loop_depth
+    if too_deep or too_many or node.op_type not in ("Loop", "Scan", "If") or _scan8(node, context):
+        context.not_exposed.append(f"{inside}* ({node.op_type} body not exposed)")
+        return []
+    context.ops[key] = node.op_type
+    if node.op_type == "If":
+        return _expose_if(node, context, inside, depth, loops)
     body = next(a.g for a in node.attribute if a.name == "body")
-    types, ranks = _types(body), _ranks(body)
-    key, added = _key(node), 0
-    if node.op_type == "Loop":
-        states = len(node.input) - 2
-        for output, value in zip(node.output[states:], body.output[1 + states :], strict=False):
-            if value.name in ranks:
-                out.ranks[output] = (key, ranks[value.name])
-    for inner in list(body.node):
-        if any(
-            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-            for a in inner.attribute
-        ):
-            out.not_exposed.append(f"{key}/body/{_key(inner)} (nested body)")
-        for name in inner.output:
-            if not name:
-                continue
-            if not types.get(name):
-                out.not_exposed.append(f"{key}/body/{name}")
-                continue
-            alias, stacked = f"{name}__expose", f"{key}__{name}__stacked"
-            body.node.append(helper.make_node("Identity", [name], [alias]))
-            body.output.append(helper.make_tensor_value_info(alias, types[name], None))
-            node.output.append(stacked)
-            graph.output.append(helper.make_tensor_value_info(stacked, types[name], None))
-            out.stacked[(key, name)] = stacked
-            if node.op_type == "Loop" and name in ranks:
-                out.ranks[stacked] = (key, ranks[name])
-            added += 1
+    inner = _expose_graph(body, context, inside, depth + 1, loops + 1)
+    found = []
+    for value in inner:
+        alias = context.fresh(f"{value.carrier}__expose")
+        body.node.append(helper.make_node("Identity", [value.carrier], [alias]))
+        body.output.append(_info(alias, value.elem_type))
+        stacked = context.fresh(f"{key}__{value.carrier}__stacked")
+        node.output.append(stacked)
+        shape = None if value.shape is None else (None, *value.shape)
+        path = (Step(key, "iteration"), *value.path)
+        stacks = (key, *value.loops) if node.op_type == "Loop" else value.loops
+        found.append(Exposure(path, value.name, stacked, value.elem_type, shape, stacks))
     if node.op_type == "Scan":
-        _extend_scan_attributes(node, added)
+        for attr in node.attribute:
+            if attr.name in ("scan_output_axes", "scan_output_directions"):
+                attr.ints.extend([0] * len(inner))
+    return found
 
 
-def _extend_scan_attributes(node: onnx.NodeProto, added: int) -> None:
-    for attr in node.attribute:
-        if attr.name in ("scan_output_axes", "scan_output_directions"):
-            attr.ints.extend([0] * added)
+def _scan8(node: onnx.NodeProto, context: _Context) -> bool:
+    """Scan 8: a batch axis and ``sequence_lens`` (padded rows) that its exposed values would
+    need undone; its body's values are not exposed."""
+    return node.op_type == "Scan" and context.opset < 9
+
+
+def _expose_if(
+    node: onnx.NodeProto, context: _Context, inside: str, depth: int, loops: int
+) -> list[Exposure]:
+    """Both branches' values as extra outputs of the If, with a flag saying which one ran."""
+    key = node_key(node)
+    branches = {a.name: a.g for a in node.attribute if a.name in _BRANCHES}
+    inner = {
+        name: _expose_graph(g, context, f"{inside}{name}/", depth + 1, loops)
+        for name, g in branches.items()
+    }
+    flag = context.fresh(f"{key}__then_branch")
+    for name, g in branches.items():
+        _add_output(g, context, np.array(name == "then_branch"), TensorProto.BOOL)
+    node.output.append(flag)
+    found = [Exposure((), branch_flag(key), flag, TensorProto.BOOL, ())]
+    for owner, values in inner.items():
+        for value in values:
+            for name, g in branches.items():
+                if name == owner:
+                    alias = context.fresh(f"{value.carrier}__expose")
+                    g.node.append(helper.make_node("Identity", [value.carrier], [alias]))
+                    g.output.append(_info(alias, value.elem_type))
+                else:
+                    _add_output(g, context, _placeholder(value), value.elem_type)
+            carrier = context.fresh(f"{key}__{value.carrier}__{owner}")
+            node.output.append(carrier)
+            path = (Step(key, owner), *value.path)
+            found.append(
+                Exposure(path, value.name, carrier, value.elem_type, value.shape, value.loops)
+            )
+    return found
+
+
+def _add_output(graph: onnx.GraphProto, context: _Context, value: np.ndarray, elem: int) -> None:
+    """A Constant output of ``graph`` holding ``value`` (of ONNX element type ``elem``)."""
+    name = context.fresh("expose__constant")
+    tensor = numpy_helper.from_array(value, name)
+    graph.node.append(helper.make_node("Constant", [], [name], value=tensor))
+    graph.output.append(_info(name, elem))
+
+
+def _placeholder(value: Exposure) -> np.ndarray:
+    """What the branch that did not compute ``value`` outputs for it: zeros of its static shape
+    when known (so loops around the If stack equal shapes), else an empty tensor of its rank."""
+    dtype = helper.tensor_dtype_to_np_dtype(value.elem_type)
+    known = value.shape is not None and all(d is not None for d in value.shape)
+    shape = value.shape if known else (0,) * len(value.shape or (0,))
+    if value.elem_type == TensorProto.STRING:
+        return np.full(shape, "", dtype=object)
+    return np.zeros(shape, dtype)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxflow.compare.expose import Exposed, expose
+from onnxflow.compare.expose import Exposed, Step, branch_flag, expose
 from onnxflow.errors import OnnxflowError
 from onnxflow.observers import Trace
 from onnxflow.options import SessionOptions
@@ -64,28 +64,40 @@ def run_reference(exposed: Exposed, feeds: dict[str, Any]) -> Records:
     return _unstack(exposed, outputs)
 
 
-def exposed_copy(model: onnx.ModelProto) -> Exposed:
+def exposed_copy(model: onnx.ModelProto, depth: int | None = None) -> Exposed:
     """The model with its values exposed as outputs (see :mod:`onnxflow.compare.expose`)."""
-    return expose(model)
+    return expose(model, depth)
+
+
+def reference_copy(model: onnx.ModelProto, depth: int | None = None) -> Exposed:
+    """The exposed copy for onnx.reference: values stacked through one Loop at most, as its
+    Loop's stacking is undone only once (see :func:`_restack`)."""
+    return expose(model, depth, loop_depth=1)
 
 
 def _restack(exposed: Exposed, outputs: dict[str, Any]) -> None:
     """Undo onnx.reference's Loop stacking, ``np.vstack`` of the iterations' values: [N, 1] for
     0-d values, [N * d0, ...] for 2-d and up; the iteration count N is read from a 0-d or 1-d
-    value of the same Loop (a value without one is dropped: not compared)."""
+    value of the same Loop. A value stacked more than once, or whose count is unknown, is
+    dropped: not compared."""
+    once = []
+    for value in exposed.values:
+        scans = sum(exposed.ops.get(s.key) == "Scan" for s in value.path)
+        if value.loops and (len(value.loops) > 1 or scans or value.shape is None):
+            outputs.pop(value.carrier, None)
+        elif value.loops and value.carrier in outputs:
+            once.append((value.carrier, value.loops[0], len(value.shape) - 1))
     counts = {
-        key: np.asarray(outputs[name]).shape[0]
-        for name, (key, rank) in exposed.ranks.items()
-        if rank in (0, 1) and name in outputs
+        loop: np.asarray(outputs[name]).shape[0] for name, loop, rank in once if rank in (0, 1)
     }
-    for name, (key, rank) in exposed.ranks.items():
+    for name, loop, rank in once:
         value = outputs.get(name)
         if not isinstance(value, np.ndarray) or rank == 1:
             continue
         if rank == 0 and value.shape[1:] == (1,):
             outputs[name] = value.reshape(-1)
-        elif rank >= 2 and counts.get(key) and value.shape[0] % counts[key] == 0:
-            outputs[name] = value.reshape(counts[key], -1, *value.shape[1:])
+        elif rank >= 2 and counts.get(loop) and value.shape[0] % counts[loop] == 0:
+            outputs[name] = value.reshape(counts[loop], -1, *value.shape[1:])
         elif rank >= 2:
             del outputs[name]
 
@@ -95,11 +107,26 @@ def _only_inputs(feeds: dict[str, Any], names: list[str]) -> dict[str, Any]:
 
 
 def _unstack(exposed: Exposed, outputs: dict[str, Any]) -> Records:
-    """Main-graph values under ``()``; stacked body values split per iteration."""
-    stacked = set(exposed.stacked.values())
-    records: Records = {(): {n: v for n, v in outputs.items() if n not in stacked}}
-    for (key, name), output in exposed.stacked.items():
-        values = np.asarray(outputs[output])
-        for i in range(values.shape[0] if values.ndim else 0):
-            records.setdefault(((key, i),), {})[name] = values[i]
+    """Each exposed value under its scope: main-graph values under ``()``; stacked body values
+    split per iteration; branch values kept where the branch's flag says it ran."""
+    records: Records = {(): {}}
+    for value in sorted(exposed.values, key=lambda v: len(v.path)):
+        if value.carrier in outputs:
+            _place(records, (), value.path, value.name, outputs[value.carrier])
     return records
+
+
+def _place(
+    records: Records, scope: tuple[Any, ...], path: tuple[Step, ...], name: str, value: Any
+) -> None:
+    if not path:
+        records.setdefault(scope, {})[name] = value
+        return
+    step, rest = path[0], path[1:]
+    if step.kind == "iteration":
+        for i in range(len(value) if np.ndim(value) else 0):
+            _place(records, (*scope, (step.key, i)), rest, name, value[i])
+        return
+    taken = records.get(scope, {}).get(branch_flag(step.key))
+    if taken is not None and bool(taken) == (step.kind == "then_branch"):
+        _place(records, (*scope, (step.key, step.kind)), rest, name, value)
