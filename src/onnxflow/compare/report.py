@@ -75,7 +75,9 @@ class Report:
     ``first_divergence``: null, or ``{"node": str, "op_type": str, "graph_path": [str],
     "iteration": [int], "output": str, "max_abs_err": float, "max_rel_err": float,
     "reason": str, "ours": stats, "theirs": stats, "agreeing_inputs": [str]}`` where stats is
-    ``{"shape", "dtype", "min", "max", "mean", "nan", "inf"}``.
+    ``{"shape", "dtype", "min", "max", "mean", "nan", "inf"}``. ``graph_path`` names the bodies
+    from the main graph down (``["outer", "body", "choose", "then_branch"]``); ``iteration``
+    has one index per enclosing loop, outermost first (batch and step for Scan 8).
     """
 
     model: str
