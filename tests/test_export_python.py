@@ -11,7 +11,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-import onnxflow
 from onnxflow import InferenceSession
 from onnxflow.export import export_python
 
@@ -132,15 +131,110 @@ def test_scan_axes_and_directions(
     _agree(model, module, {"s0": np.zeros(3, np.float32), "xs": xs})
 
 
-def test_scan_8_is_refused_naming_the_node(tmp_path: Path) -> None:
-    model = tmp_path / "scan8.onnx"
+def _scan8_model(lens: bool, direction: int) -> onnx.ModelProto:
+    """Scan 8: a running sum over axis 1 of xs [B, T, 3], per batch entry (axis 0)."""
     m = _scan_model(0, 0, 0, 0, opset=8)
-    for a in list(m.graph.node[0].attribute):
-        if a.name != "body" and a.name != "num_scan_inputs":
-            m.graph.node[0].attribute.remove(a)
+    node = m.graph.node[0]
+    for a in list(node.attribute):
+        if a.name not in ("body", "num_scan_inputs"):
+            node.attribute.remove(a)
+    node.attribute.append(helper.make_attribute("directions", [direction]))
+    node.input[:] = ["lens" if lens else "", "s0", "xs"]
+    f = TensorProto.FLOAT
+    del m.graph.input[:], m.graph.output[:]
+    m.graph.input.extend(
+        [
+            helper.make_tensor_value_info("s0", f, ["B", 3]),
+            helper.make_tensor_value_info("xs", f, ["B", "T", 3]),
+        ]
+        + ([helper.make_tensor_value_info("lens", TensorProto.INT32, ["B"])] if lens else [])
+    )
+    m.graph.output.extend(
+        [
+            helper.make_tensor_value_info("sf", f, ["B", 3]),
+            helper.make_tensor_value_info("ys", f, ["B", "T", 3]),
+        ]
+    )
+    return m
+
+
+@pytest.mark.parametrize(("lens", "direction"), [(False, 0), (True, 0), (True, 1)])
+def test_scan_8_batch_sequence_lens_and_direction(
+    lens: bool, direction: int, tmp_path: Path
+) -> None:
+    model = tmp_path / "scan8.onnx"
+    onnx.save(_scan8_model(lens, direction), model)
+    _, module = _exported(model, tmp_path)
+    feeds = {
+        "s0": np.zeros((3, 3), np.float32),
+        "xs": np.arange(36, dtype=np.float32).reshape(3, 4, 3),
+    }
+    if lens:
+        feeds["lens"] = np.array([4, 2, 0], np.int32)  # padded rows, and an empty sequence
+    _agree(model, module, feeds)
+
+
+def test_sequence_map_over_a_sequence_and_a_tensor(tmp_path: Path) -> None:
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x", "k"], ["y"]), helper.make_node("Shape", ["x"], ["n"])],
+        "body",
+        [helper.make_tensor_value_info("x", f, None), helper.make_tensor_value_info("k", f, [])],
+        [helper.make_tensor_value_info("y", f, None),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [1])],
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [
+            helper.make_node("SplitToSequence", ["xs", "sizes"], ["seq"]),
+            helper.make_node("SequenceMap", ["seq", "k"], ["ys", "ns"], name="map", body=body),
+            helper.make_node("ConcatFromSequence", ["ys"], ["y"], axis=0),
+            helper.make_node("ConcatFromSequence", ["ns"], ["n"], axis=0),
+        ],
+        "g",
+        [helper.make_tensor_value_info("xs", f, [6]), helper.make_tensor_value_info("k", f, [])],
+        [helper.make_tensor_value_info("y", f, [6]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [3])],
+        [helper.make_tensor("sizes", TensorProto.INT64, [3], [1, 2, 3])],
+    )  # fmt: skip
+    model = tmp_path / "map.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    path, module = _exported(model, tmp_path)
+    assert "for t in range(len(seq)):" in path.read_text()
+    _agree(model, module, {"xs": np.arange(6, dtype=np.float32), "k": np.array(2, np.float32)})
+
+
+def test_loops_that_run_no_iteration_give_typed_empty_scan_outputs(tmp_path: Path) -> None:
+    """Zero iterations: the scan outputs are empty arrays of the body output's element type
+    and static dimensions, as the session gives them."""
+    m = _scan_model(0, 0, 0, 0)
+    m.graph.node[0].attribute[0].g.output[1].type.tensor_type.elem_type = TensorProto.FLOAT
+    model = tmp_path / "scan.onnx"
     onnx.save(m, model)
-    with pytest.raises(onnxflow.UnsupportedOperatorError, match="Scan 'sum': Scan 8"):
-        export_python(model, tmp_path / "m.py")
+    _, module = _exported(model, tmp_path)
+    feeds = {"s0": np.zeros(3, np.float32), "xs": np.zeros((0, 3), np.float32)}
+    got = module.run(feeds)[1]
+    expected = InferenceSession(str(model)).run(None, feeds)[1]
+    assert got.shape == expected.shape == (0, 3) and got.dtype == expected.dtype
+    loop = tmp_path / "loop.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            """
+            <ir_version: 8, opset_import: ["": 17]>
+            g (int64 m) => (int32[N, 2, 5] ys) {
+                t = Constant <value = bool {1}> ()
+                ys = Loop <body = b (int64 i, bool c) => (bool c_out, int32[2, 5] y) {
+                    y = Constant <value = int32[2, 5] {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}> ()
+                    c_out = Identity (c)
+                }> (m, t)
+            }
+            """
+        ),
+        loop,
+    )
+    _, module = _exported(loop, tmp_path)
+    got = module.run({"m": np.array(0, np.int64)})[0]
+    expected = InferenceSession(str(loop)).run(None, {"m": np.array(0, np.int64)})[0]
+    assert got.shape == expected.shape == (0, 2, 5) and got.dtype == expected.dtype == np.int32
 
 
 def test_loop_without_cond_ignores_the_body_condition(tmp_path: Path) -> None:

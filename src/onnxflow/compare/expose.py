@@ -144,41 +144,65 @@ def _expose_graph(
     """Every value of ``graph`` (and, within the bounds, of its bodies) it can carry out."""
     infos, found = _infos(graph), []
     for node in list(graph.node):
-        outputs = [o for o in node.output if o]
+        outputs = [o for o in node.output if o]  # before the node gains its bodies' outputs
         bodies = [a for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
         if bodies and node.domain in ("", "ai.onnx"):
-            found += _expose_control(node, graph, context, where, depth, loops)
+            found += _expose_control(node, context, where, depth, loops)
         elif bodies or any(a.type == onnx.AttributeProto.GRAPHS for a in node.attribute):
             context.not_exposed.append(f"{where}{node_key(node)}/* (its subgraph)")
-        scans = set(node.output[len(node.input) - 2 :]) if node.op_type == "Loop" else set()
-        for name in outputs:
-            tensor = infos.get(name)
-            if tensor is None or not tensor.elem_type:
-                context.not_exposed.append(f"{where}{name}")
-                continue
-            stacked_by = (node_key(node),) if name in scans else ()
-            found.append(Exposure((), name, name, tensor.elem_type, _shape(tensor), stacked_by))
+        found += _node_values(node, outputs, infos, context, where)
     return found
 
 
-def _expose_control(
+def _node_values(
     node: onnx.NodeProto,
-    graph: onnx.GraphProto,
+    outputs: list[str],
+    infos: dict[str, onnx.TypeProto.Tensor],
     context: _Context,
     where: str,
-    depth: int,
-    loops: int,
 ) -> list[Exposure]:
-    key, is_loop = node_key(node), node.op_type in ("Loop", "Scan")
+    """A node's own outputs that are tensors of a known type (the others are listed)."""
+    scans = set(node.output[len(node.input) - 2 :]) if node.op_type == "Loop" else set()
+    found = []
+    for name in outputs:
+        tensor = infos.get(name)
+        if tensor is None or not tensor.elem_type:
+            context.not_exposed.append(f"{where}{name}")
+            continue
+        stacked_by = (node_key(node),) if name in scans else ()
+        found.append(Exposure((), name, name, tensor.elem_type, _shape(tensor), stacked_by))
+    return found
+
+
+def _within_bounds(node: onnx.NodeProto, context: _Context, depth: int, loops: int) -> bool:
+    """Whether the rewrite carries values out of ``node``'s bodies."""
+    if node.op_type not in ("Loop", "Scan", "If") or _scan8(node, context):
+        return False
+    if context.depth is not None and depth >= context.depth:
+        return False
+    is_loop = node.op_type in ("Loop", "Scan")
+    return not (is_loop and context.loop_depth is not None and loops >= context.loop_depth)
+
+
+def _expose_control(
+    node: onnx.NodeProto, context: _Context, where: str, depth: int, loops: int
+) -> list[Exposure]:
+    key = node_key(node)
     inside = f"{where}{key}/"
-    too_deep = context.depth is not None and depth >= context.depth
-    too_many = is_loop and context.loop_depth is not None and loops >= context.loop_depth
-    if too_deep or too_many or node.op_type not in ("Loop", "Scan", "If") or _scan8(node, context):
+    if not _within_bounds(node, context, depth, loops):
         context.not_exposed.append(f"{inside}* ({node.op_type} body not exposed)")
         return []
     context.ops[key] = node.op_type
     if node.op_type == "If":
         return _expose_if(node, context, inside, depth, loops)
+    return _expose_loop(node, context, inside, depth, loops)
+
+
+def _expose_loop(
+    node: onnx.NodeProto, context: _Context, inside: str, depth: int, loops: int
+) -> list[Exposure]:
+    """A Loop's or Scan's body values as extra scan outputs, stacked along axis 0."""
+    key = node_key(node)
     body = next(a.g for a in node.attribute if a.name == "body")
     inner = _expose_graph(body, context, inside, depth + 1, loops + 1)
     found = []

@@ -80,13 +80,7 @@ def _restack(exposed: Exposed, outputs: dict[str, Any]) -> None:
     0-d values, [N * d0, ...] for 2-d and up; the iteration count N is read from a 0-d or 1-d
     value of the same Loop. A value stacked more than once, or whose count is unknown, is
     dropped: not compared."""
-    once = []
-    for value in exposed.values:
-        scans = sum(exposed.ops.get(s.key) == "Scan" for s in value.path)
-        if value.loops and (len(value.loops) > 1 or scans or value.shape is None):
-            outputs.pop(value.carrier, None)
-        elif value.loops and value.carrier in outputs:
-            once.append((value.carrier, value.loops[0], len(value.shape) - 1))
+    once = _stacked_once(exposed, outputs)
     counts = {
         loop: np.asarray(outputs[name]).shape[0] for name, loop, rank in once if rank in (0, 1)
     }
@@ -100,6 +94,21 @@ def _restack(exposed: Exposed, outputs: dict[str, Any]) -> None:
             outputs[name] = value.reshape(counts[loop], -1, *value.shape[1:])
         elif rank >= 2:
             del outputs[name]
+
+
+def _stacked_once(exposed: Exposed, outputs: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(output, Loop key, per-iteration rank) of the values one Loop stacked and nothing else;
+    the values stacked by more (or of an unknown rank) are dropped from ``outputs``."""
+    once = []
+    for value in exposed.values:
+        if not value.loops:
+            continue
+        scans = sum(exposed.ops.get(s.key) == "Scan" for s in value.path)
+        if len(value.loops) > 1 or scans or value.shape is None:
+            outputs.pop(value.carrier, None)
+        elif value.carrier in outputs:
+            once.append((value.carrier, value.loops[0], len(value.shape) - 1))
+    return once
 
 
 def _only_inputs(feeds: dict[str, Any], names: list[str]) -> dict[str, Any]:

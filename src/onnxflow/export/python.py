@@ -2,14 +2,13 @@
 
 The graph is exported as written (after loading and validation, before onnxflow's compile
 passes), so the module reads like the model its user knows: one line per node, one function
-per graph and per Loop or If body (nested, so a body reads the outer values it captures by
-name). A node whose kernel declares an inline form (:class:`onnxflow.traits.Traits` ``ufunc``
-or ``passthrough``) becomes that NumPy call; any other calls onnxflow's kernel through
-:func:`onnxflow.export.support.kernel`. Initializers and Constant values of more than one
-element go to a side ``.npz`` beside the module, read relative to the module's file.
-SequenceMap and Scan 8 are not exported yet: such a model is refused, naming the node. A
-contrib operator holding a subgraph (GreedySearch's decoder) calls its kernel with the
-subgraph, stored serialized in the weights.
+per graph and per Loop, Scan, SequenceMap or If body (nested, so a body reads the outer values
+it captures by name). A node whose kernel declares an inline form
+(:class:`onnxflow.traits.Traits` ``ufunc`` or ``passthrough``) becomes that NumPy call; any
+other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel`. Initializers
+and Constant values of more than one element go to a side ``.npz`` beside the module, read
+relative to the module's file. A contrib operator holding a subgraph (GreedySearch's decoder)
+calls its kernel with the subgraph, stored serialized in the weights.
 """
 
 from __future__ import annotations
@@ -51,6 +50,8 @@ class _Writer:
     ml_dtypes: bool = False
     #: Some kernel call takes a subgraph attribute, stored serialized in the weights.
     subgraphs: bool = False
+    #: Some Scan 8 pads its scan outputs (export.support.padded).
+    padded: bool = False
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -60,12 +61,16 @@ class _Writer:
             base = re.sub(r"\W", "_", name)
             if not base or base[0].isdigit() or keyword.iskeyword(base) or base in _RESERVED:
                 base = f"v_{base}"
-            ident, k = base, 1
-            while ident in self.taken:
-                ident, k = f"{base}_{k}", k + 1
-            self.taken.add(ident)
-            self.names[name] = ident
+            self.names[name] = self.fresh(base)
         return self.names[name]
+
+    def fresh(self, base: str) -> str:
+        """A name of the module's own (a function, a loop's rows) that no value's ident takes."""
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
 
     def constant(self, name: str, value: np.ndarray) -> str:
         """An expression for a constant: inline when a scalar, else read from the weights."""
@@ -82,7 +87,13 @@ class _Writer:
         return f'WEIGHTS["{key}"].view(ml_dtypes.{value.dtype.name})  # {name}'
 
 
-_RESERVED = {"np", "ml_dtypes", "kernel", "WEIGHTS", "run", "main_graph", "_"}
+#: Names the module itself uses: an ONNX value whose name is one of them gets ``v_`` before it.
+_RESERVED = {
+    *("np", "ml_dtypes", "kernel", "padded", "subgraph", "WEIGHTS", "run", "main_graph", "_"),
+    *("Path", "state", "scans", "it", "go", "cond_out", "results", "stack", "value", "xs", "t"),
+    *("b", "inits", "batch", "steps", "lens", "finals", "rows", "seqs", "final", "row"),
+    *("mapped", "feeds", "float", "bool", "int", "len", "range", "zip", "list", "isinstance"),
+}
 
 
 def _numpy_dtype(dtype: np.dtype) -> bool:
@@ -104,7 +115,7 @@ def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
 
     Its weights are written beside it as ``path`` with the suffix ``.npz``. Returns the
     module's path. Raises :class:`~onnxflow.errors.UnsupportedOperatorError` naming a node
-    that cannot be exported (Scan 8, SequenceMap, an op onnxflow has no kernel for).
+    that cannot be exported (an op onnxflow has no kernel for, one holding a list of graphs).
     """
     return write_module(model, path)[0]
 
@@ -147,9 +158,17 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
     ]
     if writer.ml_dtypes:
         head.insert(head.index("import numpy as np"), "import ml_dtypes")
-    if writer.kernels:
-        names = "kernel, subgraph" if writer.subgraphs else "kernel"
-        head.append(f"from onnxflow.export.support import {names}")
+    support = [
+        name
+        for name, used in (
+            ("kernel", writer.kernels),
+            ("padded", writer.padded),
+            ("subgraph", writer.subgraphs),
+        )
+        if used
+    ]
+    if support:
+        head.append(f"from onnxflow.export.support import {', '.join(support)}")
     head += [
         "",
         f'WEIGHTS = dict(np.load(Path(__file__).with_name("{npz}")))',
@@ -285,7 +304,9 @@ def _body(writer: _Writer, node: NodeProto, attr: str, indent: str) -> tuple[str
     """A nested function for the subgraph attribute ``attr`` of ``node``: its name and lines."""
     graph = next(a.g for a in node.attribute if a.name == attr)
     writer.functions += 1
-    fname = f"{node.op_type.lower()}_{writer.functions}_{attr.removesuffix('_branch')}"
+    fname = writer.fresh(
+        f"{node.op_type.lower()}_{writer.functions}_{attr.removesuffix('_branch')}"
+    )
     return fname, _graph_function(writer, graph, fname, indent)
 
 
@@ -300,7 +321,7 @@ def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         f"bool({writer.ident(node.input[1])})" if len(node.input) > 1 and node.input[1] else "True"
     )
     states = [writer.ident(i) for i in node.input[2:]]
-    outs = [writer.ident(o) if o else f"_unused{k}" for k, o in enumerate(node.output)]
+    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
     i = indent
     lines += [
         f"{i}# Loop {node.name!r}: trip count {trip}, condition {cond}",
@@ -314,11 +335,32 @@ def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         if cond != "True"
         else f"{i}    it += 1  # no cond input: the body's condition is ignored (the spec's table)",
     ]
-    targets = outs[:n_states] + [f"{o}_rows" for o in outs[n_states:]]
+    rows = [writer.fresh(f"{o}_rows") for o in outs[n_states:]]
+    targets = outs[:n_states] + rows
     lines.append(f"{i}{', '.join(targets) + ',' if targets else '_'} = *state, *scans")
-    for o in outs[n_states:]:
-        lines.append(f"{i}{o} = np.stack({o}_rows) if {o}_rows else np.empty((0,))")
+    for o, r, declared in zip(outs[n_states:], rows, graph.output[1 + n_states :], strict=True):
+        lines.append(f"{i}{o} = np.stack({r}) if {r} else {_empty(writer, declared)}")
     return lines
+
+
+def _empty(writer: _Writer, declared: onnx.ValueInfoProto) -> str:
+    """What a loop that ran no iteration gives for a scan output: an empty array of the body
+    output's declared element type, its static dimensions after the new first one (0 for a
+    dimension not known), as onnxflow's loops do."""
+    tensor = declared.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+    return f"np.empty({tuple([0, *dims])}, dtype={_dtype(writer, tensor.elem_type)})"
+
+
+def _dtype(writer: _Writer, elem_type: int) -> str:
+    """The Python expression for ONNX element type ``elem_type`` (float when undeclared)."""
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type or onnx.TensorProto.FLOAT))
+    if dtype.kind == "O":
+        return "object"
+    if _numpy_dtype(dtype):
+        return f"np.{dtype.name}"
+    writer.ml_dtypes = True
+    return f"ml_dtypes.{dtype.name}"
 
 
 def _if(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
@@ -345,10 +387,7 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """Scan (opset 9 on) as a Python ``for`` over the scan inputs' axes and directions, the
     scan outputs stacked along theirs."""
     if writer.opsets.get("", 1) < 9:
-        raise UnsupportedOperatorError(
-            f"{_where(node)}: Scan 8 (batch axis, sequence_lens) cannot be exported as NumPy yet",
-            [("", "Scan", writer.opsets.get("", 1))],
-        )
+        return _scan8(writer, node, indent)
     fname, lines = _body(writer, node, "body", indent)
     graph = next(a.g for a in node.attribute if a.name == "body")
     attrs = {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
@@ -363,7 +402,7 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         (f"np.moveaxis({writer.ident(x)}, {a}, 0)" if a else writer.ident(x)) + ("[::-1]" * d)
         for x, a, d in zip(node.input[n_states:], in_axes, in_dirs, strict=True)
     ]
-    outs = [writer.ident(o) if o else f"_unused{j}" for j, o in enumerate(node.output)]
+    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
     i = indent
     lines += [
         f"{i}# Scan {node.name!r}: {m} scan input(s), {n_states} state(s), {k} scan output(s)",
@@ -376,10 +415,76 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     ]
     if n_states:
         lines.append(f"{i}{', '.join(outs[:n_states])}, = state")
+    declared = graph.output[n_states:]
     for j, (o, a, d) in enumerate(zip(outs[n_states:], out_axes, out_dirs, strict=True)):
-        stacked = f"np.stack(scans[{j}]{'[::-1]' * d})"
+        empty = _empty(writer, declared[j])
+        stacked = f"(np.stack(scans[{j}]{'[::-1]' * d}) if scans[{j}] else {empty})"
         lines.append(f"{i}{o} = np.moveaxis({stacked}, 0, {a})" if a else f"{i}{o} = {stacked}")
     return lines
 
 
-_CONTROL = {"Loop": _loop, "If": _if, "Scan": _scan}
+def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """Scan 8 as Python ``for`` loops: over the batch (axis 0), then over each entry's first
+    ``sequence_lens[b]`` steps (axis 1, reversed where ``directions`` says); final states
+    stacked per batch entry, scan outputs padded with zeros to the longest sequence."""
+    fname, lines = _body(writer, node, "body", indent)
+    graph = next(a.g for a in node.attribute if a.name == "body")
+    attrs = {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
+    m = attrs["num_scan_inputs"]
+    n_states = len(node.input) - 1 - m
+    k = len(graph.output) - n_states
+    dirs = attrs.get("directions") or [0] * m
+    lens = writer.ident(node.input[0]) if node.input[0] else "None"
+    inits = [writer.ident(x) for x in node.input[1 : 1 + n_states]]
+    xs = [writer.ident(x) for x in node.input[1 + n_states :]]
+    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    i = indent
+    seqs = [f"{x}[b, : lens[b]]" + ("[::-1]" if d else "") for x, d in zip(xs, dirs, strict=True)]
+    lines += [
+        f"{i}# Scan {node.name!r} (opset 8): batch axis 0, sequence axis 1, {m} scan input(s)",
+        f"{i}inits = [{', '.join(inits)}]",
+        f"{i}batch, steps = {xs[0]}.shape[:2]",
+        f"{i}lens = [steps] * batch if {lens} is None else [int(v) for v in {lens}]",
+        f"{i}finals, rows = [[] for _ in inits], [[] for _ in range({k})]",
+        f"{i}for b in range(batch):",
+        f"{i}    state = [s[b] for s in inits]",
+        f"{i}    seqs = [{', '.join(seqs)}]",
+        f"{i}    scans = [[] for _ in range({k})]",
+        f"{i}    for t in range(lens[b]):",
+        f"{i}        results = {fname}(*state, *(x[t] for x in seqs))",
+        *_carry(i + "        ", n_states),
+        f"{i}    for final, value in zip(finals, state, strict=True):",
+        f"{i}        final.append(value)",
+        f"{i}    for row, stack in zip(rows, scans, strict=True):",
+        f"{i}        row.append(stack)",
+    ]
+    for j, o in enumerate(outs[:n_states]):
+        lines.append(f"{i}{o} = np.stack(finals[{j}]) if finals[{j}] else inits[{j}]")
+    for j, o in enumerate(outs[n_states:]):
+        empty = _empty(writer, graph.output[n_states + j])
+        lines.append(f"{i}{o} = padded(rows[{j}], steps, {empty})")
+    writer.padded = True
+    return lines
+
+
+def _sequence_map(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
+    """SequenceMap as a Python ``for`` over the first input's elements: each further input is
+    a sequence (its element taken) or a tensor (passed every time); outputs are lists."""
+    fname, lines = _body(writer, node, "body", indent)
+    ins = [writer.ident(x) for x in node.input]
+    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    i = indent
+    args = ", ".join(f"{x}[t] if isinstance({x}, list) else {x}" for x in ins[1:])
+    return [
+        *lines,
+        f"{i}# SequenceMap {node.name!r}: the body once per element of {ins[0]}",
+        f"{i}mapped = [[] for _ in range({len(outs)})]",
+        f"{i}for t in range(len({ins[0]})):",
+        f"{i}    results = {fname}({ins[0]}[t]{', ' + args if args else ''})",
+        f"{i}    for stack, value in zip(mapped, results, strict=True):",
+        f"{i}        stack.append(value)",
+        f"{i}{', '.join(outs)}, = mapped",
+    ]
+
+
+_CONTROL = {"Loop": _loop, "If": _if, "Scan": _scan, "SequenceMap": _sequence_map}

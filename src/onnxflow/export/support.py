@@ -43,6 +43,20 @@ def _lookup(domain: str, op_type: str, since_version: int) -> Any:
     return REGISTRY.lookup(domain, op_type, since_version)
 
 
+def padded(rows: list[list[np.ndarray]], steps: int, empty: np.ndarray) -> np.ndarray:
+    """Scan 8's scan output: each batch entry's rows stacked and padded with zeros to
+    ``steps``; ``empty`` (no rows: its dtype and element shape) when no entry has any."""
+    full = next((r for r in rows if r), None)
+    shape, dtype = (
+        (empty.shape[1:], empty.dtype) if full is None else (full[0].shape, full[0].dtype)
+    )
+    out = np.zeros((len(rows), steps, *shape), dtype=dtype)
+    for b, entry in enumerate(rows):
+        if entry:
+            out[b, : len(entry)] = np.stack(entry)
+    return out
+
+
 def subgraph(stored: np.ndarray) -> GraphProto:
     """A subgraph attribute the exported module keeps serialized in its weights (the same
     object for the same bytes, so the kernel built on it is reused)."""
