@@ -65,6 +65,13 @@ def test_torch_exported(name: str, tmp_path: Path) -> None:
     _agree(model, module, feeds)
 
 
+def test_nodes_with_a_numpy_form_are_written_as_numpy(tmp_path: Path) -> None:
+    """MatMul, Relu and Shape declare their NumPy form: the module calls NumPy, not kernels."""
+    text = _exported(DATA / "transformer_dynamo_default.onnx", tmp_path)[0].read_text()
+    assert "np.matmul(" in text and "np.maximum(" in text
+    assert '"MatMul"' not in text and '"Relu"' not in text
+
+
 def test_module_imports_only_numpy_and_onnxflow(tmp_path: Path) -> None:
     path, _ = _exported(DATA / "cond_linear_dynamo_default.onnx", tmp_path)
     imports = re.findall(r"^(?:from|import) (\w+)", path.read_text(), re.M)

@@ -37,6 +37,10 @@ class Traits:
     #: expressions ``{0}``, ``{1}``...) holds: MatMul is ``np.dot`` for two matrices.
     call: Callable[..., Any] | None = None
     guard: str | None = None
+    #: The kernel's result written as plain NumPy, for code a person reads (``onnxflow
+    #: export-python``): a format string over the inputs' expressions, e.g. MatMul's
+    #: ``"np.matmul({0}, {1})"``; same values, a 0-d result possibly as a NumPy scalar.
+    numpy: str | None = None
     #: The result is a new array that nothing else refers to (no view, no kept operand).
     fresh: bool = False
     #: A kernel computing the same result over input 0's array, for when that array dies here.

@@ -4,7 +4,7 @@ The graph is exported as written (after loading and validation, before onnxflow'
 passes), so the module reads like the model its user knows: one line per node, one function
 per graph and per Loop, Scan, SequenceMap or If body (nested, so a body reads the outer values
 it captures by name). A node whose kernel declares an inline form
-(:class:`onnxflow.traits.Traits` ``ufunc`` or ``passthrough``) becomes that NumPy call; any
+(:class:`onnxflow.traits.Traits` ``ufunc``, ``numpy`` or ``passthrough``) becomes it; any
 other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel`. Initializers
 and Constant values of more than one element go to a side ``.npz`` beside the module, read
 relative to the module's file. A contrib operator holding a subgraph (GreedySearch's decoder)
@@ -267,14 +267,16 @@ def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
 
 
 def _plain_call(kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
-    """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, or a
-    passthrough of its one input), else None."""
+    """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, a
+    NumPy form, or a passthrough of its one input), else None."""
     if node.attribute or len(node.output) != 1:
         return None
     if kernel.traits.passthrough and len(ins) == 1 and not kernel.build:
         return ins[0]
     if kernel.traits.ufunc is not None:
         return f"np.{kernel.traits.ufunc.__name__}({', '.join(ins)})"
+    if kernel.traits.numpy is not None and "None" not in ins:
+        return kernel.traits.numpy.format(*ins)
     return None
 
 

@@ -66,7 +66,12 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     "Relu",
     *(1, 6, 13, 14),
     traits=Traits(
-        fresh=True, in_place=_relu_over_x, static_shape=True, elementwise=True, selects=True
+        fresh=True,
+        in_place=_relu_over_x,
+        static_shape=True,
+        elementwise=True,
+        selects=True,
+        numpy="np.maximum({0}, 0)",
     ),
 )
 def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:

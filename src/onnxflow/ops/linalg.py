@@ -33,7 +33,9 @@ def _rows(rank: int, others: tuple[int, ...]) -> int | None:
     "MatMul",
     *(1, 9, 13),
     build=True,
-    traits=Traits(fresh=True, static_shape=True, rows=_rows, rounds_once=True),
+    traits=Traits(
+        fresh=True, static_shape=True, rows=_rows, rounds_once=True, numpy="np.matmul({0}, {1})"
+    ),
 )
 def build_matmul(node: NodeContext) -> Built:
     """MatMul's kernel, :func:`matmul`; when static types say both inputs are matrices, generated

@@ -28,7 +28,11 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     return [int(v) for v in array.reshape(-1)]
 
 
-@op("Shape", 1, 13, 15, 19, 21, 23, 24, 25, traits=Traits(static_shape=True))
+@op(
+    "Shape",
+    *(1, 13, 15, 19, 21, 23, 24, 25),
+    traits=Traits(static_shape=True, numpy="np.array({0}.shape, dtype=np.int64)"),
+)
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
     return np.array(data.shape[start:end], dtype=np.int64)
