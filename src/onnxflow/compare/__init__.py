@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,26 +61,36 @@ def compare(
     return walk.report
 
 
+#: What compare exposes, from all to the main graph only, when the other runtime refuses a
+#: copy: the keywords of :func:`onnxflow.compare.expose.expose` and what each step leaves out.
+_ATTEMPTS: list[tuple[dict[str, Any], str]] = [
+    ({}, ""),
+    ({"loop_branches": False}, "values of If branches inside loops"),
+    ({"depth": 1, "loop_branches": False}, "values of bodies within bodies"),
+    ({"depth": 0}, "values of bodies"),
+]
+
+
 def _run_exposed(
     proto: onnx.ModelProto, feeds: dict[str, Any], against: str, report: Report
 ) -> tuple[Exposed, Records]:
-    """Run the copy exposing every body's values; when the other runtime refuses it (a nested
-    loop whose iterations stack unequal shapes, for instance), expose fewer levels and say so."""
+    """Run the copy exposing every body's values; when the other runtime refuses it (a loop
+    whose iterations stack unequal shapes: an If's placeholder of unknown shape, an inner loop
+    whose count changes), expose less and say so."""
     copy, runner = (
         (exposed_copy, run_onnxruntime)
         if against == "onnxruntime"
         else (reference_copy, run_reference)
     )
-    for depth in (None, 1):
-        exposed = copy(proto, depth)
+    for (options, _), (_, dropped) in itertools.pairwise(_ATTEMPTS):
+        exposed = copy(proto, **options)
         try:
             return exposed, runner(exposed, feeds)
         except OnnxflowError as exc:
             if not _nested(proto.graph):
                 raise
-            levels = "bodies within bodies" if depth is None else "bodies"
-            report.not_compared.append(f"values of {levels} ({against} refused the copy: {exc})")
-    exposed = copy(proto, 0)
+            report.not_compared.append(f"{dropped} ({against} refused the copy: {exc})")
+    exposed = copy(proto, **_ATTEMPTS[-1][0])
     return exposed, runner(exposed, feeds)
 
 

@@ -78,6 +78,7 @@ class _Context:
     depth: int | None
     loop_depth: int | None
     opset: int
+    loop_branches: bool
     ops: dict[str, str] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
@@ -89,12 +90,17 @@ class _Context:
 
 
 def expose(
-    model: onnx.ModelProto, depth: int | None = None, loop_depth: int | None = None
+    model: onnx.ModelProto,
+    depth: int | None = None,
+    loop_depth: int | None = None,
+    loop_branches: bool = True,
 ) -> Exposed:
     """Rewrite a copy of ``model`` so that its node outputs are graph outputs.
 
     ``depth`` bounds how many bodies deep values are carried out (None: all; 0: the main graph
-    only); ``loop_depth`` bounds how many loops a value may be stacked through.
+    only); ``loop_depth`` bounds how many loops a value may be stacked through;
+    ``loop_branches=False`` leaves the branches of an If inside a loop unexposed (their
+    placeholders may not stack with the values of the branch that ran).
     """
     try:
         copy = shape_inference.infer_shapes(model)
@@ -102,7 +108,7 @@ def expose(
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
     opset = next((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), 1)
-    context = _Context(_all_names(copy.graph), [], depth, loop_depth, opset)
+    context = _Context(_all_names(copy.graph), [], depth, loop_depth, opset, loop_branches)
     values = _expose_graph(copy.graph, context, "", 0, 0)
     present = {o.name for o in copy.graph.output}
     for value in values:
@@ -179,6 +185,8 @@ def _within_bounds(node: onnx.NodeProto, context: _Context, depth: int, loops: i
     if node.op_type not in ("Loop", "Scan", "If") or _scan8(node, context):
         return False
     if context.depth is not None and depth >= context.depth:
+        return False
+    if node.op_type == "If" and loops and not context.loop_branches:
         return False
     is_loop = node.op_type in ("Loop", "Scan")
     return not (is_loop and context.loop_depth is not None and loops >= context.loop_depth)

@@ -37,6 +37,7 @@ def run_onnxruntime(exposed: Exposed, feeds: dict[str, Any]) -> Records:
             "--against onnxruntime needs onnxruntime: pip install onnxruntime"
         ) from exc
     options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4  # a refusal is reported by compare, not logged by onnxruntime
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         sess = onnxruntime.InferenceSession(
@@ -64,15 +65,16 @@ def run_reference(exposed: Exposed, feeds: dict[str, Any]) -> Records:
     return _unstack(exposed, outputs)
 
 
-def exposed_copy(model: onnx.ModelProto, depth: int | None = None) -> Exposed:
-    """The model with its values exposed as outputs (see :mod:`onnxflow.compare.expose`)."""
-    return expose(model, depth)
+def exposed_copy(model: onnx.ModelProto, **bounds: Any) -> Exposed:
+    """The model with its values exposed as outputs (see :func:`onnxflow.compare.expose.expose`
+    for the ``bounds``)."""
+    return expose(model, **bounds)
 
 
-def reference_copy(model: onnx.ModelProto, depth: int | None = None) -> Exposed:
+def reference_copy(model: onnx.ModelProto, **bounds: Any) -> Exposed:
     """The exposed copy for onnx.reference: values stacked through one Loop at most, as its
     Loop's stacking is undone only once (see :func:`_restack`)."""
-    return expose(model, depth, loop_depth=1)
+    return expose(model, **bounds, loop_depth=1)
 
 
 def _restack(exposed: Exposed, outputs: dict[str, Any]) -> None:
