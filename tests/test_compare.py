@@ -11,6 +11,7 @@ import pytest
 from onnx import parser
 
 import onnxflow
+from onnxflow import InferenceSession
 from onnxflow.cli import main
 
 ROOT = Path(__file__).parent.parent
@@ -278,16 +279,80 @@ def test_scan8_iterations_are_batch_and_step() -> None:
     assert div.iteration == [0, 2]
 
 
-def test_if_placeholders_that_cannot_stack_leave_only_the_branches_in_loops_out() -> None:
-    """TorchScript's scripted loops hold an If inside a Loop whose branch values have no static
-    shape: the placeholder cannot stack with the real values, onnxruntime refuses that copy,
-    and compare leaves out those branches only (the loop bodies stay compared)."""
+def test_values_shape_inference_cannot_type_are_typed_by_onnxflows_run() -> None:
+    """TorchScript's scripted loops hold an If inside a Loop whose branch values have no
+    inferred shape: the shapes onnxflow's run saw make the placeholders stack, so every body
+    and branch is compared and nothing is refused."""
     name = "scripted_loops_torchscript_opset13"
     model = onnx.load(EXPORTED / f"{name}.onnx")
     data = np.load(EXPORTED / f"{name}.npz")
     feeds = {i.name: data[f"in0_{k}"] for k, i in enumerate(model.graph.input)}
     report = onnxflow.compare(model, feeds, against="onnxruntime")
     assert report.agree, report.summary()
+    assert not [n for n in report.not_compared if "refused" in n or "not exposed" in n]
+
+
+def test_branch_values_whose_shape_changes_per_iteration_leave_only_loop_branches_out() -> None:
+    """A then-branch value of shape [i + 1] inside a Loop cannot be stacked over iterations:
+    onnxruntime refuses that copy, and compare leaves out only the branches inside loops."""
+    model = parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["": 17]>
+        g (float[2] x0) => (float[2] x_final) {
+            n = Constant <value = int64 {3}> ()
+            x_final = Loop <body = body (int64 i, bool c, float[2] x) => (bool c_out, float[2] z) {
+                two = Constant <value = int64 {2}> ()
+                zero = Constant <value = int64 {0}> ()
+                m = Mod (i, two)
+                even = Equal (m, zero)
+                z = If <then_branch = then () => (float[2] rt) {
+                        one = Constant <value = int64 {1}> ()
+                        end = Add (i, one)
+                        r = Range (zero, end, one)
+                        total = ReduceSum (r)
+                        k = Cast <to = 1> (total)
+                        rt = Add (x, k)
+                    }, else_branch = els () => (float[2] re) {
+                        re = Identity (x)
+                    }> (even)
+                c_out = Identity (c)
+            }> (n, , x0)
+        }
+        """
+    )
+    feeds = {"x0": np.array([1.0, 2.0], np.float32)}
+    report = onnxflow.compare(model, feeds, against="onnxruntime")
+    assert report.agree, report.summary()
     refused = [n for n in report.not_compared if "refused the copy" in n]
     assert len(refused) == 1 and refused[0].startswith("values of If branches inside loops")
-    assert not any("bodies within bodies" in n for n in report.not_compared)
+    assert report.compared >= 3 * 4  # the loop body's values, every iteration
+
+
+SAVED = ROOT / "tests" / "microsoft" / "data" / "saved"
+
+
+def _generated_feeds(path: Path) -> dict[str, np.ndarray]:
+    from onnxflow.cli import generate_input
+
+    rng = np.random.default_rng(0)
+    return {a.name: generate_input(a, {}, rng) for a in InferenceSession(str(path)).get_inputs()}
+
+
+def test_onnxruntimes_own_operators_are_compared_with_the_types_onnxflow_saw() -> None:
+    """onnx's shape inference does not type the outputs of com.microsoft operators (a model
+    onnxruntime saved fully optimized); the types onnxflow's run saw expose them anyway."""
+    model = SAVED / "mlp_all.onnx"
+    assert any(n.domain == "com.microsoft" for n in onnx.load(model).graph.node)
+    report = onnxflow.compare(str(model), _generated_feeds(model), against="onnxruntime")
+    assert report.agree and not report.not_compared, report.summary()
+    assert report.compared == len(onnx.load(model).graph.node)
+
+
+def test_nchwc_blocked_tensors_are_listed_and_the_outputs_compared() -> None:
+    """onnxruntime holds NCHWc tensors as (N, C/b, H, W, b), onnxflow in NCHW order: those
+    are listed as not compared; ReorderOutput's NCHW results are compared."""
+    model = SAVED / "resnet_all.onnx"
+    report = onnxflow.compare(str(model), _generated_feeds(model), against="onnxruntime")
+    assert report.agree, report.summary()
+    assert report.not_compared and all("NCHWc blocked layout" in n for n in report.not_compared)
+    assert report.compared >= len(onnx.load(model).graph.output)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxflow.compare.expose import Exposed
+from onnxflow.compare.expose import Exposed, Observed, observed_types
 from onnxflow.compare.report import Divergence, Report, Stats
 from onnxflow.compare.sides import (
     Records,
@@ -47,7 +47,8 @@ def compare(
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
     walk = _Walk(Report(_label(model), name, rtol, atol), ours, {})
     if against in ("onnxruntime", "reference"):
-        exposed, walk.theirs = _run_exposed(proto, feeds, str(against), walk.report)
+        observed = observed_types(ours)
+        exposed, walk.theirs = _run_exposed(proto, feeds, str(against), walk.report, observed)
         walk.counted = exposed.loops
         walk.report.not_compared.extend(exposed.not_exposed)
     else:
@@ -72,7 +73,11 @@ _ATTEMPTS: list[tuple[dict[str, Any], str]] = [
 
 
 def _run_exposed(
-    proto: onnx.ModelProto, feeds: dict[str, Any], against: str, report: Report
+    proto: onnx.ModelProto,
+    feeds: dict[str, Any],
+    against: str,
+    report: Report,
+    observed: Observed,
 ) -> tuple[Exposed, Records]:
     """Run the copy exposing every body's values; when the other runtime refuses it (a loop
     whose iterations stack unequal shapes: an If's placeholder of unknown shape, an inner loop
@@ -83,14 +88,14 @@ def _run_exposed(
         else (reference_copy, run_reference)
     )
     for (options, _), (_, dropped) in itertools.pairwise(_ATTEMPTS):
-        exposed = copy(proto, **options)
+        exposed = copy(proto, observed=observed, **options)
         try:
             return exposed, runner(exposed, feeds)
         except OnnxflowError as exc:
             if not _nested(proto.graph):
                 raise
             report.not_compared.append(f"{dropped} ({against} refused the copy: {exc})")
-    exposed = copy(proto, **_ATTEMPTS[-1][0])
+    exposed = copy(proto, observed=observed, **_ATTEMPTS[-1][0])
     return exposed, runner(exposed, feeds)
 
 
@@ -239,7 +244,7 @@ def _numeric(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> tuple[st
         return "", 0.0, 0.0
     x, y = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(x) & np.isnan(y)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(all="ignore"):  # inf - inf, huge / tiny: handled below
         diff = np.where(both_nan | (x == y), 0.0, np.abs(x - y))
         diff = np.where(np.isnan(diff), np.inf, diff)
         rel = diff / np.maximum(np.abs(y), np.finfo(np.float64).tiny)

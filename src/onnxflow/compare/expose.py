@@ -5,12 +5,15 @@ level by level: through a Loop or Scan (opset 9+) as an extra scan output (its p
 values stacked along a new first axis), through an If as an extra output of both branches (the
 branch that did not run gives a placeholder of the same type, and a flag output says which
 branch ran). Values nested in several bodies come out stacked once per loop around them. What
-cannot come out (sequences and maps, bodies beyond ``depth``, Scan 8, SequenceMap) is listed.
+cannot come out (sequences and maps, bodies beyond ``depth``, Scan 8, SequenceMap) is listed,
+as are the blocked tensors of onnxruntime's NCHWc operators: onnxruntime holds them as
+(N, C/b, H, W, b) in memory, onnxflow in NCHW order, so their elements do not line up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -59,6 +62,32 @@ class Exposed:
         return {s.key for e in self.values for s in e.path if s.kind == "iteration"}
 
 
+#: What onnxflow's own run saw of each value: (ONNX element type, shape with the dimensions
+#: that changed between body runs as None), for values shape inference left untyped.
+Observed = dict[str, tuple[int, tuple[int | None, ...]]]
+
+
+def observed_types(records: dict[Any, dict[str, Any]]) -> Observed:
+    """The element type and shape of every tensor in a run's records (all scopes)."""
+    seen: Observed = {}
+    for values in records.values():
+        for name, value in values.items():
+            if not isinstance(value, np.ndarray) or value.dtype.kind == "V":
+                continue
+            try:
+                elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+            except (KeyError, ValueError, TypeError):
+                continue
+            shape = value.shape
+            if name in seen:
+                old = seen[name][1]
+                if len(old) != len(shape):
+                    continue
+                shape = tuple(a if a == b else None for a, b in zip(old, shape, strict=True))
+            seen[name] = (elem, shape)
+    return seen
+
+
 def branch_flag(key: str) -> str:
     """The record name of the flag saying whether If ``key`` ran its then-branch."""
     return f"{key}#then_branch"
@@ -79,6 +108,7 @@ class _Context:
     loop_depth: int | None
     opset: int
     loop_branches: bool
+    observed: Observed
     ops: dict[str, str] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
@@ -94,13 +124,16 @@ def expose(
     depth: int | None = None,
     loop_depth: int | None = None,
     loop_branches: bool = True,
+    observed: Observed | None = None,
 ) -> Exposed:
     """Rewrite a copy of ``model`` so that its node outputs are graph outputs.
 
     ``depth`` bounds how many bodies deep values are carried out (None: all; 0: the main graph
     only); ``loop_depth`` bounds how many loops a value may be stacked through;
     ``loop_branches=False`` leaves the branches of an If inside a loop unexposed (their
-    placeholders may not stack with the values of the branch that ran).
+    placeholders may not stack with the values of the branch that ran). ``observed`` (what
+    onnxflow's run saw, :func:`observed_types`) types the values shape inference cannot (the
+    outputs of onnxruntime's own operators) and completes shapes for placeholders.
     """
     try:
         copy = shape_inference.infer_shapes(model)
@@ -108,7 +141,9 @@ def expose(
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
     opset = next((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), 1)
-    context = _Context(_all_names(copy.graph), [], depth, loop_depth, opset, loop_branches)
+    context = _Context(
+        _all_names(copy.graph), [], depth, loop_depth, opset, loop_branches, observed or {}
+    )
     values = _expose_graph(copy.graph, context, "", 0, 0)
     present = {o.name for o in copy.graph.output}
     for value in values:
@@ -168,16 +203,34 @@ def _node_values(
     where: str,
 ) -> list[Exposure]:
     """A node's own outputs that are tensors of a known type (the others are listed)."""
+    if node.domain == "com.microsoft.nchwc" and node.op_type != "ReorderOutput":
+        # same values, different memory orders; ReorderOutput gives NCHW back
+        context.not_exposed += [f"{where}{name} (NCHWc blocked layout)" for name in outputs]
+        return []
     scans = set(node.output[len(node.input) - 2 :]) if node.op_type == "Loop" else set()
     found = []
     for name in outputs:
-        tensor = infos.get(name)
-        if tensor is None or not tensor.elem_type:
+        typed = _type_of(name, infos, context.observed)
+        if typed is None:
             context.not_exposed.append(f"{where}{name}")
             continue
         stacked_by = (node_key(node),) if name in scans else ()
-        found.append(Exposure((), name, name, tensor.elem_type, _shape(tensor), stacked_by))
+        found.append(Exposure((), name, name, *typed, stacked_by))
     return found
+
+
+def _type_of(
+    name: str, infos: dict[str, onnx.TypeProto.Tensor], observed: Observed
+) -> tuple[int, tuple[int | None, ...] | None] | None:
+    """A value's element type and shape: inferred, completed by what onnxflow's run saw."""
+    tensor, seen = infos.get(name), observed.get(name)
+    if tensor is not None and tensor.elem_type:
+        shape = _shape(tensor)
+        static = seen is not None and seen[0] == tensor.elem_type and None not in seen[1]
+        if static and (shape is None or len(shape) == len(seen[1])):
+            shape = seen[1]
+        return tensor.elem_type, shape
+    return seen
 
 
 def _within_bounds(node: onnx.NodeProto, context: _Context, depth: int, loops: int) -> bool:
