@@ -399,6 +399,17 @@ def test_max_length_must_exceed_the_prompt() -> None:
         flow.run(None, feeds("one", 5))
 
 
+@pytest.mark.parametrize("penalty", [0.0, -0.5, float("nan")])
+def test_repetition_penalty_must_be_positive(penalty: float) -> None:
+    """The schema accepts repetition_penalty > 0 (onnxruntime refuses the rest too)."""
+    flow, ort = sessions("gpt2_greedy.onnx")
+    given = feeds("one", 8, repetition_penalty=penalty)
+    with pytest.raises(onnxflow.InputError, match="repetition_penalty must be greater than 0"):
+        flow.run(None, given)
+    with pytest.raises(Exception, match="repetition_penalty"):
+        ort.run(None, given)
+
+
 def with_init_decoder(model: str, favoured: int) -> bytes:
     """``model`` with an init_decoder: its decoder with logits raised by 100 at ``favoured``."""
     proto = onnx.load(DATA / model)

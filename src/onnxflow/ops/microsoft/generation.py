@@ -98,12 +98,13 @@ def _processors(
     eos: int, args: dict[str, Any], no_repeat_ngram_size: int, beams: int = 1
 ) -> LogitsProcessors:
     """The logits filters from the node's optional inputs (``args`` by schema name)."""
+    penalty = float(_scalar(args.get("repetition_penalty"), 1.0, "repetition_penalty"))
+    if not penalty > 0.0:  # the schema: "Accepts value > 0.0"; NaN too is refused
+        raise InputError(f"repetition_penalty must be greater than 0, found {penalty}")
     return LogitsProcessors(
         eos=eos,
         min_length=int(_scalar(args.get("min_length"), 0, "min_length")),
-        repetition_penalty=float(
-            _scalar(args.get("repetition_penalty"), 1.0, "repetition_penalty")
-        ),
+        repetition_penalty=penalty,
         no_repeat_ngram_size=no_repeat_ngram_size,
         vocab_mask=args.get("vocab_mask"),
         prefix_vocab_mask=args.get("prefix_vocab_mask"),
