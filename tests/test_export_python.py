@@ -81,13 +81,15 @@ def test_module_imports_only_numpy_and_onnxflow(tmp_path: Path) -> None:
 def test_cli_writes_module_and_weights(tmp_path: Path, capsys) -> None:
     from onnxflow.cli import main
 
-    out = tmp_path / "model.py"
-    assert (
-        main(["export-python", str(ROOT / "examples" / "loop_trip_count.onnx"), "-o", str(out)])
-        == 0
-    )
+    out = tmp_path / "new" / "dir" / "model.py"  # directories made as needed
+    model = str(ROOT / "examples" / "loop_trip_count.onnx")
+    assert main(["export-python", model, "-o", str(out)]) == 0
     assert out.exists() and out.with_suffix(".npz").exists()
     assert "plain NumPy" in capsys.readouterr().out
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where a directory should be: an error, no traceback
+    assert main(["export-python", model, "-o", str(blocked / "model.py")]) == 1
+    assert "error:" in capsys.readouterr().err
 
 
 def test_rnn_scan_example(tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader stopped early (`onnxflow profile m.onnx | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 141  # what a shell reports for a command ended by SIGPIPE
+    except OSError as exc:  # a file that cannot be read or written: its name and why
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 #: What ``onnxflow --help`` says (the module docstring, as plain text).

@@ -130,6 +130,7 @@ def write_module(model: Any, path: str | os.PathLike[str]) -> tuple[Path, int, i
     writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
     body = _graph_function(writer, proto.graph, "main_graph", "")
     text = _module_text(writer, proto, body, path.with_suffix(".npz").name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path.with_suffix(".npz"), **writer.weights)
     path.write_text(text)
     return path, writer.plain, writer.kernels
