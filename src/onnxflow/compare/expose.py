@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
+from onnxflow.compile.passes.forms import fresh_name
+
 _BRANCHES = ("then_branch", "else_branch")
 
 
@@ -112,11 +114,8 @@ class _Context:
     ops: dict[str, str] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
-        self.taken.add(name)
-        return name
+        """A value name the model does not use yet."""
+        return fresh_name(base, self.taken)
 
 
 def expose(

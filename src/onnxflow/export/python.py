@@ -27,6 +27,7 @@ from onnx import GraphProto, ModelProto, NodeProto
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.compiler import returns_several
+from onnxflow.compile.passes.forms import fresh_name
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ir.load import load_model
 from onnxflow.ir.validate import validate_model
@@ -66,11 +67,7 @@ class _Writer:
 
     def fresh(self, base: str) -> str:
         """A name of the module's own (a function, a loop's rows) that no value's ident takes."""
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def constant(self, name: str, value: np.ndarray) -> str:
         """An expression for a constant: inline when a scalar, else read from the weights."""
