@@ -5,9 +5,9 @@ level by level: through a Loop or Scan (opset 9+) as an extra scan output (its p
 values stacked along a new first axis), through an If as an extra output of both branches (the
 branch that did not run gives a placeholder of the same type, and a flag output says which
 branch ran). Values nested in several bodies come out stacked once per loop around them. What
-cannot come out (sequences and maps, bodies beyond ``depth``, Scan 8, SequenceMap) is listed,
-as are the blocked tensors of onnxruntime's NCHWc operators: onnxruntime holds them as
-(N, C/b, H, W, b) in memory, onnxflow in NCHW order, so their elements do not line up.
+cannot come out (sequences inside bodies, maps, bodies beyond ``depth``, Scan 8, SequenceMap)
+is listed, as are the blocked tensors of onnxruntime's NCHWc operators: onnxruntime holds them
+as (N, C/b, H, W, b) in memory, onnxflow in NCHW order, so their elements do not line up.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ class _Context:
     loop_branches: bool
     observed: Observed
     ops: dict[str, str] = field(default_factory=dict)
+    #: main-graph values of a sequence type: graph outputs of that type (not stackable)
+    sequences: dict[str, onnx.TypeProto] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
         """A value name the model does not use yet."""
@@ -147,7 +149,12 @@ def expose(
     present = {o.name for o in copy.graph.output}
     for value in values:
         if value.carrier not in present:
-            copy.graph.output.append(_info(value.carrier, value.elem_type))
+            sequence = context.sequences.get(value.carrier)
+            copy.graph.output.append(
+                _info(value.carrier, value.elem_type)
+                if sequence is None
+                else helper.make_value_info(value.carrier, sequence)
+            )
             present.add(value.carrier)
     return Exposed(copy, values, context.not_exposed, context.ops)
 
@@ -168,6 +175,11 @@ def _infos(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto.Tensor]:
     return {v.name: v.type.tensor_type for v in infos if v.type.HasField("tensor_type")}
 
 
+def _sequence_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    infos = [*graph.output, *graph.value_info]
+    return {v.name: v.type for v in infos if v.type.HasField("sequence_type")}
+
+
 def _shape(tensor: onnx.TypeProto.Tensor) -> tuple[int | None, ...] | None:
     if not tensor.HasField("shape"):
         return None
@@ -182,7 +194,7 @@ def _expose_graph(
     graph: onnx.GraphProto, context: _Context, where: str, depth: int, loops: int
 ) -> list[Exposure]:
     """Every value of ``graph`` (and, within the bounds, of its bodies) it can carry out."""
-    infos, found = _infos(graph), []
+    found, types = [], (_infos(graph), _sequence_types(graph))
     for node in list(graph.node):
         outputs = [o for o in node.output if o]  # before the node gains its bodies' outputs
         bodies = [a for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
@@ -190,26 +202,31 @@ def _expose_graph(
             found += _expose_control(node, context, where, depth, loops)
         elif bodies or any(a.type == onnx.AttributeProto.GRAPHS for a in node.attribute):
             context.not_exposed.append(f"{where}{node_key(node)}/* (its subgraph)")
-        found += _node_values(node, outputs, infos, context, where)
+        found += _node_values(node, outputs, types, context, where)
     return found
 
 
 def _node_values(
     node: onnx.NodeProto,
     outputs: list[str],
-    infos: dict[str, onnx.TypeProto.Tensor],
+    types: tuple[dict[str, onnx.TypeProto.Tensor], dict[str, onnx.TypeProto]],
     context: _Context,
     where: str,
 ) -> list[Exposure]:
-    """A node's own outputs that are tensors of a known type (the others are listed)."""
+    """A node's own outputs that are tensors of a known type, or main-graph sequences (the
+    others are listed)."""
     if node.domain == "com.microsoft.nchwc" and node.op_type != "ReorderOutput":
         # same values, different memory orders; ReorderOutput gives NCHW back
         context.not_exposed += [f"{where}{name} (NCHWc blocked layout)" for name in outputs]
         return []
     scans = set(node.output[len(node.input) - 2 :]) if node.op_type == "Loop" else set()
+    infos, sequences = types
     found = []
     for name in outputs:
         typed = _type_of(name, infos, context.observed)
+        if typed is None and not where and name in sequences:
+            context.sequences[name] = sequences[name]
+            typed = (0, None)  # a sequence: no element type of its own
         if typed is None:
             context.not_exposed.append(f"{where}{name}")
             continue
