@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxflow.compare.expose import Exposed, Observed, observed_types
+from onnxflow.compare.expose import Exposed, Observed, node_key, observed_types
 from onnxflow.compare.report import Divergence, Report, Stats
 from onnxflow.compare.sides import (
     Records,
@@ -141,7 +141,7 @@ class _Walk:
 
     def _bodies(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
         """Compare the body runs of a control-flow node, in the order onnxflow ran them."""
-        key = _key(node)
+        key = node_key(node)
         bodies = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
         ours, theirs = _runs(self.ours, scope, key), _runs(self.theirs, scope, key)
         counted = self.counted is None or (key in self.counted and scope in self.theirs)
@@ -157,13 +157,13 @@ class _Walk:
         if ours == theirs:
             return
         note = (
-            f"{node.op_type} {_key(node)!r}: onnxflow ran {ours} iterations, "
+            f"{node.op_type} {node_key(node)!r}: onnxflow ran {ours} iterations, "
             f"{self.report.against} {theirs}"
         )
         if node.op_type == "Loop" and len(node.input) > 1 and node.input[0] and not node.input[1]:
             note += f"; {SPEC_NOTE}"
         self.report.iteration_counts.append(
-            {"node": _key(node), "ours": ours, "theirs": theirs, "note": note}
+            {"node": node_key(node), "ours": ours, "theirs": theirs, "note": note}
         )
 
     def _node(self, node: onnx.NodeProto, scope: tuple[Any, ...], path: list[str]) -> bool:
@@ -179,7 +179,7 @@ class _Walk:
                 agreeing = [i for i in node.input if i and i in mine and i in other]
                 iteration = _iteration(scope)
                 self.report.first_divergence = Divergence(
-                    _key(node),
+                    node_key(node),
                     node.op_type,
                     path,
                     iteration,
@@ -211,10 +211,6 @@ def _runs(records: Records, scope: tuple[Any, ...], key: str) -> list[tuple[Any,
     """The body scopes, directly under ``scope``, of the loop ``key``, in the order they ran."""
     depth = len(scope) + 1
     return [s for s in records if len(s) == depth and s[:-1] == scope and s[-1][0] == key]
-
-
-def _key(node: onnx.NodeProto) -> str:
-    return node.name or next((o for o in node.output if o), node.op_type)
 
 
 def _differ(a: Any, b: Any, rtol: float, atol: float) -> tuple[str, float, float]:
