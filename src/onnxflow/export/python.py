@@ -33,6 +33,7 @@ from onnxflow.ir.load import load_model
 from onnxflow.ir.validate import validate_model
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY, normalize_domain, schema_since_version
+from onnxflow.runtime.stacking import empty_element
 from onnxflow.values import tensor_to_array
 
 
@@ -300,20 +301,33 @@ def _constant(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     return [f"{indent}{writer.ident(node.output[0])} = {writer.constant(node.output[0], value)}"]
 
 
-def _body(writer: _Writer, node: NodeProto, attr: str, indent: str) -> tuple[str, list[str]]:
-    """A nested function for the subgraph attribute ``attr`` of ``node``: its name and lines."""
+def _body(
+    writer: _Writer, node: NodeProto, attr: str, indent: str
+) -> tuple[str, list[str], GraphProto]:
+    """A nested function for the subgraph attribute ``attr`` of ``node``: its name, its lines
+    and the subgraph."""
     graph = next(a.g for a in node.attribute if a.name == attr)
     writer.functions += 1
     fname = writer.fresh(
         f"{node.op_type.lower()}_{writer.functions}_{attr.removesuffix('_branch')}"
     )
-    return fname, _graph_function(writer, graph, fname, indent)
+    return fname, _graph_function(writer, graph, fname, indent), graph
+
+
+def _targets(writer: _Writer, node: NodeProto) -> list[str]:
+    """The names a control-flow node's outputs are assigned to (an unused one for each omitted
+    output)."""
+    return [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+
+
+def _attributes(node: NodeProto) -> dict[str, Any]:
+    """The node's attributes but its body, decoded."""
+    return {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
 
 
 def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """Loop as a Python ``while``: trip count and condition as the spec says, scans stacked."""
-    fname, lines = _body(writer, node, "body", indent)
-    graph = next(a.g for a in node.attribute if a.name == "body")
+    fname, lines, graph = _body(writer, node, "body", indent)
     n_states = len(node.input) - 2
     n_scans = len(graph.output) - 1 - n_states
     trip = writer.ident(node.input[0]) if node.input[0] else "None"
@@ -321,7 +335,7 @@ def _loop(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         f"bool({writer.ident(node.input[1])})" if len(node.input) > 1 and node.input[1] else "True"
     )
     states = [writer.ident(i) for i in node.input[2:]]
-    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    outs = _targets(writer, node)
     i = indent
     lines += [
         f"{i}# Loop {node.name!r}: trip count {trip}, condition {cond}",
@@ -347,14 +361,12 @@ def _empty(writer: _Writer, declared: onnx.ValueInfoProto) -> str:
     """What a loop that ran no iteration gives for a scan output: an empty array of the body
     output's declared element type, its static dimensions after the new first one (0 for a
     dimension not known), as onnxflow's loops do."""
-    tensor = declared.type.tensor_type
-    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
-    return f"np.empty({tuple([0, *dims])}, dtype={_dtype(writer, tensor.elem_type)})"
+    dims, dtype = empty_element(declared)
+    return f"np.empty({(0, *dims)}, dtype={_dtype(writer, dtype)})"
 
 
-def _dtype(writer: _Writer, elem_type: int) -> str:
-    """The Python expression for ONNX element type ``elem_type`` (float when undeclared)."""
-    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type or onnx.TensorProto.FLOAT))
+def _dtype(writer: _Writer, dtype: np.dtype) -> str:
+    """The Python expression for ``dtype``."""
     if dtype.kind == "O":
         return "object"
     if _numpy_dtype(dtype):
@@ -365,8 +377,8 @@ def _dtype(writer: _Writer, elem_type: int) -> str:
 
 def _if(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """If as a Python ``if`` calling one branch function or the other."""
-    then_name, then_lines = _body(writer, node, "then_branch", indent)
-    else_name, else_lines = _body(writer, node, "else_branch", indent)
+    then_name, then_lines, _ = _body(writer, node, "then_branch", indent)
+    else_name, else_lines, _ = _body(writer, node, "else_branch", indent)
     outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
     target = f"{outs}," if len(node.output) == 1 else outs
     cond = writer.ident(node.input[0])
@@ -388,9 +400,8 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     scan outputs stacked along theirs."""
     if writer.opsets.get("", 1) < 9:
         return _scan8(writer, node, indent)
-    fname, lines = _body(writer, node, "body", indent)
-    graph = next(a.g for a in node.attribute if a.name == "body")
-    attrs = {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
+    fname, lines, graph = _body(writer, node, "body", indent)
+    attrs = _attributes(node)
     m = attrs["num_scan_inputs"]
     n_states = len(node.input) - m
     k = len(graph.output) - n_states
@@ -402,7 +413,7 @@ def _scan(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         (f"np.moveaxis({writer.ident(x)}, {a}, 0)" if a else writer.ident(x)) + ("[::-1]" * d)
         for x, a, d in zip(node.input[n_states:], in_axes, in_dirs, strict=True)
     ]
-    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    outs = _targets(writer, node)
     i = indent
     lines += [
         f"{i}# Scan {node.name!r}: {m} scan input(s), {n_states} state(s), {k} scan output(s)",
@@ -427,9 +438,8 @@ def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """Scan 8 as Python ``for`` loops: over the batch (axis 0), then over each entry's first
     ``sequence_lens[b]`` steps (axis 1, reversed where ``directions`` says); final states
     stacked per batch entry, scan outputs padded with zeros to the longest sequence."""
-    fname, lines = _body(writer, node, "body", indent)
-    graph = next(a.g for a in node.attribute if a.name == "body")
-    attrs = {a.name: decode_attribute(a) for a in node.attribute if a.name != "body"}
+    fname, lines, graph = _body(writer, node, "body", indent)
+    attrs = _attributes(node)
     m = attrs["num_scan_inputs"]
     n_states = len(node.input) - 1 - m
     k = len(graph.output) - n_states
@@ -437,7 +447,7 @@ def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     lens = writer.ident(node.input[0]) if node.input[0] else "None"
     inits = [writer.ident(x) for x in node.input[1 : 1 + n_states]]
     xs = [writer.ident(x) for x in node.input[1 + n_states :]]
-    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    outs = _targets(writer, node)
     i = indent
     seqs = [f"{x}[b, : lens[b]]" + ("[::-1]" if d else "") for x, d in zip(xs, dirs, strict=True)]
     lines += [
@@ -470,9 +480,9 @@ def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
 def _sequence_map(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     """SequenceMap as a Python ``for`` over the first input's elements: each further input is
     a sequence (its element taken) or a tensor (passed every time); outputs are lists."""
-    fname, lines = _body(writer, node, "body", indent)
+    fname, lines, _ = _body(writer, node, "body", indent)
     ins = [writer.ident(x) for x in node.input]
-    outs = [writer.ident(o) if o else writer.fresh("_unused") for o in node.output]
+    outs = _targets(writer, node)
     i = indent
     args = ", ".join(f"{x}[t] if isinstance({x}, list) else {x}" for x in ins[1:])
     return [
