@@ -12,6 +12,7 @@ from onnx import GraphProto, helper
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY
+from onnxflow.runtime.stacking import pad_stacked
 
 
 def kernel(
@@ -45,16 +46,9 @@ def _lookup(domain: str, op_type: str, since_version: int) -> Any:
 
 def padded(rows: list[list[np.ndarray]], steps: int, empty: np.ndarray) -> np.ndarray:
     """Scan 8's scan output: each batch entry's rows stacked and padded with zeros to
-    ``steps``; ``empty`` (no rows: its dtype and element shape) when no entry has any."""
-    full = next((r for r in rows if r), None)
-    shape, dtype = (
-        (empty.shape[1:], empty.dtype) if full is None else (full[0].shape, full[0].dtype)
-    )
-    out = np.zeros((len(rows), steps, *shape), dtype=dtype)
-    for b, entry in enumerate(rows):
-        if entry:
-            out[b, : len(entry)] = np.stack(entry)
-    return out
+    ``steps``, as the kernel pads them; ``empty`` (no rows: its dtype and element shape) when
+    no entry has any."""
+    return pad_stacked([np.stack(entry) if entry else empty for entry in rows], steps, empty)
 
 
 def subgraph(stored: np.ndarray) -> GraphProto:

@@ -47,6 +47,17 @@ def empty_element(vi: ValueInfoProto) -> tuple[tuple[int, ...], np.dtype]:
     return dims, dtype
 
 
+def pad_stacked(stacks: list[np.ndarray], steps: int, empty: np.ndarray) -> np.ndarray:
+    """Scan 8's scan output, [batch, steps, ...]: each batch entry's stacked rows, zeros past
+    them; the element shape and dtype of the first entry with rows, else ``empty``'s."""
+    full = next((r for r in stacks if r.shape[0]), empty)
+    out = np.zeros((len(stacks), steps, *full.shape[1:]), dtype=full.dtype)
+    for b, rows in enumerate(stacks):
+        if rows.shape[0]:
+            out[b, : rows.shape[0]] = rows
+    return out
+
+
 #: The condition input every Loop iteration receives: one shared read-only value.
 TRUE = np.array(True)
 TRUE.flags.writeable = False

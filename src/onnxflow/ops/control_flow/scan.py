@@ -17,7 +17,7 @@ from onnxflow.compile.compiler import NodeContext
 from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
 from onnxflow.runtime.loop import run_loop
-from onnxflow.runtime.stacking import Stacker, empty_element
+from onnxflow.runtime.stacking import Stacker, empty_element, pad_stacked
 
 
 def _check_arity(node: NodeContext, body: GraphProto, n_inputs: int, m: int) -> tuple[int, int]:
@@ -138,7 +138,7 @@ def scan_8(
                 finals[j].append(s)
             batches.append(scans)
         outs = [np.stack(f) if f else init for f, init in zip(finals, inits)]
-        outs += [_padded(j, batches, decls[j], batch, max_len) for j in range(k)]
+        outs += [_padded(j, batches, decls[j], max_len) for j in range(k)]
         return tuple(outs)
 
     return run
@@ -166,18 +166,8 @@ def _lengths(label: str, sequence_lens: Any, batch: int, max_len: int) -> list[i
     return lens
 
 
-def _padded(
-    j: int, batches: list[list[Stacker]], decl: Any, batch: int, max_len: int
-) -> np.ndarray:
+def _padded(j: int, batches: list[list[Stacker]], decl: Any, max_len: int) -> np.ndarray:
     """Scan output ``j`` of Scan-8: [batch, max_len, ...], zero past each sequence's length."""
+    shape, dtype = empty_element(decl)
     results = [scans[j].result(decl) for scans in batches]
-    full = next((r for r in results if r.shape[0] > 0), None)
-    if full is None:
-        shape, dtype = empty_element(decl)
-    else:
-        shape, dtype = full.shape[1:], full.dtype
-    out = np.zeros((batch, max_len, *shape), dtype=dtype)
-    for b, r in enumerate(results):
-        if r.shape[0]:
-            out[b, : r.shape[0]] = r
-    return out
+    return pad_stacked(results, max_len, np.empty((0, *shape), dtype))
