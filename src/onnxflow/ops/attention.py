@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import accumulation_dtype, float_compute_dtype
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner

@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
 from onnxflow.values import np_dtype

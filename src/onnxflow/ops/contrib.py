@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import re2
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 
 MS_DOMAIN = "com.microsoft"

@@ -25,7 +25,7 @@ import numpy as np
 from onnx import GraphProto, NodeProto, helper
 
 from onnxflow.compile.attributes import decode_attribute
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation
@@ -191,7 +191,7 @@ def gradient(
         raise node.error(f"expected {len(leaves)} inputs (xs then zs), found {node.n_inputs}")
     if node.n_outputs > len(xs):
         raise node.error(f"expected at most {len(xs)} outputs (one per xs), found {node.n_outputs}")
-    forward = _forward_nodes(node._builder.graph, y, set(leaves))
+    forward = _forward_nodes(node.graph, y, set(leaves))
     steps = _backward_steps(node, forward, xs)
     needed = list(dict.fromkeys([y, *(v for _, n, _ in steps for v in [*n.input, *n.output])]))
     needed = [v for v in needed if v and v not in leaves]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
 from onnxflow.traits import Built, Traits

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from onnx import TypeProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 
 

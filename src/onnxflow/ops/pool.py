@@ -20,7 +20,7 @@ from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
 
 if TYPE_CHECKING:
-    from onnxflow.compile.compiler import NodeContext
+    from onnxflow.compile.context import NodeContext
 
 
 # -- windowed pools -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits

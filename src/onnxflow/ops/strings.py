@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import re2
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 
 _CASE_CHANGES = {"NONE": None, "LOWER": str.lower, "UPPER": str.upper}

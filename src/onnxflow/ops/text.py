@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 
 _MODES = ("TF", "IDF", "TFIDF")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.compile.passes import loop_body_forms
 from onnxflow.compile.plan import Layout, LoopPlan
 

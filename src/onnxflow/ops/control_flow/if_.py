@@ -11,7 +11,7 @@ from typing import Any
 
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import current_observation

@@ -21,7 +21,7 @@ from typing import Any
 
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.errors import OnnxflowWarning
 from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op

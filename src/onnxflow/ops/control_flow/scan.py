@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
 from onnxflow.runtime.loop import run_loop

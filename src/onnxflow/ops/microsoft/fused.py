@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.conv import conv
 from onnxflow.ops.linalg import gemm, matmul
 from onnxflow.ops.microsoft import MS_DOMAIN

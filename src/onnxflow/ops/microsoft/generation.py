@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.errors import InputError
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.microsoft.generation_decoders import EncoderDecoder, GptDecoder, make_decoder

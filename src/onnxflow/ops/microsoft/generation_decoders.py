@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto, helper
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.compile.plan import Subgraph
 from onnxflow.errors import InputError
 from onnxflow.runtime.executor import current_runner

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from onnx import GraphProto, helper
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.conv import conv
 from onnxflow.ops.microsoft import NCHWC_DOMAIN
 from onnxflow.ops.microsoft.fused import mlas_activation
@@ -164,7 +164,7 @@ def nchwc_conv(
     act = mlas_activation(activation, activation_params)
     geometry = dict(auto_pad=auto_pad, dilations=dilations, group=group, pads=pads)
     geometry.update(kernel_shape=kernel_shape, strides=strides)
-    block = model_block_size(getattr(node, "graph", None), machine_block_size())
+    block = model_block_size(node.graph, machine_block_size())
 
     def unblocked(w: np.ndarray) -> list[tuple[np.ndarray, bool]]:
         blocked_input = _layout(w.shape, group, block)

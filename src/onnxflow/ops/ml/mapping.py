@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.ml.common import ML_DOMAIN, as_2d
 from onnxflow.ops.registry import op
 from onnxflow.values import np_dtype

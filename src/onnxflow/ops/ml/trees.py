@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.compiler import NodeContext
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.ml.common import (
     ML_DOMAIN,
     POST_TRANSFORMS,
