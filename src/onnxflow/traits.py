@@ -1,7 +1,7 @@
 """What a kernel promises: one typed record, given where the kernel is registered.
 
 The code generator (:mod:`onnxflow.runtime.codegen`), the loop generator and the compile passes
-read these promises instead of probing kernel functions or lists of op names. A plain kernel's
+read these promises instead of probing kernel functions or lists of op names. A non-builder kernel's
 traits are those of its registration, with its attributes bound into :attr:`Traits.in_place`
 and into the forms :attr:`Traits.stateful` makes; a builder kernel may return a :class:`Built`
 whose traits refine its registration's for one node (Add takes its widening form when the

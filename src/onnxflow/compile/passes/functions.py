@@ -60,7 +60,8 @@ def schema_function(
     node: NodeProto, opset: int, input_types: list[TypeProto | None]
 ) -> FunctionProto | None:
     """Return the function body that defines ``node``'s operator at ``opset``, if any: the
-    schema's context-dependent body when every input type is known, else its plain body."""
+    schema's context-dependent body when every input type is known, else its context-free
+    body."""
     schema = op_schema(node.domain, node.op_type, opset)
     if schema is None:
         return None
