@@ -107,9 +107,17 @@ PIPELINE: tuple[Pass, ...] = (
 )
 
 
+#: The passes of each stage that run, in order, by (stage, optimize).
+_RUNNING: dict[tuple[Stage, bool], tuple[Pass, ...]] = {
+    (stage, optimize): tuple(p for p in PIPELINE if p.stage is stage and (optimize or p.always))
+    for stage in Stage
+    for optimize in (False, True)
+}
+
+
 def stage_passes(stage: Stage, optimize: bool) -> tuple[Pass, ...]:
     """The passes of ``stage`` that run, in order (with ``optimize`` or not)."""
-    return tuple(p for p in PIPELINE if p.stage is stage and (optimize or p.always))
+    return _RUNNING[stage, optimize]
 
 
 def model_forms(
