@@ -62,7 +62,7 @@ class Compiler:
     missing: list[tuple[str, str, int]] = field(default_factory=list)
     #: The last main graph whose types strict inference checked, and the answer: a session
     #: compiling its graph twice checks it once.
-    _checked: tuple[GraphProto, bool] | None = field(default=None, repr=False)
+    _checked: tuple[GraphProto, bool] | None = field(default=None, init=False, repr=False)
 
     def compile_main(
         self, graph: GraphProto, opsets: dict[str, int], fixed_initializers: bool = False

@@ -18,8 +18,8 @@ from onnxflow.compile.passes.body_forms import BodyForms
 from onnxflow.compile.plan import Plan, Subgraph
 from onnxflow.errors import ValidationError, where
 from onnxflow.ir.dims import static_shape
+from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.walk import scope_types
-from onnxflow.ops.registry import normalize_domain
 from onnxflow.traits import NONE, Traits
 
 
