@@ -28,7 +28,8 @@ def _sections(text: str) -> dict[str, str]:
 def test_source_shows_the_main_graph_and_every_body_as_valid_python() -> None:
     sess = onnxflow.InferenceSession(rnn_scan())
     before = _sections(sess.source())
-    assert len(before) == 4  # main, the body as written, the hoisted pre-body, what remains
+    # main, the hoisted pre-body, what remains (the body as written compiles only when watched)
+    assert len(before) == 3
     for code in before.values():
         ast.parse(code)
     assert any(code.startswith("def run(args):") for code in before.values())

@@ -90,7 +90,7 @@ def test_hoisting_batches_any_kernel_declared_elementwise() -> None:
         [helper.make_tensor_value_info("s", F, [3]), helper.make_tensor_value_info("x", F, [3])],
         [helper.make_tensor_value_info("s2", F, [3])],
     )
-    split = split_body(body, ["x"], lambda name: 1, 22)
+    split = split_body(body, ["x"], lambda name: 1, 22, REGISTRY)
     assert split is not None and split.batched == ("y",)
 
 
@@ -106,7 +106,7 @@ def test_random_kernels_are_never_moved_out_of_a_body() -> None:
         [helper.make_tensor_value_info("s", F, [3]), helper.make_tensor_value_info("x", F, [3])],
         [helper.make_tensor_value_info("s2", F, [3])],
     )
-    assert split_body(body, ["x"], lambda name: 1, 22) is None
+    assert split_body(body, ["x"], lambda name: 1, 22, REGISTRY) is None
 
 
 def _kernels_with_a_numpy_form() -> list:

@@ -9,18 +9,18 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnx.shape_inference
 from onnx import ModelProto
 
 from onnxflow.compile.compiler import Compiler
 from onnxflow.compile.plan import Plan
 from onnxflow.errors import InputError, OnnxflowError, ValidationError
+from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.inference import infer_types
 from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
 from onnxflow.ops import load_all
-from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
@@ -99,18 +99,18 @@ class InferenceSession(OrtSessionAPI):
         self._inputs = [NodeArg.from_value_info(vi) for vi in graph.input]
         self._feedable = [a for a in self._inputs if a.name not in initialized]
         self._outputs = [NodeArg.from_value_info(vi) for vi in graph.output]
-        inferred = _inferred(self.model).graph  # the same graph, with value_info to read
+        # the same graph, with value_info to read: inferred once, for both plans and their passes
+        inferred = infer_types(self.model).graph
         self._declared = _main_values(inferred)
-        self.plan: Plan = self._compiler().compile_main(inferred, self._opsets())
+        compiler, opsets = self._compiler(), self._opsets()
+        self.plan: Plan = compiler.compile_main(inferred, opsets)
         # Old models list their initializers as graph inputs, so a feed may override them. Runs
         # that do not use a plan in which they, and what they feed, are constants.
         self._default_plan: Plan | None = None
         #: Per plan, the function running it when nothing observes the run (made on first use).
         self._quick: dict[Plan, Any] = {}
         if self.options.optimize and initialized & {a.name for a in self._inputs}:
-            self._default_plan = self._compiler().compile_main(
-                inferred, self._opsets(), fixed_initializers=True
-            )
+            self._default_plan = compiler.compile_main(inferred, opsets, fixed_initializers=True)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
         defaults = {
             name: self.plan.template[slot]
@@ -390,13 +390,3 @@ def _check_run_arguments(
         )
     if run_options is not None and not hasattr(run_options, "terminate"):
         raise InputError(f"run_options must be a RunOptions, found {type(run_options).__name__}")
-
-
-def _inferred(model: ModelProto) -> ModelProto:
-    """``model`` with the types shape inference can tell recorded in each graph's value_info
-    (the model itself when inference fails: it is an aid only, a model it cannot handle still
-    runs)."""
-    try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:
-        return model

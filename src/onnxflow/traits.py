@@ -1,7 +1,7 @@
 """What a kernel promises: one typed record, given where the kernel is registered.
 
 The code generator (:mod:`onnxflow.runtime.codegen`), the loop generator and the compile passes
-read these promises instead of probing kernel functions or lists of op names. A plain kernel's
+read these promises instead of probing kernel functions or lists of op names. A non-builder kernel's
 traits are those of its registration, with its attributes bound into :attr:`Traits.in_place`
 and into the forms :attr:`Traits.stateful` makes; a builder kernel may return a :class:`Built`
 whose traits refine its registration's for one node (Add takes its widening form when the
@@ -60,6 +60,10 @@ class Traits:
     #: compares values but computes none (Reshape, Gather, Max, Relu), so it keeps them within
     #: any set of values the inputs hold (float16 values in float32: :mod:`.compile.passes.half`).
     selects: bool = False
+    #: The output follows from input 0's shape alone, never from its values (Shape, Size): it
+    #: is known once the shapes are, so the arithmetic on it can be memoised per set of shapes
+    #: (:mod:`.compile.passes.memo_shapes` starts its groups at such nodes).
+    from_shape: bool = False
     #: Float16 inputs are computed in float32 and the result rounded once, so float32 inputs
     #: holding float16 values give the same result before rounding (Conv, MatMul, Gemm).
     rounds_once: bool = False

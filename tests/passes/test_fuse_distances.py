@@ -1,4 +1,5 @@
-"""The loop-body fusion of row distances (compile/passes/fuse_distances.py, ops/fused.py).
+"""The loop-body fusion of row distances (compile/passes/fuse_distances.py,
+ops/pass_made/kernels.py).
 
 ``ReduceSumSquare(Sub(A, b), axes=[-1])`` in a Scan body runs as one kernel that keeps A
 transposed while A stays the same object. Values must match the body as written (observed runs)
@@ -15,10 +16,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.compile.passes import fuse_distances as fusion
-from onnxflow.compile.passes.forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
 from onnxflow.compile.passes.fuse_distances import fuse_distances
 from onnxflow.observers import Trace
-from onnxflow.ops.fused import row_squared_distances
+from onnxflow.ops.pass_made import FUSED_DOMAIN
+from onnxflow.ops.pass_made.kernels import row_squared_distances
 from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
 
@@ -105,14 +107,12 @@ def test_only_the_pattern_is_fused() -> None:
     assert fuse_distances(first, _rank({"A": 2, "b_t": 1})) is None
 
 
-def test_nothing_is_fused_without_the_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fused_body_imports_the_fused_domain() -> None:
     body = _knn_scan(13, 0, 1, False).graph.node[0].attribute[0].g
-    facts = BodyFacts(("b_t",), _rank({"A": 2, "b_t": 1}), 13)
+    facts = BodyFacts(("b_t",), _rank({"A": 2, "b_t": 1}), 13, Registry())
     fused = fusion.fuse(BodyForms(body), facts)
     assert fused is not None
-    assert fused.opsets == {fusion.FUSED_DOMAIN: 1}
-    monkeypatch.setattr(fusion, "REGISTRY", Registry())
-    assert fusion.fuse(BodyForms(body), facts) is None
+    assert fused.opsets == {FUSED_DOMAIN: 1}
 
 
 def test_kernel_falls_back_for_inputs_the_types_did_not_promise() -> None:

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
-from onnxflow.ops.fused import half_round
+from onnxflow.ops.pass_made.kernels import half_round
 
 H, F, D, I64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
 RNG = np.random.default_rng(11)

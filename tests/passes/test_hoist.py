@@ -12,6 +12,7 @@ from onnxflow.compile.compiler import Compiler
 from onnxflow.compile.passes.hoist import split_body
 from onnxflow.ir.validate import opset_map
 from onnxflow.ops import load_all
+from onnxflow.ops.registry import REGISTRY
 from onnxflow.runtime.executor import execute
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -89,7 +90,7 @@ def _rnn_body() -> onnx.GraphProto:
 def test_split_batches_the_input_projection_only() -> None:
     body = _rnn_body()
     ranks = {"x_t": 2, "h": 2, "W": 2, "R": 2, "bias": 1}
-    split = split_body(body, ["x_t"], ranks.get, 21)
+    split = split_body(body, ["x_t"], ranks.get, 21, REGISTRY)
     assert split is not None
     assert [n.op_type for n in split.pre.node] == ["MatMul"]
     assert split.batched == ("t1",)

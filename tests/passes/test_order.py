@@ -8,10 +8,12 @@ import onnx
 import onnx.parser
 
 import onnxflow
-from onnxflow.compile.passes import BODY_PASSES, fuse_distances, hoist, loop_body_forms
-from onnxflow.compile.passes.fuse_distances import FUSED_DOMAIN
+from onnxflow.compile.passes import PIPELINE, Stage, fuse_distances, hoist, loop_body_forms
+from onnxflow.compile.passes.body_forms import BodyFacts
 from onnxflow.observers import Trace
 from onnxflow.ops import load_all
+from onnxflow.ops.pass_made import FUSED_DOMAIN
+from onnxflow.ops.registry import REGISTRY
 
 #: Scan over vectors b_t: the distances of A's rows to b_t, less Neg(bias). Neg(bias) is
 #: invariant (hoisted); Sub + ReduceSumSquare is the row-distance pattern (fused).
@@ -37,13 +39,14 @@ def _knn_body() -> onnx.GraphProto:
 
 
 def test_hoisting_is_declared_before_the_fusions() -> None:
-    assert (hoist.hoist, fuse_distances.fuse) == BODY_PASSES
+    body_passes = tuple(p.run for p in PIPELINE if p.stage is Stage.LOOP_BODY)
+    assert (hoist.hoist, fuse_distances.fuse) == body_passes
 
 
 def test_a_body_gets_both_hoisting_and_fusion() -> None:
     load_all()
     ranks = {"A": 2, "b_t": 1, "bias": 1}
-    forms = loop_body_forms(_knn_body(), ["b_t"], ranks.get, 13)
+    forms = loop_body_forms(_knn_body(), BodyFacts(("b_t",), ranks.get, 13, REGISTRY), True)
     assert forms is not None
     assert [n.op_type for n in forms.pre.node] == ["Neg"]
     assert forms.invariants == ("nb",)
@@ -54,10 +57,11 @@ def test_a_body_gets_both_hoisting_and_fusion() -> None:
 def test_a_body_no_pass_changes_is_left_as_written() -> None:
     load_all()
     body = _knn_body()
-    assert loop_body_forms(body, ["b_t"], lambda name: None, 13) is not None  # Neg still moves
+    facts = BodyFacts(("b_t",), lambda name: None, 13, REGISTRY)
+    assert loop_body_forms(body, facts, True) is not None  # Neg still moves
     del body.node[2:4]  # no Neg, no Add
     body.output[1].name = "dist"
-    assert loop_body_forms(body, ["b_t"], lambda name: None, 13) is None  # ranks unknown
+    assert loop_body_forms(body, facts, True) is None  # ranks unknown
 
 
 def test_the_rewritten_body_computes_the_body_as_written() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from onnxflow.compile.passes.forms import fresh_name
+from onnxflow.ir.names import fresh_name
 
 _BRANCHES = ("then_branch", "else_branch")
 

@@ -1,8 +1,12 @@
 """Compiling a graph (and its subgraphs) into immutable plans.
 
-Kernels are resolved by ``(domain, op_type, opset)`` here, attributes are decoded here, and the
-names a subgraph reads from enclosing scopes (its captures) are found here and passed to the
-node that owns the subgraph as extra inputs. The executor never looks at an op name.
+Every scope compiled here goes through the pass pipeline (:data:`onnxflow.compile.passes.
+PIPELINE`): the model passes on the main graph, the graph passes on each graph before its
+nodes compile, the node passes on each node, and the loop-body passes on each loop body a
+kernel asks for (:meth:`_GraphBuilder.loop_body_forms`). Kernels are resolved by ``(domain,
+op_type, opset)`` here, attributes are decoded here, and the names a subgraph reads from
+enclosing scopes (its captures) are found here and passed to the node that owns the subgraph as
+extra inputs. The executor never looks at an op name.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import functools
 import inspect
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,13 +23,16 @@ import onnx
 import onnx.defs
 from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
+import onnxflow.ops.pass_made.kernels  # noqa: F401  (the kernels of the nodes the passes make)
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.context import NodeContext
-from onnxflow.compile.passes import graph_forms
-from onnxflow.compile.passes.fold import fold, frozen, may_fold
-from onnxflow.compile.passes.forms import FUSED_DOMAIN
-from onnxflow.compile.passes.functions import expand_call, function_for, function_opsets
-from onnxflow.compile.passes.half import widen_half
+from onnxflow.compile.passes import graph_forms, loop_body_forms, model_forms, node_rewrite
+from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.fold import frozen
+from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.compile.passes.half import types_agree
+from onnxflow.compile.passes.model_facts import ModelFacts
+from onnxflow.compile.passes.node_site import Computed, Inlined, NodeSite, NodeStep
 from onnxflow.compile.plan import (
     NONE_SLOT,
     TRASH_SLOT,
@@ -34,8 +41,10 @@ from onnxflow.compile.plan import (
     passthrough,
 )
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.schemas import op_schema
 from onnxflow.ir.walk import scope_types
-from onnxflow.ops.registry import REGISTRY, Kernel, Registry, normalize_domain
+from onnxflow.ops.registry import REGISTRY, Kernel, Registry
 from onnxflow.traits import Built, Traits, bind_attributes
 from onnxflow.values import tensor_to_array
 
@@ -51,6 +60,9 @@ class Compiler:
     loop_condition: str = "spec"
     float16_rounding: str = "each_op"
     missing: list[tuple[str, str, int]] = field(default_factory=list)
+    #: The last main graph whose types strict inference checked, and the answer: a session
+    #: compiling its graph twice checks it once.
+    _checked: tuple[GraphProto, bool] | None = field(default=None, init=False, repr=False)
 
     def compile_main(
         self, graph: GraphProto, opsets: dict[str, int], fixed_initializers: bool = False
@@ -63,10 +75,11 @@ class Compiler:
         With ``fixed_initializers``, graph inputs that have an initializer count as constants
         (for runs that do not override them), so what depends on them only can be folded.
         """
-        if self.optimize:
-            widened = widen_half(graph, opsets, each_op=self.float16_rounding == "each_op")
-            if widened is not None:
-                graph, opsets = widened, {**opsets, FUSED_DOMAIN: 1}
+        facts = ModelFacts(
+            opsets, self.registry, self.float16_rounding, lambda: self._types_agree(graph, opsets)
+        )
+        graph, made = model_forms(graph, facts, self.optimize)
+        opsets = {**opsets, **made}
         builder = _GraphBuilder(self, graph, None, {})
         builder.fixed_initializers = fixed_initializers
         plan = builder.build(opsets)
@@ -78,6 +91,12 @@ class Compiler:
                 unique,
             )
         return plan
+
+    def _types_agree(self, graph: GraphProto, opsets: dict[str, int]) -> bool:
+        """:func:`.passes.half.types_agree` of the main ``graph``, checked once per graph."""
+        if self._checked is None or self._checked[0] is not graph:
+            self._checked = (graph, types_agree(graph, opsets))
+        return self._checked[1]
 
 
 class _GraphBuilder:
@@ -189,10 +208,9 @@ class _GraphBuilder:
             value = _sparse_to_dense(init)
             value.flags.writeable = False
             self.constant_slots.add(self._new_slot(init.values.name, value))
-        nodes: Sequence[NodeProto] = self.graph.node
-        if self.compiler.optimize:
-            nodes, extra = graph_forms(self.graph, opsets)
-            opsets = {**opsets, **extra}
+        view = GraphView(self.graph, self.graph.node, opsets, self.compiler.registry)
+        nodes, made = graph_forms(view, self.compiler.optimize)
+        opsets = {**opsets, **made}
         for node in nodes:
             self.compile_node(node, opsets)
         outputs = [vi.name for vi in self.graph.output]
@@ -220,13 +238,65 @@ class _GraphBuilder:
     def compile_subgraph(
         self, graph: GraphProto, opsets: dict[str, int], declared: GraphProto | None = None
     ) -> Plan:
+        """Compile ``graph``, a subgraph of a node of this scope, into its plan: it reads this
+        scope's names and types (``declared``'s declarations first, when given)."""
+        return self.compile_later(graph, opsets, declared)()
+
+    def compile_later(
+        self, graph: GraphProto, opsets: dict[str, int], declared: GraphProto | None = None
+    ) -> Callable[[], Plan]:
+        """What compiles ``graph`` as :meth:`compile_subgraph` would now, when called: the
+        scope it may read is taken now, as the node that owns it sees it."""
         types = self.types
         if declared is not None:
             types = ChainMap(scope_types(declared), types)
         constants = self.visible_constants() if self.compiler.optimize else None
-        return _GraphBuilder(self.compiler, graph, self.visible(), types, constants).build(opsets)
+        compiler, visible = self.compiler, self.visible()
+        return lambda: _GraphBuilder(compiler, graph, visible, types, constants).build(opsets)
+
+    def loop_body_forms(
+        self, graph: GraphProto, element_inputs: Sequence[str], opsets: dict[str, int]
+    ) -> BodyForms | None:
+        """``graph``, the body of a loop node of this scope, as the pipeline's loop-body passes
+        rewrite it (None when none changes it). ``element_inputs``: the body inputs that take
+        one element of a scanned sequence (none for Loop)."""
+        types = ChainMap(scope_types(graph), self.types)
+        facts = BodyFacts(
+            tuple(element_inputs), functools.partial(_rank, types), opsets.get("", 0),
+            self.compiler.registry,
+        )  # fmt: skip
+        return loop_body_forms(graph, facts, self.compiler.optimize)
 
     def compile_node(self, node: NodeProto, opsets: dict[str, int]) -> None:
+        """Compile ``node`` as the node passes leave it: a step, constants, or other nodes."""
+        site = self._site(node, opsets)
+        try:
+            if site.kernel is None:
+                self._compile_rewritten(site, node_rewrite(site, self.compiler.optimize))
+                return
+            fn, traits, ins, plans = self._bind(site.kernel, node, site.opset, opsets)
+            several = traits.several or outputs_several(node, site.schema)
+            step = NodeStep(fn, traits, self._constant_args(ins), max(len(node.output), 1), several)
+            rewrite = node_rewrite(replace(site, step=step), self.compiler.optimize)
+        except OnnxflowError:
+            raise
+        except Exception as exc:  # a kernel's preparation failed on this node's attributes
+            raise ValidationError(
+                f"{where(node.name, node.op_type, site.domain, site.opset)} in graph "
+                f"{self.graph.name!r} cannot be compiled: {type(exc).__name__}: {exc}"
+            ) from exc
+        if rewrite is not None:  # the subgraphs compiled for its kernel are not needed
+            self._compile_rewritten(site, rewrite)
+            return
+        outs = self._define_outputs(node)
+        self.children.extend((len(self.steps), plan) for plan in plans)
+        self.steps.append((fn, tuple(ins), outs if several else outs[0]))
+        self.traits.append(traits)
+        ins_out = (tuple(node.input), tuple(node.output))
+        self.infos.append(NodeInfo(node.name, node.op_type, site.domain, site.opset, *ins_out))
+
+    def _site(self, node: NodeProto, opsets: dict[str, int]) -> NodeSite:
+        """``node`` with its operator resolved: its schema looked up once, then its kernel."""
         domain = normalize_domain(node.domain)
         opset = opsets.get(domain)
         if opset is None:
@@ -234,69 +304,35 @@ class _GraphBuilder:
                 f"{where(node.name, node.op_type, domain, None)}: domain "
                 f"{domain or 'ai.onnx'!r} is not in the opset imports {sorted(opsets)}"
             )
-        try:
-            kernel = self.compiler.registry.lookup(domain, node.op_type, opset)
-            if kernel is None:
-                self._expand_or_record(node, domain, opset, opsets)
-                return
-            fn, traits, ins, plans = self._bind(kernel, node, opset, opsets)
-        except OnnxflowError:
-            raise
-        except Exception as exc:  # a kernel's preparation failed on this node's attributes
-            raise ValidationError(
-                f"{where(node.name, node.op_type, domain, opset)} in graph {self.graph.name!r}"
-                f" cannot be compiled: {type(exc).__name__}: {exc}"
-            ) from exc
-        outs = self._define_outputs(node)
-        multi = traits.several or returns_several(node, domain, opset)
-        if self._fold(fn, traits, node, ins, outs, multi):
-            return
-        out: Any = outs if multi else outs[0]
-        self.children.extend((len(self.steps), plan) for plan in plans)
-        self.steps.append((fn, tuple(ins), out))
-        self.traits.append(traits)
-        self.infos.append(
-            NodeInfo(node.name, node.op_type, domain, opset, tuple(node.input), tuple(node.output))
+        schema = op_schema(domain, node.op_type, opset)
+        kernel = self.compiler.registry.lookup(domain, node.op_type, opset)  # reads that schema
+        return NodeSite(
+            node, domain, opset, opsets, schema, kernel, self.types, self.compiler.functions
         )
 
-    def _fold(
-        self,
-        fn: Callable[..., Any],
-        traits: Traits,
-        node: NodeProto,
-        ins: list[int],
-        outs: tuple[int, ...],
-        multi: bool,
-    ) -> bool:
-        """Compute now a node that reads only this graph's constants (:mod:`.passes.fold`);
-        False leaves it to run time."""
+    def _constant_args(self, ins: list[int]) -> list[Any] | None:
+        """The values a node reads when each is omitted or a constant of this graph (never an
+        input the caller may feed), else None."""
         constant = all(
             s == NONE_SLOT or (s in self.constant_slots and s not in self.input_slots) for s in ins
         )
-        if not (self.compiler.optimize and may_fold(traits, node, constant)):
-            return False
-        values = fold(fn, [self.template[s] for s in ins], len(outs), multi)
-        if values is None:
-            return False
-        for slot, value in zip(outs, values):
+        return [self.template[s] for s in ins] if constant else None
+
+    def _compile_rewritten(self, site: NodeSite, rewrite: Inlined | Computed | None) -> None:
+        """Compile what a node pass made of ``site``'s node: its nodes, or its values as
+        constants; with no kernel and no pass serving it, record its operator as missing."""
+        if isinstance(rewrite, Inlined):
+            for inner in rewrite.nodes:
+                self.compile_node(inner, rewrite.opsets)
+            return
+        outs = self._define_outputs(site.node)
+        if rewrite is None:
+            self.compiler.missing.append((site.domain, site.node.op_type, site.opset))
+            return
+        for slot, value in zip(outs, rewrite.values):
             if slot != TRASH_SLOT:
                 self.template[slot] = frozen(value)
                 self.constant_slots.add(slot)
-        return True
-
-    def _expand_or_record(
-        self, node: NodeProto, domain: str, opset: int, opsets: dict[str, int]
-    ) -> None:
-        """Compile a function call as its body's nodes, or record the operator as missing."""
-        compiler = self.compiler
-        body = function_for(node, domain, opset, compiler.functions, self.types)
-        if body is None:
-            compiler.missing.append((domain, node.op_type, opset))
-            self._define_outputs(node)
-            return
-        body_opsets = function_opsets(body, opsets)
-        for inner in expand_call(node, body):
-            self.compile_node(inner, body_opsets)
 
     def _bind(
         self, kernel: Kernel, node: NodeProto, opset: int, opsets: dict[str, int]
@@ -315,7 +351,7 @@ class _GraphBuilder:
             return fn, traits, ins + [self.resolve(name) for name in ctx.captures], ctx.plans
         if kernel.traits.passthrough and len(ins) == 1 and len(node.output) == 1:
             return passthrough, kernel.traits, ins, []
-        fn = _bind_plain(kernel.fn, attrs, node, opset)
+        fn = _bind_kernel_attributes(kernel.fn, attrs, node, opset)
         return fn, bind_attributes(kernel.traits.replace(passthrough=False), attrs), ins, []
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
@@ -333,9 +369,10 @@ class _GraphBuilder:
         return tuple(slots) or (TRASH_SLOT,)
 
 
-def _bind_plain(
+def _bind_kernel_attributes(
     fn: Callable[..., Any], attrs: dict[str, Any], node: NodeProto, opset: int
 ) -> Callable[..., Any]:
+    """A non-builder kernel with the node's attributes bound (checked against its signature)."""
     if not attrs:
         return fn
     try:
@@ -350,13 +387,22 @@ def _bind_plain(
 
 def returns_several(node: NodeProto, domain: str, opset: int) -> bool:
     """Whether the kernel of ``node`` returns a tuple of outputs: the node lists several, or
-    its schema allows several (a node listing fewer takes the first ones)."""
-    if len(node.output) > 1:
-        return True
-    try:
-        return onnx.defs.get_schema(node.op_type, opset, domain).max_output > 1
-    except onnx.defs.SchemaError:
-        return False
+    its schema at ``opset`` allows several (a node listing fewer takes the first ones)."""
+    return outputs_several(node, op_schema(domain, node.op_type, opset))
+
+
+def outputs_several(node: NodeProto, schema: onnx.defs.OpSchema | None) -> bool:
+    """:func:`returns_several` of ``node`` given its operator's ``schema`` (None: onnx has
+    none)."""
+    return len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+
+
+def _rank(types: Mapping[str, TypeProto], name: str) -> int | None:
+    """The static rank of the tensor ``name`` in ``types``, when known."""
+    tp = types.get(name)
+    if tp is None or not tp.tensor_type.HasField("shape"):
+        return None
+    return len(tp.tensor_type.shape.dim)
 
 
 def _with_frees(

@@ -8,17 +8,18 @@ implements :class:`BuildScope`, and each node it compiles with a builder kernel 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 from onnx import GraphProto, NodeProto, TypeProto
 
+from onnxflow.compile.passes.body_forms import BodyForms
 from onnxflow.compile.plan import Plan, Subgraph
 from onnxflow.errors import ValidationError, where
 from onnxflow.ir.dims import static_shape
+from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.walk import scope_types
-from onnxflow.ops.registry import normalize_domain
 from onnxflow.traits import NONE, Traits
 
 
@@ -44,6 +45,16 @@ class BuildScope(Protocol):
         self, graph: GraphProto, opsets: dict[str, int], declared: GraphProto | None = None
     ) -> Plan:
         """Compile a subgraph of this scope into its plan."""
+
+    def compile_later(
+        self, graph: GraphProto, opsets: dict[str, int], declared: GraphProto | None = None
+    ) -> Callable[[], Plan]:
+        """What compiles a subgraph of this scope, as it would compile now, when called."""
+
+    def loop_body_forms(
+        self, graph: GraphProto, element_inputs: Sequence[str], opsets: dict[str, int]
+    ) -> BodyForms | None:
+        """A loop body as the pipeline's loop-body passes rewrite it (None: unchanged)."""
 
 
 class NodeContext:
@@ -166,3 +177,22 @@ class NodeContext:
                 self.captures.append(name)
             positions.append(self.captures.index(name))
         return Subgraph(plan, tuple(positions))
+
+    def loop_body_forms(self, graph: GraphProto, element_inputs: Sequence[str]) -> BodyForms | None:
+        """``graph``, this node's loop body, as the compile pipeline's loop-body passes rewrite
+        it (:mod:`onnxflow.compile.passes`), or None when none changes it (or the session does
+        not optimize). ``element_inputs``: the body inputs that take one element of a scanned
+        sequence each iteration (none for Loop)."""
+        return self._scope.loop_body_forms(graph, element_inputs, self.opsets)
+
+    def subgraph_later(self, graph: GraphProto) -> Callable[[], Subgraph]:
+        """What compiles ``graph``, a subgraph attribute, when called, as :meth:`subgraph`
+        would now; it may read only outer-scope values this node already captures (those of
+        the other subgraphs compiled for it)."""
+        compile_plan, captures = self._scope.compile_later(graph, self.opsets), self.captures
+
+        def compiled() -> Subgraph:
+            plan = compile_plan()
+            return Subgraph(plan, tuple(captures.index(name) for name in plan.capture_names))
+
+        return compiled

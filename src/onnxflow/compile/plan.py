@@ -11,6 +11,9 @@ where the third field is an ``int`` for a single-output node and a tuple otherwi
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +125,28 @@ class LoopPlan:
     label: str
     key: str
     layout: Layout
-    plain: Subgraph
     body: Subgraph
     pre: Subgraph | None = None
     n_invariants: int = 0
+    #: What compiles the body as written, when the passes changed it (None: ``body`` is it).
+    compile_as_written: Callable[[], Subgraph] | None = None
+
+    @functools.cached_property
+    def plain(self) -> Subgraph:
+        """The body as written, node by node: what runs watched by node observers, who see
+        every node of every iteration as the model has it.
+
+        When the passes changed the body it is compiled here, once, at the first observed run:
+        observed runs are rare, and compiling it with the loop would double the compile time of
+        every loop whose body the passes change.
+        """
+        if self.compile_as_written is None:
+            return self.body
+        with _COMPILING:
+            if "plain" not in self.__dict__:
+                self.__dict__["plain"] = self.compile_as_written()
+            return self.__dict__["plain"]
+
+
+#: Held while a loop's body as written compiles: two runs observed at once compile it once.
+_COMPILING = threading.Lock()

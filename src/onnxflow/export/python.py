@@ -27,9 +27,9 @@ from onnx import GraphProto, ModelProto, NodeProto
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.compiler import returns_several
-from onnxflow.compile.passes.forms import fresh_name
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ir.load import load_model
+from onnxflow.ir.names import fresh_name
 from onnxflow.ir.validate import validate_model
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY, normalize_domain, schema_since_version

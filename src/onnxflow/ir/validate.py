@@ -22,9 +22,9 @@ from google.protobuf.message import Message
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from onnxflow.errors import UnsupportedVersionError, ValidationError, where
+from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import all_tensors, nesting_depth
 from onnxflow.ir.walk import subgraphs
-from onnxflow.ops.registry import normalize_domain
 from onnxflow.values import np_dtype
 
 #: Newest IR version whose rules onnxflow follows.

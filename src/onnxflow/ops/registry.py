@@ -21,17 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import onnx.defs
-
 from onnxflow.errors import OnnxflowError
+from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.schemas import op_schema
 from onnxflow.traits import NONE, Traits
 
 ONNX_DOMAIN = ""
-
-
-def normalize_domain(domain: str) -> str:
-    """Return the canonical spelling of a domain (``ai.onnx`` is the default domain ``""``)."""
-    return "" if domain in ("", "ai.onnx") else domain
 
 
 @dataclass(frozen=True)
@@ -96,10 +91,8 @@ class Registry:
 
 def schema_since_version(domain: str, op_type: str, opset: int) -> int | None:
     """Return the since_version of the schema in force at ``opset``, or None if onnx has none."""
-    try:
-        return onnx.defs.get_schema(op_type, opset, normalize_domain(domain)).since_version
-    except onnx.defs.SchemaError:
-        return None
+    schema = op_schema(domain, op_type, opset)
+    return None if schema is None else schema.since_version
 
 
 REGISTRY = Registry()

@@ -31,14 +31,14 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
 @op(
     "Shape",
     *(1, 13, 15, 19, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, numpy="np.array({0}.shape, dtype=np.int64)"),
+    traits=Traits(static_shape=True, from_shape=True, numpy="np.array({0}.shape, dtype=np.int64)"),
 )
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
     return np.array(data.shape[start:end], dtype=np.int64)
 
 
-@op("Size", 1, 13, 19, 21, 23, 24, 25)
+@op("Size", 1, 13, 19, 21, 23, 24, 25, traits=Traits(from_shape=True))
 def size(data: np.ndarray) -> np.ndarray:
     """Return the number of elements of data as an int64 scalar."""
     return np.array(data.size, dtype=np.int64)

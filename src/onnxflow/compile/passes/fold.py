@@ -1,8 +1,9 @@
-"""Constant folding: a node that reads only constants is computed once, at compile time.
+"""Node pass: a node that reads only constants is computed once, at compile time.
 
-The compiler meets the nodes in order and asks of each whether it :func:`may_fold`; if so it
-computes the node with :func:`fold` and keeps the outputs, :func:`frozen`, as constants of the
-plan, so the nodes after it that read only them fold in turn. A node may fold when its kernel
+The compiler meets the nodes in order and runs :func:`fold_constants` on each bound one: when
+it :func:`may_fold`, it is computed with :func:`fold` and its outputs are kept,
+:func:`frozen`, as constants of the plan, so the nodes after it that read only them fold in
+turn. A node may fold when its kernel
 is ``pure`` (:class:`onnxflow.traits.Traits`: random draws differ per run), it holds no
 subgraph, and every input it reads is a constant of its own graph. A result over
 :data:`FOLD_LIMIT_BYTES`, or a failure, leaves the node to run time, where its error is
@@ -17,11 +18,21 @@ from typing import Any
 import numpy as np
 from onnx import AttributeProto, NodeProto
 
+from onnxflow.compile.passes.node_site import Computed, NodeSite
 from onnxflow.compile.plan import many
 from onnxflow.traits import Traits
 
 #: A constant node whose output is larger than this is computed at run time instead.
 FOLD_LIMIT_BYTES = 256 * 2**20
+
+
+def fold_constants(site: NodeSite) -> Computed | None:
+    """The pass: the bound node's outputs computed now, or None to leave it to run time."""
+    step = site.step
+    if step is None or not may_fold(step.traits, site.node, step.constant_args is not None):
+        return None
+    values = fold(step.fn, step.constant_args or (), step.n_outputs, step.several)
+    return None if values is None else Computed(values)
 
 
 def may_fold(traits: Traits, node: NodeProto, inputs_constant: bool) -> bool:

@@ -7,8 +7,9 @@ map per channel, ``y = x * a + (bias - mean * a)`` with ``a = scale / sqrt(var +
 (which is how the BatchNormalization kernel computes it too), so it can be moved into the
 Conv: ``W' = W * a`` per output channel and ``B' = B * a + (bias - mean * a)``.
 
-The pass writes this as a ``FoldBatchNorm`` node (:func:`onnxflow.ops.fused.fold_batch_norm`)
-computing ``W'`` and ``B'`` from the constants, then the Conv reading them and writing the
+The pass writes this as a ``FoldBatchNorm`` node
+(:func:`onnxflow.ops.pass_made.kernels.fold_batch_norm`) computing ``W'`` and ``B'`` from the
+constants, then the Conv reading them and writing the
 BatchNormalization's output. The fold node reads only initializers, so the compiler's constant
 folding computes it once, when the session is created; the run does one Conv. Results differ
 from the two nodes' only by rounding (the products are summed in another order, as onnxruntime's
@@ -29,10 +30,10 @@ from collections import Counter
 
 from onnx import AttributeProto, NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView, fresh_name, is_default
-
-#: The op type of the fused node that folds the parameters.
-FOLD_BATCH_NORM = "FoldBatchNorm"
+from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.ir.domains import is_onnx_op
+from onnxflow.ir.names import fresh_name
+from onnxflow.ops.pass_made import FOLD_BATCH_NORM, FUSED_DOMAIN
 
 _FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE)
 
@@ -41,7 +42,7 @@ def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
     """The nodes of the graph with each foldable Conv -> BatchNormalization pair as a
     ``FoldBatchNorm`` node and one Conv, or None if there is none."""
     nodes = view.nodes
-    if view.opset() < 7 or not any(is_default(n, "BatchNormalization") for n in nodes):
+    if view.opset() < 7 or not any(is_onnx_op(n, "BatchNormalization") for n in nodes):
         return None
     reads = view.reads()
     producer = {o: n for n in nodes for o in n.output if o}
@@ -64,7 +65,7 @@ def _constant_tensors(view: GraphView) -> dict[str, TensorProto]:
     constants = view.constants()
     tensors = {t.name: t for t in view.graph.initializer if t.name in constants}
     for node in view.nodes:
-        if is_default(node, "Constant") and len(node.attribute) == 1 and node.output:
+        if is_onnx_op(node, "Constant") and len(node.attribute) == 1 and node.output:
             attr = node.attribute[0]
             if attr.name == "value" and attr.type == AttributeProto.TENSOR:
                 tensors[node.output[0]] = attr.t
@@ -78,10 +79,10 @@ def _pair(
     tensors: dict[str, TensorProto],
 ) -> NodeProto | None:
     """The Conv whose output only ``bn`` reads, when the pair folds (see the module)."""
-    if not is_default(bn, "BatchNormalization") or not _inference(bn):
+    if not is_onnx_op(bn, "BatchNormalization") or not _inference(bn):
         return None
     conv = producer.get(bn.input[0])
-    if conv is None or not is_default(conv, "Conv") or reads[bn.input[0]] != 1:
+    if conv is None or not is_onnx_op(conv, "Conv") or reads[bn.input[0]] != 1:
         return None
     if len(conv.input) < 2 or conv.input[1] not in tensors:
         return None

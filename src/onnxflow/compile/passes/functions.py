@@ -1,4 +1,4 @@
-"""Function expansion: a call is compiled as the nodes of the function's body.
+"""Node pass: a call is compiled as the nodes of the function's body.
 
 Two kinds of functions run this way: model-local functions (``ModelProto.functions``) and
 operators whose schema defines them by a function body, when onnxflow has no direct kernel.
@@ -11,14 +11,25 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 
-import onnx
-import onnx.defs
 from onnx import AttributeProto, FunctionProto, GraphProto, NodeProto, TypeProto
 
+from onnxflow.compile.passes.node_site import Inlined, NodeSite
+from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.schemas import op_schema
 from onnxflow.ir.walk import subgraphs
-from onnxflow.ops.registry import normalize_domain
 
 _counter = itertools.count()
+
+
+def expand_functions(site: NodeSite) -> Inlined | None:
+    """The pass: a node no kernel serves as its function's body specialised for the call
+    (:func:`expand_call`), under the function's opsets; None when no function defines it."""
+    if site.kernel is not None or site.step is not None:
+        return None
+    fn = function_for(site.node, site.domain, site.opset, site.functions, site.types)
+    if fn is None:
+        return None
+    return Inlined(expand_call(site.node, fn), function_opsets(fn, site.opsets))
 
 
 def function_for(
@@ -49,10 +60,10 @@ def schema_function(
     node: NodeProto, opset: int, input_types: list[TypeProto | None]
 ) -> FunctionProto | None:
     """Return the function body that defines ``node``'s operator at ``opset``, if any: the
-    schema's context-dependent body when every input type is known, else its plain body."""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, normalize_domain(node.domain))
-    except onnx.defs.SchemaError:
+    schema's context-dependent body when every input type is known, else its context-free
+    body."""
+    schema = op_schema(node.domain, node.op_type, opset)
+    if schema is None:
         return None
     raw = b""
     if schema.has_context_dependent_function and all(t is not None for t in input_types):

@@ -7,7 +7,7 @@ When A stays the same object across iterations, the fused kernel keeps A transpo
 difference then runs along long contiguous rows, and the sum over the short axis is one BLAS
 product (a knn iteration: 6.0 -> 3.8 us). The values are the same differences and squares; only
 the order of the additions in each row sum differs. The fused kernel is
-:func:`onnxflow.ops.fused.row_squared_distances`.
+:func:`onnxflow.ops.pass_made.kernels.row_squared_distances`.
 
 Like hoisting, this rewrites the body the generated loop runs; observed runs see the body as
 written.
@@ -22,28 +22,14 @@ from typing import Any
 
 from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
-from onnxflow.compile.passes.forms import (
-    FUSED_DOMAIN,
-    BodyFacts,
-    BodyForms,
-    is_default,
-    value_reads,
-)
-from onnxflow.ops.registry import REGISTRY
-
-__all__ = ["FUSED_DOMAIN", "ROW_SQUARED_DISTANCES", "fuse", "fuse_distances"]
-
-#: The op type of the fused node.
-ROW_SQUARED_DISTANCES = "RowSquaredDistances"
+from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.graph_view import value_reads
+from onnxflow.ir.domains import is_onnx_op
+from onnxflow.ops.pass_made import FUSED_DOMAIN, ROW_SQUARED_DISTANCES
 
 
 def fuse(forms: BodyForms, facts: BodyFacts) -> BodyForms | None:
-    """The pass: ``forms`` with the pairs of the per-iteration body fused, or None if none is.
-
-    Nothing is fused while the fused kernel is not registered.
-    """
-    if not REGISTRY.has_op(FUSED_DOMAIN, ROW_SQUARED_DISTANCES):
-        return None
+    """The pass: ``forms`` with the pairs of the per-iteration body fused, or None if none is."""
     body = fuse_distances(forms.body, facts.rank)
     if body is None:
         return None
@@ -85,10 +71,10 @@ def _fusable_sub(
     rank: Callable[[str], int | None],
 ) -> NodeProto | None:
     """The Sub that ``node``, a ReduceSumSquare, alone reads, of a matrix minus a vector."""
-    if not is_default(node, "ReduceSumSquare"):
+    if not is_onnx_op(node, "ReduceSumSquare"):
         return None
     sub = producer.get(node.input[0])
-    if sub is None or not is_default(sub, "Sub") or reads[node.input[0]] != 1:
+    if sub is None or not is_onnx_op(sub, "Sub") or reads[node.input[0]] != 1:
         return None
     if rank(sub.input[0]) != 2 or rank(sub.input[1]) != 1:
         return None

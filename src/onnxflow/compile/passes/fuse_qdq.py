@@ -4,10 +4,10 @@ point becomes one node, ``FakeQuantize``.
 Statically quantized (QDQ) models hold such a pair on every activation: onnxruntime folds the
 pairs into integer kernels; run as written, each pair makes an 8-bit tensor and reads it back,
 two passes and two allocations over the activation. The fused kernel
-(:func:`onnxflow.ops.fused.fake_quantize`) rounds, clamps and scales back in one float32 buffer,
-with the same result: ``k = clamp(rint(x / s) + z)`` is an exact small integer in float32, and
-``(k - z) * s`` is rounded once, as DequantizeLinear rounds it. Inputs that are not float32
-with an 8-bit zero point run the two kernels as written.
+(:func:`onnxflow.ops.pass_made.kernels.fake_quantize`) rounds, clamps and scales back in one
+float32 buffer, with the same result: ``k = clamp(rint(x / s) + z)`` is an exact small integer
+in float32, and ``(k - z) * s`` is rounded once, as DequantizeLinear rounds it. Inputs that are
+not float32 with an 8-bit zero point run the two kernels as written.
 
 The 8-bit value itself is no longer made: a run that asks for every value (``intermediate``,
 observers) sees the pair as one node. Runs with ``SessionOptions(optimize=False)`` keep the
@@ -20,10 +20,9 @@ from collections import Counter
 
 from onnx import NodeProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView, is_default
-
-#: The op type of the fused node.
-FAKE_QUANTIZE = "FakeQuantize"
+from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.ir.domains import is_onnx_op
+from onnxflow.ops.pass_made import FAKE_QUANTIZE, FUSED_DOMAIN
 
 
 def fuse_qdq(view: GraphView) -> list[NodeProto] | None:
@@ -53,10 +52,10 @@ def _attrs(node: NodeProto) -> dict[str, object]:
 def _pair(dq: NodeProto, producer: dict[str, NodeProto], reads: Counter[str]) -> NodeProto | None:
     """The QuantizeLinear that ``dq`` alone reads, with the same scale, zero point and axis,
     per tensor or per axis (no blocks, no output type or precision of its own)."""
-    if not is_default(dq, "DequantizeLinear") or len(dq.input) < 2:
+    if not is_onnx_op(dq, "DequantizeLinear") or len(dq.input) < 2:
         return None
     q = producer.get(dq.input[0])
-    if q is None or not is_default(q, "QuantizeLinear") or reads[dq.input[0]] != 1:
+    if q is None or not is_onnx_op(q, "QuantizeLinear") or reads[dq.input[0]] != 1:
         return None
     if list(q.input[1:3]) != list(dq.input[1:3]) or len(q.input) < 3 or not q.input[2]:
         return None  # the zero point sets the 8-bit type: it must be given

@@ -5,8 +5,9 @@ about 4 ns an element against 0.1 in float32, and a cast each way costs 1-1.5 ns
 float16 tensors of a graph are held as float32 arrays whose values are all float16 values: every
 op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
 a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
-infinity, as a cast to float16 would, in three float32 passes (:func:`onnxflow.ops.fused.
-half_round`). Results are those of computing each op in float32 and rounding it to float16.
+infinity, as a cast to float16 would, in three float32 passes
+(:func:`onnxflow.ops.pass_made.kernels.half_round`). Results are those of computing each op in
+float32 and rounding it to float16.
 
 The rewrite, on the shape-inferred main graph and every subgraph:
 
@@ -31,7 +32,7 @@ optional or sparse tensor. ``SessionOptions(optimize=False)`` computes in float1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,13 +48,14 @@ from onnx import (
     numpy_helper,
 )
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, fresh_name, is_default
+from onnxflow.compile.passes.model_facts import ModelFacts
+from onnxflow.compile.passes.op_traits import traits_of
+from onnxflow.ir.domains import is_onnx_op, normalize_domain
+from onnxflow.ir.names import fresh_name
 from onnxflow.ir.walk import subgraphs
-from onnxflow.ops.registry import REGISTRY, normalize_domain
+from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
+from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
-
-#: The op type of the rounding node.
-HALF_ROUND = "HalfRound"
 
 HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
 _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
@@ -63,24 +65,38 @@ _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
 class _Rewrite:
     """What every step of one model's rewrite reads: the names in use (new ones are added),
     the float16 inputs of every scope, whether each op's result is rounded, and the model's
-    opsets by normalized domain (which kernel serves a node)."""
+    opsets by normalized domain with the registry (which kernel serves a node)."""
 
     names: set[str]
     half_inputs: set[str]
     each_op: bool
     opsets: dict[str, int]
+    registry: Registry
+
+
+def widen(graph: GraphProto, facts: ModelFacts) -> GraphProto | None:
+    """The pass: :func:`widen_half` of the main ``graph``, rounding each op's result unless
+    ``SessionOptions.float16_rounding`` is ``"outputs"``."""
+    each_op = facts.float16_rounding == "each_op"
+    return widen_half(graph, facts.opsets, facts.registry, each_op, facts.types_agree)
 
 
 def widen_half(
-    graph: GraphProto, opsets: dict[str, int] | None = None, each_op: bool = True
+    graph: GraphProto,
+    opsets: Mapping[str, int],
+    registry: Registry,
+    each_op: bool = True,
+    agree: Callable[[], bool] | None = None,
 ) -> GraphProto | None:
-    """The main ``graph`` (of a model importing ``opsets``) with its float16 values held in
-    float32 as described above, or None when the pass leaves it alone. Without ``each_op``,
-    op results are not rounded (``SessionOptions.float16_rounding="outputs"``): only casts to
-    float16 and the graph's outputs are."""
+    """The main ``graph`` (of a model importing ``opsets``, run by ``registry``'s kernels)
+    with its float16 values held in float32 as described above, or None when the pass leaves it
+    alone. Without ``each_op``, op results are not rounded
+    (``SessionOptions.float16_rounding="outputs"``): only casts to float16 and the graph's
+    outputs are. ``agree`` tells whether :func:`types_agree` holds for the graph (checked here
+    when not given)."""
     if not _uses_half(graph) or not _typed(graph) or not _outputs_made_by_nodes(graph):
         return None
-    if not _types_agree(graph, opsets or {}):
+    if not (types_agree(graph, opsets) if agree is None else agree()):
         return None
     new = GraphProto()
     new.CopyFrom(graph)
@@ -90,8 +106,8 @@ def widen_half(
         if _is_half(vi.type):
             renames[vi.name] = fresh_name(f"{vi.name}__float32", names)
             new.value_info.append(_widened_info(vi, renames[vi.name]))
-    imports = {normalize_domain(d): v for d, v in (opsets or {}).items()}
-    _widen_graph(new, _Rewrite(names, _half_names(new), each_op, imports), top=True)
+    imports = {normalize_domain(d): v for d, v in opsets.items()}
+    _widen_graph(new, _Rewrite(names, _half_names(new), each_op, imports, registry), top=True)
     _rename(new, renames)
     entry = [
         helper.make_node("Cast", [vi.name], [renames[vi.name]], to=FLOAT)
@@ -109,7 +125,7 @@ def widen_half(
     return new
 
 
-def _types_agree(graph: GraphProto, opsets: dict[str, int]) -> bool:
+def types_agree(graph: GraphProto, opsets: Mapping[str, int]) -> bool:
     """Whether strict shape inference finds the declared and inferred types of ``graph`` in
     agreement: the pass reads which values are float16 from them, so they must be right."""
     model = helper.make_model(
@@ -241,7 +257,7 @@ def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> li
         elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
             a.i = FLOAT
     before = []
-    if not _same_in_float32(node, rewrite.opsets):  # computed in float16 as written
+    if not _same_in_float32(node, rewrite):  # computed in float16 as written
         for k, name in enumerate(node.input):
             if name in rewrite.half_inputs:  # it gets real float16 inputs
                 narrow = fresh_name(f"{name}__float16", rewrite.names)
@@ -253,7 +269,7 @@ def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> li
 
 def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[NodeProto]:
     """The HalfRound nodes of ``node``'s float16 outputs, which it now writes unrounded."""
-    if _selects(node, rewrite.opsets):
+    if _selects(node, rewrite):
         return []
     rounds = []
     for k, out in enumerate(node.output):
@@ -264,41 +280,33 @@ def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[N
     return rounds
 
 
-def _all_versions(
-    node: NodeProto, promise: Callable[[Traits], bool], opsets: dict[str, int]
-) -> bool:
-    """Whether the kernel serving the node at the model's opset makes the ``promise`` (every
-    registered version, when the model's opset for the domain is not known)."""
-    opset = opsets.get(normalize_domain(node.domain))
-    if opset is not None:
-        kernel = REGISTRY.lookup(node.domain, node.op_type, opset)
-        return kernel is not None and promise(kernel.traits)
-    versions = REGISTRY.versions(node.domain, node.op_type)
-    kernels = [REGISTRY.lookup(node.domain, node.op_type, v) for v in versions]
-    return bool(kernels) and all(k is not None and promise(k.traits) for k in kernels)
+def _promises(node: NodeProto, promise: Callable[[Traits], bool], rewrite: _Rewrite) -> bool:
+    """Whether the kernel serving the node at the model's opset makes the ``promise``."""
+    traits = traits_of(node, rewrite.opsets, rewrite.registry)
+    return traits is not None and promise(traits)
 
 
-def _selects(node: NodeProto, opsets: dict[str, int]) -> bool:
+def _selects(node: NodeProto, rewrite: _Rewrite) -> bool:
     """Whether the op only selects values of its inputs (:attr:`Traits.selects`): float16
     inputs make float16 outputs, no rounding needed."""
-    return _all_versions(node, lambda t: t.selects, opsets)
+    return _promises(node, lambda t: t.selects, rewrite)
 
 
-def _same_in_float32(node: NodeProto, opsets: dict[str, int]) -> bool:
+def _same_in_float32(node: NodeProto, rewrite: _Rewrite) -> bool:
     """Whether the op, given float32 inputs holding float16 values, computes what it computes
     on float16 inputs before rounding: a single NumPy ufunc (whose float16 loops compute in
     float32 and round), an op that rounds once (:attr:`Traits.rounds_once`), one that only
     selects, or a node with subgraphs (rewritten themselves)."""
     if any(True for _ in subgraphs(node)):
         return True
-    return _all_versions(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects, opsets)
+    return _promises(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects, rewrite)
 
 
 def _to_half(node: NodeProto, half_values: set[str]) -> bool:
     """Whether ``node`` is a Cast to float16, or a CastLike whose output is float16."""
-    if is_default(node, "Cast"):
+    if is_onnx_op(node, "Cast"):
         return any(a.name == "to" and a.i == HALF for a in node.attribute)
-    return is_default(node, "CastLike") and node.output[0] in half_values
+    return is_onnx_op(node, "CastLike") and node.output[0] in half_values
 
 
 def _widened_tensor(t: TensorProto) -> TensorProto:

@@ -7,7 +7,7 @@ iteration instead of every time. In a Scan, a node that maps each scan element i
 it runs once over the whole sequence and each iteration reads its row ``t``. The spec's RNN input
 projection ``X_t · Wᵀ`` becomes one matrix product.
 
-The split is expressed as two graphs (:class:`~onnxflow.compile.passes.forms.BodyForms`):
+The split is expressed as two graphs (:class:`~onnxflow.compile.passes.body_forms.BodyForms`):
 ``pre`` (formal inputs: the whole scan sequences, time first, under the body's element input
 names) computing the invariant and batched values, and the remaining ``body`` taking, after the
 original inputs, one input per batched value (its row) and per invariant value. The pre-graph
@@ -15,7 +15,7 @@ runs only when the loop runs at least once, so a node that would fail is never r
 zero iterations.
 
 What may move is what the kernels' traits promise: ``pure`` (never a random draw), and for
-batching ``elementwise`` or ``rows`` (row-independent).
+batching ``elementwise`` or ``rows`` (row-independent). Only ai.onnx nodes move.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 
 from onnx import AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProto, helper
 
-from onnxflow.compile.passes.forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
+from onnxflow.compile.passes.op_traits import traits_of
 from onnxflow.ir.walk import subgraph_reads
-from onnxflow.ops.registry import REGISTRY
+from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
 
 
@@ -35,7 +36,7 @@ def hoist(forms: BodyForms, facts: BodyFacts) -> BodyForms | None:
 
     It splits the body as written, so it runs before any other loop-body pass.
     """
-    return split_body(forms.body, facts.element_inputs, facts.rank, facts.opset)
+    return split_body(forms.body, facts.element_inputs, facts.rank, facts.opset, facts.registry)
 
 
 def split_body(
@@ -43,12 +44,15 @@ def split_body(
     element_inputs: Sequence[str],
     rank: Callable[[str], int | None],
     opset: int,
+    registry: Registry,
 ) -> BodyForms | None:
     """Split ``body`` or return None when nothing can move.
 
     ``element_inputs`` are the body inputs that take one element of a scanned sequence (none for
-    Loop); ``rank`` gives a value's static rank when known; ``opset`` is the ai.onnx opset.
+    Loop); ``rank`` gives a value's static rank when known; ``opset`` is the ai.onnx opset;
+    ``registry`` holds the kernels whose traits say what may move.
     """
+    onnx_opset = {"": opset}  # the scope as far as hoisting reads it: ai.onnx nodes only
     local = {vi.name for vi in body.input} | {o for n in body.node for o in n.output}
     fixed = {t.name for t in body.initializer}
     element = {name: rank(name) for name in element_inputs}
@@ -56,7 +60,8 @@ def split_body(
     batched: dict[str, int] = {}
     moved: list[NodeProto] = []
     for node in body.node:
-        kind = _classify(node, local, fixed | invariant, element | batched, rank, opset)
+        traits = traits_of(node, onnx_opset, registry)
+        kind = _classify(node, traits, local, fixed | invariant, element | batched, rank)
         if kind is None:
             continue
         moved.append(node)
@@ -72,19 +77,19 @@ def split_body(
 
 def _classify(
     node: NodeProto,
+    traits: Traits | None,
     local: set[str],
     invariant: set[str],
     sequence: dict[str, int | None],
     rank: Callable[[str], int | None],
-    opset: int,
 ) -> int | None:
     """-1 for an invariant node, the output rank for a batchable node, None to keep it.
 
-    What a node may do is what its kernel's traits promise (:mod:`onnxflow.traits`): a pure
-    kernel whose inputs never change is invariant; an ``elementwise`` one, or one that maps
-    ``rows`` of input 0 independently, can run over the whole sequence at once.
+    What a node may do is what its kernel's ``traits`` promise (:mod:`onnxflow.traits`; None:
+    no kernel serves it here): a pure kernel whose inputs never change is invariant; an
+    ``elementwise`` one, or one that maps ``rows`` of input 0 independently, can run over the
+    whole sequence at once.
     """
-    traits = _traits(node, opset)
     if traits is None or not traits.pure:  # random draws differ per iteration: never moved
         return None
     if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
@@ -95,14 +100,6 @@ def _classify(
     if not ins or any(i not in sequence and i in local and i not in invariant for i in ins):
         return None
     return _batched_rank(node, traits, ins, sequence, rank)
-
-
-def _traits(node: NodeProto, opset: int) -> Traits | None:
-    """The traits of the default-domain kernel running ``node``, or None."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    kernel = REGISTRY.lookup("", node.op_type, opset)
-    return None if kernel is None else kernel.traits
 
 
 def _batched_rank(

@@ -4,18 +4,18 @@ Dynamic exports (torch.onnx of any Hugging Face model, with a symbolic batch or 
 length) compute their Reshape targets, Expand shapes, Slice bounds and masks with chains of
 small nodes: ``Shape -> Gather -> Unsqueeze -> Concat``, ``Range``, ``ConstantOfShape``,
 ``Where``... A 2-layer GPT-2 holds 200 such nodes for 40 that do the work. They read nothing
-but the outputs of ``Shape`` and ``Size`` nodes and constants, so their values follow from the
-shapes alone.
+but the outputs of ``Shape`` and ``Size`` nodes (kernels registered ``from_shape``,
+:class:`onnxflow.traits.Traits`) and constants, so their values follow from the shapes alone.
 
 The pass gathers them, in graph order, into groups and replaces each group by one
 ``ShapeMemo`` node whose ``body`` attribute holds the group's nodes as written. The node's
 inputs are the ``Shape``/``Size`` outputs the group reads; its outputs the group's values read
-outside it. Its kernel (:func:`onnxflow.ops.fused.shape_memo`) runs the body when those inputs
-differ from the last call's and otherwise returns the values it kept, read-only.
+outside it. Its kernel (:func:`onnxflow.ops.pass_made.kernels.shape_memo`) runs the body when
+those inputs differ from the last call's and otherwise returns the values it kept, read-only.
 
 A node joins a group when it reads at least one shape value or group value and otherwise only
-constants (Constant nodes, initializers the caller cannot override), is pure in every
-registered version, and holds no subgraph. A group is closed, and its node placed, just before
+constants (Constant nodes, initializers the caller cannot override), is run by a pure kernel,
+and holds no subgraph. A group is closed, and its node placed, just before
 the first node outside it that reads one of its values, so every node still comes after what
 it reads. Runs that observe every value (``intermediate``, observers) see the group as one
 node; ``SessionOptions(optimize=False)`` keeps the nodes as written.
@@ -27,15 +27,10 @@ from collections.abc import Iterable
 
 from onnx import NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.forms import FUSED_DOMAIN, GraphView
+from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.ir.domains import is_onnx_op
 from onnxflow.ir.walk import subgraph_reads, subgraphs
-from onnxflow.ops.registry import REGISTRY
-
-#: The op type of the fused node.
-SHAPE_MEMO = "ShapeMemo"
-
-#: The nodes whose outputs are shape values: functions of their input's shape alone.
-_ROOTS = ("Shape", "Size")
+from onnxflow.ops.pass_made import FUSED_DOMAIN, SHAPE_MEMO
 
 #: Groups of fewer nodes are left as written (a memo lookup costs about one small node).
 MIN_GROUP = 3
@@ -44,17 +39,17 @@ MIN_GROUP = 3
 def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     """The nodes of ``graph`` with its shape arithmetic in ``ShapeMemo`` nodes, or None when
     there is none worth a memo."""
-    if not any(_is_root(n) for n in view.nodes):
+    if not any(_is_root(view, n) for n in view.nodes):
         return None
-    grouper = _Grouper(view.constants())
+    grouper = _Grouper(view)
     for node in view.nodes:
         grouper.take(node)
     grouper.close()
     if not grouper.groups:
         return None
-    plain = [n for n in grouper.nodes if id(n) not in grouper.groups]
-    needed = {i for n in plain for i in n.input if i} | {vi.name for vi in view.graph.output}
-    needed |= subgraph_reads(plain)
+    ungrouped = [n for n in grouper.nodes if id(n) not in grouper.groups]
+    needed = {i for n in ungrouped for i in n.input if i} | {vi.name for vi in view.graph.output}
+    needed |= subgraph_reads(ungrouped)
     needed.update(i for _, inputs, _ in grouper.groups.values() for i in inputs)
     return [
         _memo_node(*grouper.groups[id(n)], needed) if id(n) in grouper.groups else n
@@ -62,15 +57,17 @@ def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     ]
 
 
-def _is_root(node: NodeProto) -> bool:
-    return node.op_type in _ROOTS and node.domain in ("", "ai.onnx")
+def _is_root(view: GraphView, node: NodeProto) -> bool:
+    """Whether ``node``'s outputs are shape values: its kernel computes them from its input's
+    shape alone."""
+    traits = view.traits(node)
+    return traits is not None and traits.from_shape
 
 
-def _always_pure(node: NodeProto) -> bool:
-    """Whether every registered version of the node's op is pure (and one is registered)."""
-    versions = REGISTRY.versions(node.domain, node.op_type)
-    kernels = [REGISTRY.lookup(node.domain, node.op_type, v) for v in versions]
-    return bool(kernels) and all(k is not None and k.traits.pure for k in kernels)
+def _pure(view: GraphView, node: NodeProto) -> bool:
+    """Whether a kernel serves ``node`` in this scope and is pure."""
+    traits = view.traits(node)
+    return traits is not None and traits.pure
 
 
 class _Grouper:
@@ -80,8 +77,9 @@ class _Grouper:
     (its first node) keyed in ``groups`` by id to ``(group nodes, inputs, count)``.
     """
 
-    def __init__(self, constants: set[str]) -> None:
-        self.constants = constants
+    def __init__(self, view: GraphView) -> None:
+        self.view = view
+        self.constants = view.constants()
         self.known: set[str] = set()  # shape values and every group's values
         self.nodes: list[NodeProto] = []
         self.groups: dict[int, tuple[list[NodeProto], list[str], int]] = {}
@@ -90,7 +88,7 @@ class _Grouper:
 
     def take(self, node: NodeProto) -> None:
         """Add ``node`` to the open group, or emit it (closing the group if it reads it)."""
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and not node.input:
+        if is_onnx_op(node, "Constant") and not node.input:
             self.constants.update(o for o in node.output if o)
         outputs = [o for o in node.output if o]
         if self._joins(node):
@@ -101,7 +99,7 @@ class _Grouper:
         if self.group and not self.group_values.isdisjoint(_reads(node)):
             self.close()
         self.nodes.append(node)
-        if _is_root(node):
+        if _is_root(self.view, node):
             self.known.update(outputs)
 
     def _joins(self, node: NodeProto) -> bool:
@@ -110,7 +108,7 @@ class _Grouper:
             return False
         if not all(i in self.known or i in self.constants for i in inputs):
             return False
-        return not any(True for _ in subgraphs(node)) and _always_pure(node)
+        return not any(True for _ in subgraphs(node)) and _pure(self.view, node)
 
     def close(self) -> None:
         """Emit the open group: as one placeholder for a ShapeMemo node, or as written when

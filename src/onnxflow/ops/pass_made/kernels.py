@@ -1,16 +1,7 @@
-"""Kernels of fused nodes, which no model holds: only the compile passes make them
-(:mod:`onnxflow.compile.passes`), in the private domain ``onnxflow.fused``.
+"""Kernels of the nodes the compile passes make (names and domain: :mod:`onnxflow.ops.pass_made`).
 
-- RowSquaredDistances 1: ``ReduceSumSquare(Sub(A, b), axes=[axis])``, made by
-  :mod:`~onnxflow.compile.passes.fuse_distances`;
-- FakeQuantize 1: ``DequantizeLinear(QuantizeLinear(x, s, z), s, z)``, made by
-  :mod:`~onnxflow.compile.passes.fuse_qdq`;
-- ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
-  made by :mod:`~onnxflow.compile.passes.memo_shapes`;
-- FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
-  made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
-- HalfRound 1: a value rounded to float16 and held in float32, made by
-  :mod:`~onnxflow.compile.passes.half`.
+The compiler imports this module, so they are registered whenever a pipeline may make such
+nodes.
 """
 
 from __future__ import annotations
@@ -21,14 +12,16 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto
 
-from onnxflow.compile.passes.fold_batch_norm import FOLD_BATCH_NORM
-from onnxflow.compile.passes.forms import FUSED_DOMAIN
-from onnxflow.compile.passes.fuse_distances import ROW_SQUARED_DISTANCES
-from onnxflow.compile.passes.fuse_qdq import FAKE_QUANTIZE
-from onnxflow.compile.passes.half import HALF_ROUND
-from onnxflow.compile.passes.memo_shapes import SHAPE_MEMO
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
+from onnxflow.ops.pass_made import (
+    FAKE_QUANTIZE,
+    FOLD_BATCH_NORM,
+    FUSED_DOMAIN,
+    HALF_ROUND,
+    ROW_SQUARED_DISTANCES,
+    SHAPE_MEMO,
+)
 from onnxflow.ops.quantization import (
     BYTE_RANGE,
     dequantize_linear,

@@ -1,0 +1,27 @@
+"""The operators no model holds: only the compile passes (:mod:`onnxflow.compile.passes`) make
+them, in the private domain :data:`FUSED_DOMAIN`. Their names live here, where the passes that
+make the nodes and the kernels that run them (:mod:`.kernels`) both read them; importing this
+module registers nothing.
+
+- RowSquaredDistances 1: ``ReduceSumSquare(Sub(A, b), axes=[axis])``, made by
+  :mod:`~onnxflow.compile.passes.fuse_distances`;
+- FakeQuantize 1: ``DequantizeLinear(QuantizeLinear(x, s, z), s, z)``, made by
+  :mod:`~onnxflow.compile.passes.fuse_qdq`;
+- ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
+  made by :mod:`~onnxflow.compile.passes.memo_shapes`;
+- FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
+  made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
+- HalfRound 1: a value rounded to float16 and held in float32, made by
+  :mod:`~onnxflow.compile.passes.half`.
+"""
+
+from __future__ import annotations
+
+#: The private domain of the nodes the passes make (never in a model).
+FUSED_DOMAIN = "onnxflow.fused"
+
+ROW_SQUARED_DISTANCES = "RowSquaredDistances"
+FAKE_QUANTIZE = "FakeQuantize"
+SHAPE_MEMO = "ShapeMemo"
+FOLD_BATCH_NORM = "FoldBatchNorm"
+HALF_ROUND = "HalfRound"
