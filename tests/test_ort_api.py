@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 from threadpoolctl import threadpool_info
 
 import onnxflow
-from onnxflow import ort_api
+from onnxflow.ort_api import session_api
 from onnxflow.observers import Observer
 
 F = TensorProto.FLOAT
@@ -65,7 +65,7 @@ def both(model: onnx.ModelProto, options: tuple[Any, Any] | None = None, **kw: A
 @pytest.fixture(autouse=True)
 def fresh_warnings() -> None:
     """Each test sees the once-per-process warnings afresh."""
-    ort_api._warned.clear()
+    session_api._warned.clear()
 
 
 # -- module functions and enums --------------------------------------------------------------------
