@@ -2,7 +2,8 @@
 GlobalLpPool, MaxRoiPool, MaxUnpool, RoiAlign.
 
 Windowed pools pad once and then combine one strided view per kernel element (a loop over the
-kernel's taps, never over output pixels), with the window geometry of :mod:`onnxflow.ops.conv`.
+kernel's taps, never over output pixels), with the window geometry of
+:mod:`onnxflow.ops.window_geometry`.
 ROI pools loop over the regions and vectorise within each one.
 """
 
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onnxflow.ops._common import PerDtype
-from onnxflow.ops.conv import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.ops.registry import op
+from onnxflow.ops.window_geometry import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.traits import Traits
 
 if TYPE_CHECKING:
