@@ -190,25 +190,10 @@ def _mha_inputs(
     bias: np.ndarray | None,
     num_heads: int,
 ) -> list[np.ndarray]:
-    """Return Q, K, V as (B, N, S, H) from the forms MultiHeadAttention takes: separate
-    (B, S, D) tensors, packed QKV (B, S, N, 3, H) in ``query``, packed KV (B, L, N, 2, H) in
-    ``key``, or K and V already (B, N, L, H); ``bias`` (Dq + Dk + Dv) added to each but K
-    and V already (B, N, L, H), which are projected already (onnxruntime ignores their bias)."""
-    if key is None and query.ndim == 5:
-        parts = [query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
-    elif key is not None and key.ndim == 5:
-        kv = key.transpose(0, 2, 1, 3, 4)  # (B, N, L, 2, H)
-        parts = [heads_first(query, num_heads, "query"), kv[..., 0, :], kv[..., 1, :]]
-    elif key is not None and value is not None:
-        parts = [
-            heads_first(x, num_heads, n)
-            for x, n in ((query, "query"), (key, "key"), (value, "value"))
-        ]
-    else:
-        raise ValueError(
-            f"MultiHeadAttention needs key and value, packed KV in key, or packed QKV in "
-            f"query; found query {query.shape}, key {None if key is None else key.shape}"
-        )
+    """Return Q, K, V as (B, N, S, H) from the forms MultiHeadAttention takes (see
+    :func:`_mha_heads`), with ``bias`` (Dq + Dk + Dv) added to each but K and V given already
+    as (B, N, L, H), which are projected already (onnxruntime ignores their bias)."""
+    parts = _mha_heads(query, key, value, num_heads)
     if bias is not None:
         widths = [x.shape[1] * x.shape[3] for x in parts]
         pieces = np.split(bias, np.cumsum(widths[:2]))
@@ -216,6 +201,28 @@ def _mha_inputs(
         for i in range(biased):
             parts[i] = parts[i] + pieces[i].reshape(num_heads, 1, -1)
     return parts
+
+
+def _mha_heads(
+    query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None, num_heads: int
+) -> list[np.ndarray]:
+    """Return Q, K, V as (B, N, S, H) from separate (B, S, D) tensors, packed QKV
+    (B, S, N, 3, H) in ``query``, packed KV (B, L, N, 2, H) in ``key``, or K and V already
+    (B, N, L, H)."""
+    if key is None and query.ndim == 5:
+        return [query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
+    if key is not None and key.ndim == 5:
+        kv = key.transpose(0, 2, 1, 3, 4)  # (B, N, L, 2, H)
+        return [heads_first(query, num_heads, "query"), kv[..., 0, :], kv[..., 1, :]]
+    if key is not None and value is not None:
+        return [
+            heads_first(x, num_heads, n)
+            for x, n in ((query, "query"), (key, "key"), (value, "value"))
+        ]
+    raise ValueError(
+        f"MultiHeadAttention needs key and value, packed KV in key, or packed QKV in "
+        f"query; found query {query.shape}, key {None if key is None else key.shape}"
+    )
 
 
 @_registered("MultiHeadAttention")
