@@ -76,8 +76,17 @@ def _initializers(
     reads |= subgraph_reads(kept)
     inputs = {vi.name for vi in graph.input}
     found = [t for t in graph.initializer if t.name in reads or t.name in inputs]
-    dropped = {o for n in graph.node if _computed(n, folded) for o in n.output}
+    return found + _folded_initializers(model, folded, reads)
+
+
+def _folded_initializers(
+    model: onnx.ModelProto, folded: dict[str, np.ndarray], reads: set[str]
+) -> list[onnx.TensorProto]:
+    """The folded values that are read (``reads``) after their nodes are dropped, each of the
+    element type the model declares or shape inference finds for it."""
+    dropped = {o for n in model.graph.node if _computed(n, folded) for o in n.output}
     declared = {vi.name: vi.type.tensor_type.elem_type for vi in _typed(model)}
+    found = []
     for name in sorted(dropped & reads):
         value, elem = folded[name], declared.get(name, 0)
         value = value.astype(np_dtype(elem), copy=False) if elem else value
