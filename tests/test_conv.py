@@ -12,8 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-from onnxflow.ops import conv as conv_module
-from onnxflow.ops.conv import conv, spatial_geometry
+from onnxflow.ops import conv_paths, im2col
+from onnxflow.ops.conv import conv
+from onnxflow.ops.window_geometry import spatial_geometry
 
 
 def _direct(x, w, b, group, strides, dilations, pads, auto_pad) -> np.ndarray:
@@ -64,12 +65,12 @@ def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
     channels allow it sums one product per kernel tap, however small; ``filled``: the columns
     are filled tap by tap in one chunk, as for larger images."""
     if path == "rows":
-        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
+        monkeypatch.setattr(conv_paths, "_CHUNK_BYTES", 1)
     if path == "taps":
-        monkeypatch.setattr(conv_module, "TAP_PRODUCTS_MIN_POSITIONS", 0)
+        monkeypatch.setattr(conv_paths, "TAP_PRODUCTS_MIN_POSITIONS", 0)
     if path == "filled":
-        monkeypatch.setattr(conv_module, "GATHER_COLUMNS", 0)
-    conv_module._geometry.cache_clear()  # the path is decided once per shapes: decide anew
+        monkeypatch.setattr(im2col, "GATHER_COLUMNS", 0)
+    conv_paths._geometry.cache_clear()  # the path is decided once per shapes: decide anew
     xs, ws, group, strides, dilations, pads, auto_pad = case
     rng = np.random.default_rng(len(xs) + ws[0])
     x = rng.standard_normal(xs).astype(np.float32)
@@ -83,7 +84,7 @@ def test_conv_matches_a_direct_convolution(case, path, monkeypatch) -> None:
     assert y.shape == want.shape and y.dtype == np.float32
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(x, before)  # the input is never written
-    conv_module._geometry.cache_clear()  # no decision made under the patch outlives it
+    conv_paths._geometry.cache_clear()  # no decision made under the patch outlives it
 
 
 def test_negative_pads_are_refused() -> None:
@@ -96,8 +97,6 @@ def test_negative_pads_are_refused() -> None:
 def test_long_kernels_take_strided_columns_equal_to_the_tap_by_tap_ones() -> None:
     """Beyond a few taps, im2col copies one strided view of the padded input; the columns
     (and so the convolution) equal those filled one tap at a time, chunk offsets included."""
-    from onnxflow.ops import conv as conv_module
-
     rng = np.random.default_rng(0)
     checked = 0
     for _ in range(200):
@@ -117,10 +116,10 @@ def test_long_kernels_take_strided_columns_equal_to_the_tap_by_tap_ones() -> Non
         rows = [out[0] - row0, *out[1:]]
         taps = np.empty((3, int(np.prod(kernel)), *rows), np.float32)
         for t, index in enumerate(np.ndindex(*kernel)):
-            conv_module._window(
+            im2col._window(
                 taps[:, t], x, index, rows, strides, dilations, begin, [row0] + [0] * (nd - 1)
             )
-        strided = conv_module._strided_columns(x, kernel, rows, strides, dilations, begin, row0)
+        strided = im2col._strided_columns(x, kernel, rows, strides, dilations, begin, row0)
         np.testing.assert_array_equal(strided, taps.reshape(strided.shape))
         checked += 1
     assert checked > 100
@@ -143,14 +142,12 @@ def test_depthwise_convolution_weighs_its_windows_like_the_oracle(
     """One filter per channel runs as copied windows and one batched product, in blocks of
     channels; it agrees with a sliding-window oracle for strides, dilations and uneven pads."""
     if blocks != "whole":
-        monkeypatch.setattr(conv_module, "_DEPTHWISE_CHUNK_BYTES", 1)
+        monkeypatch.setattr(conv_paths, "_DEPTHWISE_CHUNK_BYTES", 1)
     rng = np.random.default_rng(4)
     c = 6
     x = rng.standard_normal((n, c, *[11] * len(kernel))).astype(np.float32)
     w = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
-    got = conv_module.conv(
-        x, w, group=c, strides=list(strides), dilations=list(dilations), pads=list(pads)
-    )
+    got = conv(x, w, group=c, strides=list(strides), dilations=list(dilations), pads=list(pads))
     # an oracle: pad, take every window with NumPy's sliding view, weight and sum it
     nd = len(kernel)
     xp = np.pad(x, [(0, 0), (0, 0), *zip(pads[:nd], pads[nd:])])

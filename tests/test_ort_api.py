@@ -21,8 +21,8 @@ from onnx import TensorProto, helper
 from threadpoolctl import threadpool_info
 
 import onnxflow
-from onnxflow import ort_api
 from onnxflow.observers import Observer
+from onnxflow.ort_api import session_api
 
 F = TensorProto.FLOAT
 X = np.array([[-1.0, 2.0, 3.0], [4.0, -5.0, 6.0]], np.float32)
@@ -65,7 +65,7 @@ def both(model: onnx.ModelProto, options: tuple[Any, Any] | None = None, **kw: A
 @pytest.fixture(autouse=True)
 def fresh_warnings() -> None:
     """Each test sees the once-per-process warnings afresh."""
-    ort_api._warned.clear()
+    session_api._warned.clear()
 
 
 # -- module functions and enums --------------------------------------------------------------------

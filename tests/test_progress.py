@@ -13,8 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxflow import cli
-from onnxflow.cli import Progress, main
+from onnxflow.cli import Progress, commands, main
 
 
 def _drawn(stream: io.StringIO) -> list[str]:
@@ -72,7 +71,7 @@ def test_cli_run_shows_progress_without_loops(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # redrawn every 5 ms rather than 100: a faster machine still draws before the run ends
-    monkeypatch.setattr(cli, "Progress", functools.partial(Progress, tick=0.005))
+    monkeypatch.setattr(commands, "Progress", functools.partial(Progress, tick=0.005))
     assert main(["run", str(_slow_matmuls(tmp_path)), "--progress"]) == 0
     err = capsys.readouterr().err
     assert "running " in err and err.endswith(" s\033[K\n")

@@ -17,7 +17,7 @@ import pytest
 from op_testing import runner
 
 from onnxflow.errors import OnnxflowError
-from onnxflow.ops import conv as conv_module
+from onnxflow.ops import conv_paths
 
 F32 = np.float32
 RNG = np.random.default_rng(7)
@@ -97,7 +97,7 @@ def test_conv_matches_definition(spatial, kernel, group, strides, dilations, pad
 def test_conv_chunked_im2col_matches_unchunked(monkeypatch):
     x, w = normal(2, 3, 11, 9), normal(5, 3, 3, 3)
     whole = run("Conv", [x, w], strides=[2, 1], pads=[1, 1, 2, 0])
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)  # one output row per GEMM
+    monkeypatch.setattr(conv_paths, "_CHUNK_BYTES", 1)  # one output row per GEMM
     chunked = run("Conv", [x, w], strides=[2, 1], pads=[1, 1, 2, 0])
     np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-5)
 

@@ -1,4 +1,5 @@
-"""com.microsoft attention operators against onnxruntime (ops/microsoft/attention.py)."""
+"""com.microsoft attention operators against onnxruntime (ops/microsoft/attention.py and the
+modules it draws on: scaled_dot_product, kv_cache, group_query, attention_window)."""
 
 from __future__ import annotations
 

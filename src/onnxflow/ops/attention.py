@@ -24,7 +24,7 @@ from onnxflow.runtime.executor import current_runner
 from onnxflow.values import np_dtype
 
 
-def _heads_first(x: np.ndarray, heads: int | None, what: str) -> np.ndarray:
+def heads_first(x: np.ndarray, heads: int | None, what: str) -> np.ndarray:
     """Return a (B, S, H*D) tensor as (B, H, S, D); a 4D tensor is returned unchanged."""
     if x.ndim == 4:
         return x
@@ -37,7 +37,7 @@ def _heads_first(x: np.ndarray, heads: int | None, what: str) -> np.ndarray:
     return x.reshape(b, s, heads, hidden // heads).transpose(0, 2, 1, 3)
 
 
-def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; a row with no finite score (fully masked) gives zeros."""
     top = np.max(scores, axis=-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
@@ -115,7 +115,7 @@ def _with_past(
     return keys, values, past_key.shape[2]
 
 
-def _share_heads(x: np.ndarray, q_heads: int) -> np.ndarray:
+def share_heads(x: np.ndarray, q_heads: int) -> np.ndarray:
     """Repeat each kv head for its group of query heads (GQA/MQA)."""
     kv_heads = x.shape[1]
     if q_heads % kv_heads:
@@ -134,14 +134,14 @@ def _attention(
     nonpad: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
     """Return (Y, present_key, present_value, qk_matmul_output) of one Attention call."""
-    q4 = _heads_first(q, spec.q_num_heads, "Q")
+    q4 = heads_first(q, spec.q_num_heads, "Q")
     present_key, present_value, past = _with_past(
-        _heads_first(k, spec.kv_num_heads, "K"), _heads_first(v, spec.kv_num_heads, "V"),
+        heads_first(k, spec.kv_num_heads, "K"), heads_first(v, spec.kv_num_heads, "V"),
         past_key, past_value,
     )  # fmt: skip
     work = accumulation_dtype(q.dtype)
     stages = _score_stages(spec, q4, present_key, attn_mask, past, nonpad, work)
-    values = _share_heads(present_value.astype(work), q4.shape[1])
+    values = share_heads(present_value.astype(work), q4.shape[1])
     y = np.matmul(stages[-1], values).astype(q.dtype)
     if q.ndim == 3:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
@@ -161,7 +161,7 @@ def _score_stages(
     softcapped, then masked, then softmaxed (the last are the probabilities)."""
     scale = 1 / np.sqrt(q4.shape[3]) if spec.scale is None else spec.scale
     root = work.type(np.sqrt(scale))
-    keys = _share_heads(keys.astype(work) * root, q4.shape[1])
+    keys = share_heads(keys.astype(work) * root, q4.shape[1])
     scores = np.matmul(q4.astype(work) * root, keys.swapaxes(-1, -2))
     stages = [scores]
     if spec.softcap > 0:
@@ -176,7 +176,7 @@ def _score_stages(
         scores = np.where(allowed, scores, work.type(-np.inf))
     stages.append(scores)
     soft = work if spec.softmax_precision is None else np_dtype(spec.softmax_precision)
-    stages.append(_softmax_rows(scores.astype(soft)).astype(work))
+    stages.append(softmax_rows(scores.astype(soft)).astype(work))
     return stages
 
 
@@ -274,7 +274,7 @@ def rotary_embedding(
     rotary_embedding_dim: int = 0,
 ) -> np.ndarray:
     """Rotate the first ``rotary_embedding_dim`` features of each head by position angles."""
-    x4 = _heads_first(x, num_heads, "X")  # (B, H, S, D)
+    x4 = heads_first(x, num_heads, "X")  # (B, H, S, D)
     dim = rotary_embedding_dim or x4.shape[3]
     if position_ids is not None:
         cos_cache, sin_cache = cos_cache[position_ids], sin_cache[position_ids]
@@ -418,7 +418,7 @@ def flex_attention(
         score_fn, prob_fn = mods
         if score_fn is not None:
             scores = current_runner(score_fn.plan)([scores, *score_fn.bind(captured)])[0]
-        probs = _softmax_rows(scores)
+        probs = softmax_rows(scores)
         if prob_fn is not None:
             probs = current_runner(prob_fn.plan)([probs, *prob_fn.bind(captured)])[0]
         return np.matmul(probs, values).astype(q.dtype)

@@ -2,7 +2,8 @@
 GlobalLpPool, MaxRoiPool, MaxUnpool, RoiAlign.
 
 Windowed pools pad once and then combine one strided view per kernel element (a loop over the
-kernel's taps, never over output pixels), with the window geometry of :mod:`onnxflow.ops.conv`.
+kernel's taps, never over output pixels), with the window geometry of
+:mod:`onnxflow.ops.window_geometry`.
 ROI pools loop over the regions and vectorise within each one.
 """
 
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onnxflow.ops._common import PerDtype
-from onnxflow.ops.conv import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.ops.registry import op
+from onnxflow.ops.window_geometry import kernel_views, pad_spatial, spatial_geometry
 from onnxflow.traits import Traits
 
 if TYPE_CHECKING:
@@ -253,21 +254,8 @@ def max_unpool(
     the node suite of onnx 1.24 read them)."""
     if indices.shape != x.shape:
         raise ValueError(f"I has shape {indices.shape}, expected X's shape {x.shape}")
-    n = x.ndim - 2
-    if kernel_shape is None or len(kernel_shape) != n:
-        raise ValueError(f"kernel_shape {kernel_shape} must give one size per spatial axis")
-    strides = strides or [1] * n
-    pads = pads or [0] * (2 * n)
-    pooled_from = [*x.shape[:2]] + [
-        (size - 1) * s + k - pads[i] - pads[i + n]
-        for i, (size, s, k) in enumerate(zip(x.shape[2:], strides, kernel_shape))
-    ]
+    shape = _unpooled_shape(x.shape, output_shape, kernel_shape, pads, strides)
     flat = indices.reshape(-1)
-    shape = pooled_from
-    if output_shape is not None:
-        shape = [int(v) for v in output_shape]
-        if len(shape) != x.ndim:
-            raise ValueError(f"output_shape {shape} must have rank {x.ndim}")
     size = math.prod(shape)
     if flat.size and (flat.min() < 0 or flat.max() >= size):
         bad = flat[(flat < 0) | (flat >= size)][0]
@@ -275,6 +263,32 @@ def max_unpool(
     y = np.zeros(size, dtype=x.dtype)
     y[flat] = x.reshape(-1)
     return y.reshape(shape)
+
+
+def _unpooled_shape(
+    x_shape: tuple[int, ...],
+    output_shape: np.ndarray | None,
+    kernel_shape: list[int] | None,
+    pads: list[int] | None,
+    strides: list[int] | None,
+) -> list[int]:
+    """The shape MaxUnpool writes into: ``output_shape`` when given, else the shape of the
+    input that a MaxPool of these attributes pooled ``x_shape`` from."""
+    n = len(x_shape) - 2
+    if kernel_shape is None or len(kernel_shape) != n:
+        raise ValueError(f"kernel_shape {kernel_shape} must give one size per spatial axis")
+    strides = strides or [1] * n
+    pads = pads or [0] * (2 * n)
+    pooled_from = [*x_shape[:2]] + [
+        (size - 1) * s + k - pads[i] - pads[i + n]
+        for i, (size, s, k) in enumerate(zip(x_shape[2:], strides, kernel_shape))
+    ]
+    if output_shape is None:
+        return pooled_from
+    shape = [int(v) for v in output_shape]
+    if len(shape) != len(x_shape):
+        raise ValueError(f"output_shape {shape} must have rank {len(x_shape)}")
+    return shape
 
 
 # -- region-of-interest pools -------------------------------------------------------------------

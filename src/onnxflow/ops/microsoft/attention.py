@@ -22,67 +22,29 @@ Attention kernel's rule), and rounded back once.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from onnxflow.ops._common import accumulation_dtype
-from onnxflow.ops.attention import _heads_first, _share_heads, _softmax_rows, rotary_embedding
+from onnxflow.ops.attention import heads_first, rotary_embedding
 from onnxflow.ops.microsoft import MS_DOMAIN
+from onnxflow.ops.microsoft.attention_window import windowed_attention
+from onnxflow.ops.microsoft.group_query import GroupQuery, whole_cache_attention
+from onnxflow.ops.microsoft.kv_cache import CacheCodec, CacheSteps, MhaCache
+from onnxflow.ops.microsoft.scaled_dot_product import add_biases, attend, merge_heads
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
 
 _FILTER = -10000.0
 
-Kernel = Callable[..., tuple[np.ndarray, ...]]
+MultiOutputFn = Callable[..., tuple[np.ndarray, ...]]
 
 
-def _registered(op_type: str) -> Callable[[Kernel], Kernel]:
+def _registered(op_type: str) -> Callable[[MultiOutputFn], MultiOutputFn]:
     """Register a kernel returning every output of com.microsoft ``op_type`` (since 1)."""
     return op(op_type, 1, domain=MS_DOMAIN, traits=Traits(several=True))
-
-
-def _merge_heads(x4: np.ndarray) -> np.ndarray:
-    """Return a (B, N, S, H) tensor as (B, S, N*H)."""
-    b, n, s, h = x4.shape
-    return x4.transpose(0, 2, 1, 3).reshape(b, s, n * h)
-
-
-def _softmax_with_sink(scores: np.ndarray, sink: np.ndarray | None) -> np.ndarray:
-    """Softmax over the last axis with an extra logit ``sink`` (per head, broadcast to the
-    rows) counted in the denominator only; plain softmax when ``sink`` is None."""
-    if sink is None:
-        return _softmax_rows(scores)
-    top = np.maximum(np.max(scores, axis=-1, keepdims=True), sink)
-    e = np.exp(scores - top)
-    return e / (np.sum(e, axis=-1, keepdims=True) + np.exp(sink - top))
-
-
-def _attend(
-    q4: np.ndarray,
-    k4: np.ndarray,
-    v4: np.ndarray,
-    bias: np.ndarray | None,
-    scale: float,
-    softcap: float = 0.0,
-    sink: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return softmax(softcap(scale * Q K^T) + bias) V for (B, N, S, H) queries over
-    (B, Nk, T, H) keys and values (each kv head serving N / Nk query heads), as (B, N, S, Hv)
-    in the accumulation dtype; with the scores before the softmax and the probabilities."""
-    work = accumulation_dtype(q4.dtype)
-    factor = work.type(scale or 1 / np.sqrt(q4.shape[3]))
-    keys = _share_heads(k4.astype(work), q4.shape[1])
-    scores = np.matmul(q4.astype(work), keys.swapaxes(-1, -2)) * factor
-    if softcap > 0:
-        cap = work.type(softcap)
-        scores = cap * np.tanh(scores / cap)
-    if bias is not None:
-        scores = scores + bias.astype(work)
-    probs = _softmax_with_sink(scores, sink)
-    return np.matmul(probs, _share_heads(v4.astype(work), q4.shape[1])), scores, probs
 
 
 # -- masks of Attention and MultiHeadAttention -------------------------------------------------
@@ -134,13 +96,6 @@ def _additive_mask(
     return bias
 
 
-def _plus(bias: np.ndarray | None, attention_bias: np.ndarray | None) -> np.ndarray | None:
-    """The sum of two optional additive biases."""
-    if attention_bias is None:
-        return bias
-    return attention_bias if bias is None else bias + attention_bias
-
-
 # -- Attention ---------------------------------------------------------------------------------
 
 
@@ -171,7 +126,7 @@ class _SelfAttention:
                 f"{self.num_heads} adding up to the weights' second dimension {width}"
             )
         q, k, v = np.split(qkv, np.cumsum(sizes[:2]), axis=2)
-        q4, k4, v4 = (_heads_first(x, self.num_heads, n) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
+        q4, k4, v4 = (heads_first(x, self.num_heads, n) for x, n in ((q, "Q"), (k, "K"), (v, "V")))
         past_len = 0
         if past is not None:
             past_len = past.shape[3]
@@ -180,9 +135,9 @@ class _SelfAttention:
         mask = _additive_mask(
             mask_index, (b, s, total, past_len), self.mask_filter_value, self.unidirectional
         )
-        y = _attend(q4, k4, v4, _plus(mask, attention_bias), self.scale)[0]
+        y = attend(q4, k4, v4, add_biases(mask, attention_bias), self.scale)[0]
         present = np.stack([k4, v4]).astype(qkv.dtype) if k4.shape == v4.shape else None
-        return _merge_heads(y).astype(qkv.dtype), present
+        return merge_heads(y).astype(qkv.dtype), present
 
 
 def _refuse(what: str, value: object) -> None:
@@ -235,25 +190,10 @@ def _mha_inputs(
     bias: np.ndarray | None,
     num_heads: int,
 ) -> list[np.ndarray]:
-    """Return Q, K, V as (B, N, S, H) from the forms MultiHeadAttention takes: separate
-    (B, S, D) tensors, packed QKV (B, S, N, 3, H) in ``query``, packed KV (B, L, N, 2, H) in
-    ``key``, or K and V already (B, N, L, H); ``bias`` (Dq + Dk + Dv) added to each but K
-    and V already (B, N, L, H), which are projected already (onnxruntime ignores their bias)."""
-    if key is None and query.ndim == 5:
-        parts = [query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
-    elif key is not None and key.ndim == 5:
-        kv = key.transpose(0, 2, 1, 3, 4)  # (B, N, L, 2, H)
-        parts = [_heads_first(query, num_heads, "query"), kv[..., 0, :], kv[..., 1, :]]
-    elif key is not None and value is not None:
-        parts = [
-            _heads_first(x, num_heads, n)
-            for x, n in ((query, "query"), (key, "key"), (value, "value"))
-        ]
-    else:
-        raise ValueError(
-            f"MultiHeadAttention needs key and value, packed KV in key, or packed QKV in "
-            f"query; found query {query.shape}, key {None if key is None else key.shape}"
-        )
+    """Return Q, K, V as (B, N, S, H) from the forms MultiHeadAttention takes (see
+    :func:`_mha_heads`), with ``bias`` (Dq + Dk + Dv) added to each but K and V given already
+    as (B, N, L, H), which are projected already (onnxruntime ignores their bias)."""
+    parts = _mha_heads(query, key, value, num_heads)
     if bias is not None:
         widths = [x.shape[1] * x.shape[3] for x in parts]
         pieces = np.split(bias, np.cumsum(widths[:2]))
@@ -263,44 +203,26 @@ def _mha_inputs(
     return parts
 
 
-@dataclass(frozen=True)
-class _MhaCache:
-    """MultiHeadAttention's past keys and values: the whole past, or with
-    ``past_sequence_length`` the first rows of a shared buffer the new rows are written into;
-    with ``cache_indirection`` (B, beams, max) each beam reads each cached position from the
-    beam of its batch that the indirection names."""
-
-    past_key: np.ndarray
-    past_value: np.ndarray
-    shared: np.ndarray | None
-    indirection: np.ndarray | None
-
-    @property
-    def length(self) -> int:
-        """The number of cached positions."""
-        if self.shared is None:
-            return self.past_key.shape[2]
-        return int(np.asarray(self.shared).reshape(-1)[0])
-
-    def keys(self, new: np.ndarray, value: bool = False) -> np.ndarray:
-        """The past keys (values) the queries read, then the ``new`` ones."""
-        past = (self.past_value if value else self.past_key)[:, :, : self.length]
-        if self.indirection is not None:
-            beams = self.indirection.shape[1]
-            batch = np.arange(self.indirection.shape[0])[:, np.newaxis, np.newaxis] * beams
-            source = (batch + self.indirection[:, :, : self.length]).reshape(-1, self.length)
-            rows = past.transpose(0, 2, 1, 3)[source, np.arange(self.length)]
-            past = rows.transpose(0, 2, 1, 3)
-        return np.concatenate([past, new.astype(past.dtype)], axis=2)
-
-    def present(self, new: np.ndarray, value: bool = False) -> np.ndarray:
-        """The present keys (values): past and new, or the shared buffer written into."""
-        past = self.past_value if value else self.past_key
-        if self.shared is None:
-            return np.concatenate([past, new.astype(past.dtype)], axis=2)
-        present = past.copy()
-        present[:, :, self.length : self.length + new.shape[2]] = new
-        return present
+def _mha_heads(
+    query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None, num_heads: int
+) -> list[np.ndarray]:
+    """Return Q, K, V as (B, N, S, H) from separate (B, S, D) tensors, packed QKV
+    (B, S, N, 3, H) in ``query``, packed KV (B, L, N, 2, H) in ``key``, or K and V already
+    (B, N, L, H)."""
+    if key is None and query.ndim == 5:
+        return [query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
+    if key is not None and key.ndim == 5:
+        kv = key.transpose(0, 2, 1, 3, 4)  # (B, N, L, 2, H)
+        return [heads_first(query, num_heads, "query"), kv[..., 0, :], kv[..., 1, :]]
+    if key is not None and value is not None:
+        return [
+            heads_first(x, num_heads, n)
+            for x, n in ((query, "query"), (key, "key"), (value, "value"))
+        ]
+    raise ValueError(
+        f"MultiHeadAttention needs key and value, packed KV in key, or packed QKV in "
+        f"query; found query {query.shape}, key {None if key is None else key.shape}"
+    )
 
 
 @_registered("MultiHeadAttention")
@@ -323,13 +245,13 @@ def multi_head_attention(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Self or cross attention; return (output (B, S, Dv), present_key, present_value, qk),
     the presents (B, N, past + L, H) with the past before the new keys and values (or the
-    shared buffer written into, see :class:`_MhaCache`), qk the (B, N, S, T) scores before
+    shared buffer written into, see :class:`MhaCache`), qk the (B, N, S, T) scores before
     the softmax (scaled, masked, biased)."""
     q4, k4, v4 = _mha_inputs(query, key, value, bias, num_heads)
     past_len = 0
     present_key, present_value = k4, v4
     if past_key is not None and past_value is not None:
-        cache = _MhaCache(past_key, past_value, past_sequence_length, cache_indirection)
+        cache = MhaCache(past_key, past_value, past_sequence_length, cache_indirection)
         past_len = cache.length
         present_key, present_value = cache.present(k4), cache.present(v4, value=True)
         k4, v4 = cache.keys(k4), cache.keys(v4, value=True)
@@ -337,8 +259,8 @@ def multi_head_attention(
     mask = _additive_mask(
         key_padding_mask, (b, s, total, past_len), mask_filter_value, unidirectional
     )
-    y, scores, _ = _attend(q4, k4, v4, _plus(mask, attention_bias), scale)
-    merged = _merge_heads(y).astype(query.dtype)
+    y, scores, _ = attend(q4, k4, v4, add_biases(mask, attention_bias), scale)
+    merged = merge_heads(y).astype(query.dtype)
     return merged, present_key, present_value, scores.astype(query.dtype)
 
 
@@ -388,193 +310,6 @@ def rotary_embedding_ms(
 # -- GroupQueryAttention -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _GroupQuery:
-    """The attributes of a GroupQueryAttention node that change what it computes."""
-
-    num_heads: int
-    kv_num_heads: int
-    scale: float
-    softcap: float
-    local_window_size: int
-    causal: int
-    rotary_interleaved: int
-    smooth_softmax: int
-    qk_output: int
-
-    def split(
-        self, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Q (B, N, S, H) and the new K, V (B, Nk, S, H), from separate or packed inputs."""
-        if key is None or value is None:
-            head = query.shape[2] // (self.num_heads + 2 * self.kv_num_heads)
-            q_width, kv_width = self.num_heads * head, self.kv_num_heads * head
-            query, key, value = np.split(query, [q_width, q_width + kv_width], axis=2)
-        return (
-            _heads_first(query, self.num_heads, "query"),
-            _heads_first(key, self.kv_num_heads, "key"),
-            _heads_first(value, self.kv_num_heads, "value"),
-        )
-
-    def allowed(self, steps: _Steps) -> np.ndarray:
-        """The (B, 1, S, T) keys each query sees: in the cache, not in its future when
-        causal, within ``local_window_size`` behind it."""
-        pos = steps.positions(None)[:, np.newaxis, :, np.newaxis]
-        key = np.arange(steps.longest)
-        allowed = key < steps.total.reshape(-1, 1, 1, 1)
-        if self.causal:
-            allowed = allowed & (key <= pos)
-        if self.local_window_size >= 0:
-            allowed = allowed & (key > pos - self.local_window_size)
-        return allowed
-
-    def rotate(
-        self, q4: np.ndarray, k4: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Q and the new K rotated at positions ``pos`` (B, S)."""
-        rotate = functools.partial(
-            rotary_embedding, cos_cache=cos, sin_cache=sin, position_ids=pos,
-            interleaved=self.rotary_interleaved, rotary_embedding_dim=2 * cos.shape[-1],
-        )  # fmt: skip
-        return rotate(q4), rotate(k4)
-
-    def attend(
-        self,
-        q4: np.ndarray,
-        presents: tuple[np.ndarray, np.ndarray],
-        steps: _Steps,
-        attention_bias: np.ndarray | None,
-        head_sink: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The (B, N, S, H) attention of the queries over the first T cached keys, and the
-        (B, N, S, T) scores ``qk_output`` asks for (zeros if none): before the softmax (1) or
-        after (2), zero at the keys excluded."""
-        work = accumulation_dtype(q4.dtype)
-        keys, values = (x[:, :, : steps.longest] for x in presents)
-        allowed = self.allowed(steps)
-        bias = np.where(allowed, work.type(0), work.type(-np.inf))
-        y, scores, probs = _attend(
-            q4, keys, values, _plus(bias, attention_bias), self.scale, self.softcap,
-            self.sink(head_sink, work),
-        )  # fmt: skip
-        qk = {1: scores, 2: probs}.get(self.qk_output, np.zeros_like(scores))
-        return y, np.where(allowed, qk, work.type(0))
-
-    def sink(self, head_sink: np.ndarray | None, work: np.dtype) -> np.ndarray | None:
-        """The extra softmax logit of each head: ``head_sink``, or 0 with smooth_softmax."""
-        if head_sink is not None:
-            return head_sink.astype(work).reshape(1, -1, 1, 1)
-        return np.zeros((1, 1, 1, 1), work) if self.smooth_softmax == 1 else None
-
-
-@dataclass(frozen=True)
-class _Steps:
-    """Where one GroupQueryAttention call sits in each batch's sequence."""
-
-    s: int  # new tokens
-    past: np.ndarray  # (B) keys cached before them
-    total: np.ndarray  # (B) keys after them
-    longest: int  # total_sequence_length, T
-    length: int  # of the present cache: the past buffer's, or T if longer
-
-    @classmethod
-    def of(
-        cls,
-        s: int,
-        past_key: np.ndarray | None,
-        seqlens_k: np.ndarray,
-        longest: np.ndarray,
-        windowed: int = 0,
-    ) -> _Steps:
-        """A first prompt (S = T, into an empty or a shared cache) starts each batch at
-        position 0, its keys past ``seqlens_k[b] + 1`` right padding; later calls follow each
-        batch's cached keys. A ``windowed`` cache may hold fewer keys than a batch has."""
-        total = seqlens_k.astype(np.int64).reshape(-1) + 1
-        cache_len = 0 if past_key is None else past_key.shape[2]
-        t = int(np.asarray(longest).reshape(-1)[0])
-        past = np.zeros_like(total) if s == t else total - s
-        if np.any(past < 0) or (not windowed and np.any(total > max(cache_len, t))):
-            raise ValueError(
-                f"seqlens_k + 1 = {total.tolist()} must lie between the {s} new tokens and the "
-                f"cache length {max(cache_len, t)} (total_sequence_length {t}, past {cache_len})"
-            )
-        return cls(s, past, total, t, max(cache_len, t))
-
-    def positions(self, position_ids: np.ndarray | None) -> np.ndarray:
-        """The (B, S) positions of the new tokens: ``position_ids`` or after each past."""
-        if position_ids is not None:
-            return position_ids
-        return self.past[:, np.newaxis] + np.arange(self.s)
-
-    def cached(self, past: np.ndarray | None, new: np.ndarray) -> np.ndarray:
-        """The (B, Nk, length, H) present cache: each batch's past up to its past length,
-        then its new rows; zeros beyond."""
-        b, heads, s, size = new.shape
-        present = np.zeros((b, heads, self.length, size), new.dtype if past is None else past.dtype)
-        for i, start in enumerate(self.past):
-            if past is not None:
-                present[i, :, :start] = past[i, :, :start]
-            present[i, :, start : start + s] = new[i]
-        return present
-
-
-_QUANT_TYPES = ("NONE", "PER_TENSOR", "PER_CHANNEL")
-
-
-@dataclass(frozen=True)
-class _CacheCodec:
-    """How a GroupQueryAttention cache holds its values: as they are, or as int8 (8 bits) or
-    int4 pairs packed low nibble first into uint8 (4 bits, offset by 8), times a scale per
-    tensor or per channel, rounded to nearest even."""
-
-    scale: np.ndarray | None
-    bits: int
-
-    @classmethod
-    def of(cls, quant_type: str, bits: int | None, scale: np.ndarray | None) -> _CacheCodec:
-        if quant_type not in _QUANT_TYPES:
-            raise ValueError(f"quant type must be one of {_QUANT_TYPES}, found {quant_type!r}")
-        if quant_type != "NONE" and scale is None:
-            raise ValueError(f"a {quant_type} quantized cache needs its k_scale / v_scale input")
-        if (bits or 8) not in (4, 8):
-            raise ValueError(f"kv_cache_bit_width must be 4 or 8, found {bits}")
-        return cls(None if quant_type == "NONE" else scale.astype(np.float32), bits or 8)
-
-    @classmethod
-    def pair(
-        cls, types: tuple[str, str], bits: int | None, scales: tuple[np.ndarray | None, ...]
-    ) -> tuple[_CacheCodec, _CacheCodec]:
-        """The codecs of the key cache and of the value cache."""
-        return cls.of(types[0], bits, scales[0]), cls.of(types[1], bits, scales[1])
-
-    def encode(self, x: np.ndarray) -> np.ndarray:
-        """New keys or values as the cache holds them."""
-        if self.scale is None:
-            return x
-        top = (1 << (self.bits - 1)) - 1
-        q = np.clip(np.rint(x.astype(np.float32) / self.scale), -top - 1, top)
-        if self.bits == 8:
-            return q.astype(np.int8)
-        nibbles = (q + 8).astype(np.uint8)
-        return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
-
-    def store(
-        self, steps: _Steps, past: np.ndarray | None, new: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The present cache with the ``new`` (B, Nk, S, H) rows stored, and its values."""
-        present = steps.cached(past, self.encode(new))
-        return present, self.decode(present, accumulation_dtype(new.dtype))
-
-    def decode(self, cache: np.ndarray, work: np.dtype) -> np.ndarray:
-        """The cache's values, in ``work``."""
-        if self.scale is None:
-            return cache
-        if self.bits == 4:
-            pairs = np.stack([cache & 0xF, cache >> 4], axis=-1)
-            cache = pairs.reshape(*cache.shape[:-1], -1).astype(np.int8) - 8
-        return (cache.astype(np.float32) * self.scale).astype(work)
-
-
 def _refuse_gqa_extras(inputs: tuple[np.ndarray | None, ...], window_cache: int, qk: int) -> None:
     """Refuse the GroupQueryAttention options onnxflow does not run: q/k RMS norm weights
     (CUDA and WebGPU only in onnxruntime), query_seqlens, qk_output from a windowed cache."""
@@ -582,73 +317,6 @@ def _refuse_gqa_extras(inputs: tuple[np.ndarray | None, ...], window_cache: int,
     for name, x in zip(names, inputs, strict=False):
         _refuse(f"GroupQueryAttention's {name} input", x is not None)
     _refuse("GroupQueryAttention qk_output with sliding_window_cache", window_cache and qk)
-
-
-def _cached(
-    spec: _GroupQuery,
-    q4: np.ndarray,
-    caches: tuple[tuple[np.ndarray | None, np.ndarray], ...],
-    steps: _Steps,
-    codecs: tuple[_CacheCodec, _CacheCodec],
-    biases: tuple[np.ndarray | None, np.ndarray | None],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Attention over whole caches (``caches``: the past and new keys, then values); return
-    the (B, N, S, H) attention, the present caches and the scores qk_output asks for."""
-    (present_key, keys), (present_value, values) = (
-        codec.store(steps, past, new) for codec, (past, new) in zip(codecs, caches, strict=True)
-    )
-    y, qk = spec.attend(q4, (keys, values), steps, *biases)
-    return y, present_key, present_value, qk.astype(q4.dtype)
-
-
-def _resident(total: int, capacity: int, window: int) -> int:
-    """How many of its latest ``total`` positions a window cache of ``capacity`` keeps: all
-    while they fit, then the window and what is left of the last eviction, which frees
-    ``capacity - window + 1`` rows at once."""
-    if total <= capacity:
-        return total
-    freed = capacity - window + 1
-    return total - freed * -(-(total - capacity) // freed)
-
-
-def _windowed(
-    spec: _GroupQuery,
-    q4: np.ndarray,
-    caches: tuple[tuple[np.ndarray, np.ndarray], ...],
-    steps: _Steps,
-    codecs: tuple[_CacheCodec, _CacheCodec],
-    biases: tuple[np.ndarray | None, np.ndarray | None],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
-    """Attention over window caches (``caches``: the past and new keys, then values), batch
-    by batch; return the (B, N, S, H) attention and the present caches, whose rows hold each
-    batch's resident positions in order from row 0 (zeros after them), and no qk."""
-    if caches[0][0] is None or caches[1][0] is None:
-        raise ValueError("sliding_window_cache needs past_key and past_value (its capacity)")
-    window, capacity = spec.local_window_size, caches[0][0].shape[2]
-    if not 0 < window <= capacity:
-        raise ValueError(f"local_window_size {window} must be in 1..cache capacity {capacity}")
-    presents = [np.zeros_like(past) for past, _ in caches]
-    encoded = [codec.encode(new) for codec, (_, new) in zip(codecs, caches, strict=True)]
-    work = accumulation_dtype(q4.dtype)
-    y = np.zeros((*q4.shape[:3], caches[1][1].shape[3]), work)
-    for b, (start, end) in enumerate(zip(steps.past.tolist(), steps.total.tolist(), strict=True)):
-        kept, keep = _resident(start, capacity, window), _resident(end, capacity, window)
-        rows = [
-            np.concatenate([past[b, :, :kept], new[b, :, : end - start]], axis=1)
-            for (past, _), new in zip(caches, encoded, strict=True)
-        ]
-        for present, row in zip(presents, rows, strict=True):
-            present[b, :, :keep] = row[:, row.shape[1] - keep :]
-        positions = np.arange(start - kept, end)
-        query = (start + np.arange(steps.s))[:, np.newaxis]
-        allowed = (positions <= query) & (positions > query - window)
-        bias = np.where(allowed, work.type(0), work.type(-np.inf))
-        if biases[0] is not None:
-            bias = bias + biases[0][min(b, biases[0].shape[0] - 1)][..., positions]
-        keys, values = (c.decode(r, work)[np.newaxis] for c, r in zip(codecs, rows, strict=True))
-        sink = spec.sink(biases[1], work)
-        y[b] = _attend(q4[b : b + 1], keys, values, bias, spec.scale, spec.softcap, sink)[0][0]
-    return y, presents[0], presents[1], None
 
 
 @_registered("GroupQueryAttention")
@@ -696,21 +364,22 @@ def group_query_attention(
     dequantized. A window cache (``sliding_window_cache``) keeps each batch's latest rows.
     """
     _refuse_gqa_extras(unsupported, sliding_window_cache, qk_output)
-    codecs = _CacheCodec.pair((k_quant_type, v_quant_type), kv_cache_bit_width, (k_scale, v_scale))
-    spec = _GroupQuery(
+    codecs = CacheCodec.pair((k_quant_type, v_quant_type), kv_cache_bit_width, (k_scale, v_scale))
+    spec = GroupQuery(
         num_heads, kv_num_heads, scale, softcap, local_window_size, causal, rotary_interleaved,
         smooth_softmax, qk_output,
     )  # fmt: skip
     q4, k4, v4 = spec.split(query, key, value)
-    steps = _Steps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length, sliding_window_cache)
+    steps = CacheSteps.of(q4.shape[2], past_key, seqlens_k, total_sequence_length,
+                          sliding_window_cache)  # fmt: skip
     if do_rotary:
         q4, k4 = spec.rotate(q4, k4, steps.positions(position_ids), cos_cache, sin_cache)
     caches = (past_key, k4), (past_value, v4)
-    run = _windowed if sliding_window_cache else _cached
+    run = windowed_attention if sliding_window_cache else whole_cache_attention
     y, present_key, present_value, qk = run(
         spec, q4, caches, steps, codecs, (attention_bias, head_sink)
     )
-    return _merge_heads(y).astype(query.dtype), present_key, present_value, qk
+    return merge_heads(y).astype(query.dtype), present_key, present_value, qk
 
 
 # -- QAttention --------------------------------------------------------------------------------

@@ -1,0 +1,5 @@
+import sys
+
+from onnxflow.cli.parser import main
+
+sys.exit(main())

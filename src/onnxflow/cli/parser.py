@@ -1,0 +1,142 @@
+"""The ``onnxflow`` command line: its arguments, and :func:`main`, which parses them, runs the
+subcommand asked for and turns its errors into an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+
+from onnxflow.cli.check import check_command
+from onnxflow.cli.commands import (
+    code_command,
+    compare_command,
+    export_python_command,
+    profile_command,
+    run_command,
+)
+from onnxflow.errors import OnnxflowError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``onnxflow`` command; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except OnnxflowError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader stopped early (`onnxflow profile m.onnx | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # what a shell reports for a command ended by SIGPIPE
+    except OSError as exc:  # a file that cannot be read or written: its name and why
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+#: What ``onnxflow --help`` says above the commands.
+DESCRIPTION = "onnxflow: run a model on given or generated inputs, check a model, profile one run, "
+DESCRIPTION += "print the code onnxflow runs for it. 'onnxflow COMMAND --help' tells more."
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onnxflow", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="run a model and summarise its outputs")
+    _add_feed_arguments(run)
+    run.add_argument("--output-dir", help="save every output there as NAME.npy")
+    run.add_argument("--intermediate", metavar="DIR", help="save every main-graph value there")
+    run.add_argument("--verbose", action="store_true", help="print each node as it runs")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress line for a run over 1 s: the loop iterations done, else the time elapsed "
+        "(default: on a terminal)",
+    )
+    run.set_defaults(func=run_command)
+    check = sub.add_parser("check", help="validate a model and print a report")
+    check.add_argument("model", help="path to an .onnx file")
+    check.set_defaults(func=check_command)
+    profile = sub.add_parser("profile", help="time every node and loop iteration of one run")
+    _add_feed_arguments(profile)
+    profile.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto opens it)")
+    profile.add_argument("--top", type=int, default=10, help="how many nodes and op types to list")
+    profile.add_argument(
+        "--bodies",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time every node inside loop and branch bodies, in a second run observed "
+        "node by node (slower than the model; default: with --trace)",
+    )
+    profile.set_defaults(func=profile_command)
+    code = sub.add_parser("code", help="print the Python that onnxflow runs for a model")
+    _add_feed_arguments(code)
+    code.add_argument(
+        "--no-run",
+        action="store_true",
+        help="do not run the model first (loops then show only their body's function)",
+    )
+    code.set_defaults(func=code_command)
+    diff = sub.add_parser("compare", help="find the first value where two runs of a model disagree")
+    _add_feed_arguments(diff)
+    diff.add_argument(
+        "--against",
+        default="onnxruntime",
+        metavar="onnxruntime|reference|OTHER.onnx",
+        help="what to compare onnxflow's run with (default onnxruntime)",
+    )
+    diff.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance")
+    diff.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance")
+    diff.add_argument("--json", metavar="FILE", help="write the full report there as JSON")
+    diff.set_defaults(func=compare_command)
+    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
+    export.add_argument("model", help="the .onnx file")
+    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
+    export.set_defaults(func=export_python_command)
+    return parser
+
+
+def _version() -> str:
+    """``onnxflow X`` and the versions of what it runs on."""
+    from onnxflow import __version__
+
+    return (
+        f"onnxflow {__version__} (numpy {np.__version__}, onnx {onnx.__version__}, "
+        f"Python {sys.version.split()[0]})"
+    )
+
+
+def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("model", help="path to an .onnx file")
+    command.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="feed input NAME from a .npy or .pb (TensorProto) file; repeatable",
+    )
+    command.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of a symbolic dimension for generated inputs (default 1); repeatable",
+    )
+    command.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="shape of generated input NAME, for dimensions --dim cannot name ('?', unnamed); "
+        "repeatable",
+    )
+    command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
