@@ -24,8 +24,9 @@ from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
-from onnxflow.runtime.executor import execute, runner, sources
+from onnxflow.runtime.executor import execute, sources
 from onnxflow.runtime.feeds import FeedBinder
+from onnxflow.runtime.lower import lower
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.runtime.outputs import Detacher, all_fresh
@@ -82,6 +83,7 @@ class InferenceSession(OrtSessionAPI):
             raise ValidationError(
                 f"the model could not be compiled: {type(exc).__name__}: {exc}"
             ) from exc
+        self._lower()
         self._api_setup(providers, provider_options, started)
         self._log = SeverityLog(self.options.log_severity_level, self.options.logid)
         self._log.info(
@@ -121,6 +123,14 @@ class InferenceSession(OrtSessionAPI):
         # the compiler made every stored constant read-only; outputs sharing them are copied
         self._detach = Detacher([*self.plan.template, *(self._default_plan or self.plan).template])
 
+    def _lower(self) -> None:
+        """Lower the plans (every scope of each) to the functions that run them: the one
+        lowering step of a session (see :mod:`onnxflow.runtime.lower`)."""
+        #: Per plan, the function running it when nothing observes the run.
+        self._quick: dict[Plan, Any] = {
+            plan: lower(plan).call for plan in (self.plan, self._default_plan) if plan is not None
+        }
+
     def _compiler(self) -> Compiler:
         return Compiler(
             functions={(normalize_domain(f.domain), f.name): f for f in self.model.functions},
@@ -155,8 +165,8 @@ class InferenceSession(OrtSessionAPI):
     def source(self) -> str:
         """The Python the plan runs: the main graph's generated function, then each subgraph's
         (loop bodies, branches), each under a comment saying where it sits. A loop appears
-        also as the whole-loop function its runs generated, so run the model once first to
-        see those."""
+        also as the whole-loop function its runs generated (made by a loop's first run, as its
+        code depends on the run), so run the model once first to see those."""
         return "\n\n".join(f"# {where}\n{text}" for where, text in sources(self.plan))
 
     def get_modelmeta(self) -> ModelMetadata:
@@ -249,11 +259,8 @@ class InferenceSession(OrtSessionAPI):
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
-            quick = self._quick.get(plan)
-            if quick is None:
-                quick = self._quick[plan] = runner(plan)
             with np.errstate(**IEEE):
-                return quick(args)
+                return self._quick[plan](args)
         with np.errstate(**IEEE):
             return self._execute_watched(plan, args, options, watchers)
 

@@ -35,7 +35,8 @@ instead of a plain call:
   positions it lists. A loop's :class:`Twin` drops the guards of steps whose inputs are steady
   by this rule.
 
-A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
+A checked twin takes the run options and tests whether the caller asked to stop
+(:data:`~onnxflow.runtime.context.STOP_REQUESTED`) before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
 """
 
@@ -50,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many
-from onnxflow.runtime.context import before_step, cancelled
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many, out_slots, returns_one
+from onnxflow.runtime.context import STOP_REQUESTED, before_step, cancelled
 from onnxflow.traits import WIDEN_LIMIT, Traits
 
 Runner = Callable[..., list[Any]]
@@ -199,7 +200,7 @@ def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozense
             continue
         if kind is not True and not all(ins[p] in fixed for p in kind if p < len(ins)):
             continue
-        stable.update((out,) if out.__class__ is int else out)
+        stable.update(out_slots(out))
     return frozenset(stable)
 
 
@@ -252,7 +253,7 @@ class Emitter:
         for i, ((fn, ins, out, free), traits) in enumerate(zip(self.plan.steps, self.plan.traits)):
             if self.checked:
                 for b in blocks:
-                    b.add(f"if options.terminate: _cancel({i})")
+                    b.add(f"if {STOP_REQUESTED}: _cancel({i})")
             reuse = self._reusable(traits, ins, out, free, keep)
             general, plain = self._step(i, fn, traits, ins, out, reuse, fixed, twin)
             for line in general:
@@ -272,7 +273,7 @@ class Emitter:
         one = _single(out)
         if one is not None and (reuse is not None or self._makes_fresh(traits, ins)):
             self.fresh.add(one)
-        self.assigned.update((out,) if out.__class__ is int else out)
+        self.assigned.update(out_slots(out))
 
     def _step(
         self,
@@ -304,9 +305,9 @@ class Emitter:
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
         call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
-        if out.__class__ is int:
-            return [f"{_target(out)} = {call}"], None
-        targets = ", ".join(_target(s) for s in out)
+        targets = ", ".join(_target(s) for s in out_slots(out))
+        if returns_one(out):
+            return [f"{targets} = {call}"], None
         return [f"({targets},) = _many({call}, {len(out)})"], None
 
     def _over_input(
@@ -390,9 +391,7 @@ class Emitter:
         self, traits: Traits, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
     ) -> int | None:
         """The position of a widening binary step's only fixed operand, if it has one."""
-        if fixed is None or not traits.widens or len(ins) != 2:
-            return None
-        if out.__class__ is not int:
+        if fixed is None or not traits.widens or len(ins) != 2 or not returns_one(out):
             return None
         held = [
             s in fixed or (s in self.plan.constant_slots and s not in self.assigned) for s in ins
@@ -527,9 +526,8 @@ def keeps_dtype(ufunc: np.ufunc) -> bool:
 
 def _single(out: Any) -> int | None:
     """The slot of a step's only output (kernels of multi-output ops give a 1-tuple)."""
-    if out.__class__ is int:
-        return out
-    return out[0] if len(out) == 1 else None
+    slots = out_slots(out)
+    return slots[0] if len(slots) == 1 else None
 
 
 def _row(twin: Twin | None, out: Any) -> str | None:
