@@ -19,7 +19,6 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
-from onnxflow.ops import load_all
 from onnxflow.ops.registry import normalize_domain
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
@@ -58,7 +57,6 @@ class InferenceSession(OrtSessionAPI):
         check: bool = True,
     ) -> None:
         started = (time.perf_counter_ns(), time.time_ns())
-        load_all()
         keep_freed_memory()  # once per process: see onnxflow.runtime.memory
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
             raise InputError(
