@@ -202,6 +202,21 @@ class InferenceSession(OrtSessionAPI):
         ):
             results = self._execute(self.plan, self._binder.bind(input_feed), None, [])
             return results if all_fresh(results) else self._detach(results, input_feed.values())
+        return self._run_as_asked(
+            output_names, input_feed, run_options, intermediate, observers, verbose
+        )
+
+    def _run_as_asked(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: RunOptions | None,
+        intermediate: bool,
+        observers: Sequence[Observer],
+        verbose: bool,
+    ) -> Any:
+        """:meth:`run` with what its quick path does not do: outputs picked by name, run
+        options, observers, intermediate values, overridable initializers."""
         _check_run_arguments(output_names, input_feed, run_options)
         indices = None if intermediate else self._select_outputs(output_names)
         args = self._binder.bind(input_feed)

@@ -262,11 +262,14 @@ class Emitter:
                 for line in general if plain is None else plain:
                     twin.lines.add(line, i)
             self._assigned(traits, ins, out, reuse)
-            dead = [
-                f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
-            ]
-            for b in blocks if dead else ():
-                b.add(f"del {', '.join(dead)}")
+            for line in self._deletion(free, keep):
+                for b in blocks:
+                    b.add(line)
+
+    def _deletion(self, free: tuple[int, ...], keep: frozenset[int]) -> list[str]:
+        """The ``del`` line (if any) of the locals a step frees, but for ``keep``."""
+        dead = [f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep]
+        return [f"del {', '.join(dead)}"] if dead else []
 
     def _assigned(self, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any) -> None:
         """Record a step's outputs as assigned, and as fresh arrays when they are."""
@@ -301,6 +304,12 @@ class Emitter:
             return self._ufunc(i, traits.ufunc, ins, out, twin)
         if traits.call is not None:
             return self._guarded(i, fn, traits, ins, out, twin)
+        return self._called(i, fn, traits, ins, out, twin)
+
+    def _called(
+        self, i: int, fn: Any, traits: Traits, ins: tuple[int, ...], out: Any, twin: Twin | None
+    ) -> tuple[list[str], None]:
+        """A step whose kernel is called as it is (its own instance, when it keeps a memo)."""
         self.namespace[f"f{i}"] = fn if traits.stateful is None else traits.stateful()
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
