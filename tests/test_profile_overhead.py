@@ -43,7 +43,7 @@ def test_a_profiled_run_takes_the_compiled_loop() -> None:
     profiler = Profiler(bodies=False)
     sess.run(None, _feeds(50), observers=[profiler])
     bodies = [child for _, child in sess.plan.children]
-    drivers = [key for body in bodies for key in lowered(body).variants if key.loop is not None]
+    drivers = [key for body in bodies for key in lowered(body).variants if key.loop]
     assert drivers, "the Scan ran its body step by step, not as its generated loop"
     assert [(op, key, calls) for op, key, _, calls in profiler.top_nodes()] == [("Scan", "rnn", 1)]
     assert not [e for e in profiler.events if e["cat"] == "iteration"]

@@ -61,7 +61,7 @@ def test_the_source_is_the_code_that_runs() -> None:
         if compiled.co_name == "run":
             fn = made.function.fn  # type: ignore[union-attr]
         else:
-            fn = next(value.fn for key, value in made.variants.items() if key.loop is not None)
+            fn = next(value.fn for key, value in made.variants.items() if key.loop)
         assert compiled.co_code == fn.__code__.co_code, where
 
 

@@ -4,6 +4,7 @@ loop engine's one Python loop (runtime/loop.py: iterate) and the one terminate t
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
 import tokenize
@@ -48,7 +49,7 @@ def test_an_unobserved_run_makes_only_the_loop_driver() -> None:
     sess.run(None, _feeds())
     made = {key for plan in _scopes(sess.plan) for key in lowered(plan).variants}
     (key,) = made
-    assert key.loop is not None and not key.checked and not key.use_cond
+    assert key.loop and not key.checked and not key.use_cond
 
 
 def test_a_run_with_run_options_makes_the_checked_variants_once() -> None:
@@ -59,15 +60,24 @@ def test_a_run_with_run_options_makes_the_checked_variants_once() -> None:
         np.testing.assert_array_equal(got[0], expected[0])
     main = lowered(sess.plan).variants
     assert list(main) == [Variant(checked=True)]
-    drivers = [k for p in _scopes(sess.plan) for k in lowered(p).variants if k.loop is not None]
+    drivers = [k for p in _scopes(sess.plan) for k in lowered(p).variants if k.loop]
     assert sorted(k.checked for k in drivers) == [False, True]
 
 
 def test_a_variant_equals_the_tuple_of_its_fields() -> None:
     """The loop engine looks drivers up with plain tuples: no Variant made per loop call."""
-    loop = object()
-    key = Variant(True, loop, False)  # type: ignore[arg-type]
-    assert {key: 1}.get((True, loop, False)) == 1
+    assert {Variant(True, loop=True): 1}.get((True, True, False)) == 1
+
+
+def test_what_is_lowered_goes_with_its_session() -> None:
+    sess = onnxflow.InferenceSession(rnn_scan())
+    sess.run(None, _feeds())
+    sess.run(None, _feeds(), onnxflow.RunOptions())
+    ids = [id(plan) for plan in _scopes(sess.plan)]
+    assert all(i in LOWERED for i in ids)
+    del sess
+    gc.collect()
+    assert not any(i in LOWERED for i in ids)
 
 
 def _cancelling_step(options: onnxflow.RunOptions, at: int, ran: list[int]) -> Any:

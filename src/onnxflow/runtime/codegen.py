@@ -214,16 +214,13 @@ class Emitter:
     def __init__(self, plan: Plan, checked: bool) -> None:
         self.plan = plan
         self.checked = checked
-        self.namespace: dict[str, Any] = {"_many": many, "_cancel": self._cancel}
+        self.namespace: dict[str, Any] = {"_many": many, "_cancel": _canceller(plan)}
         self.assigned = set(plan.arg_slots)
         #: Lines to run once before the steps (set up by fixed-operand broadcasts).
         self.prologue: list[str] = []
         #: Slots holding an array a step of this plan made, that nothing else refers to.
         self.fresh: set[int] = set()
         self.uses = Counter(s for _, ins, _, _ in plan.steps for s in ins)
-
-    def _cancel(self, step: int) -> None:
-        raise cancelled(before_step(self.plan, step))
 
     def ref(self, slot: int) -> str:
         """The expression reading ``slot``: None, a constant's global, or a local."""
@@ -471,6 +468,20 @@ class Emitter:
 
 #: The source of every generated function, for as long as the function lives.
 _SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _canceller(plan: Plan) -> Callable[[int], None]:
+    """``_cancel(step)`` of generated code: raises the run's cancellation error naming the step.
+
+    It holds the plan's names, not the plan: nothing the plan's lowered code holds may keep the
+    plan alive (its :class:`~onnxflow.runtime.lower.Lowered` record goes when the plan does).
+    """
+    graph_name, infos = plan.graph_name, plan.infos
+
+    def cancel(step: int) -> None:
+        raise cancelled(before_step(graph_name, infos[step]))
+
+    return cancel
 
 
 def _callable_name(fn: Any) -> str:

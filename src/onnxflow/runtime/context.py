@@ -46,7 +46,7 @@ def cancelled(where: str) -> CancelledError:
     return CancelledError(f"run terminated by RunOptions.terminate {where}".rstrip())
 
 
-def before_step(plan: Any, index: int) -> str:
-    """Where a run stopped before step ``index`` of ``plan``, for :func:`cancelled`."""
-    info = plan.infos[index]
-    return f"in graph {plan.graph_name!r} before {info.op_type} {info.name!r}"
+def before_step(graph_name: str, info: Any) -> str:
+    """Where a run stopped: in graph ``graph_name`` before the step of ``info`` (a NodeInfo),
+    for :func:`cancelled`."""
+    return f"in graph {graph_name!r} before {info.op_type} {info.name!r}"

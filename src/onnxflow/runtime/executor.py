@@ -58,7 +58,7 @@ def sources(plan: Plan, where: str = "") -> list[tuple[str, str]]:
     else:
         found = [(where, source_of(made.function.fn) or "")]
         for key, value in list(made.variants.items()):
-            if key.loop is not None:
+            if key.loop:
                 found.append((f"{where}, run as a loop{_loop_kind(key)}", source_of(value.fn)))
     for index, child in plan.children:
         info = plan.infos[index]

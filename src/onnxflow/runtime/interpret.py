@@ -32,7 +32,7 @@ def interpret(
     try:
         for index, (fn, ins, out, free) in enumerate(plan.steps):
             if stop_requested(options):
-                raise cancelled(before_step(plan, index))
+                raise cancelled(before_step(plan.graph_name, plan.infos[index]))
             _interpret_step(frame, plan.infos[index], fn, ins, out, observation)
             for slot in free:
                 frame[slot] = None

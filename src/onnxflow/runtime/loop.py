@@ -155,8 +155,8 @@ def _generated(
     run (whether it checks RunOptions, whether it uses the body's condition)."""
     options = current_run_options()
     body = LOWERED.get(id(loop.body.plan)) or lowered(loop.body.plan)  # a call less, usually
-    key = (options is not None, loop, use_cond)  # a Variant's fields: see Variant
-    fn, lines = body.variants.get(key) or body.variant(Variant(*key))
+    key = (options is not None, True, use_cond)  # a Variant's fields: see Variant
+    fn, lines = body.variants.get(key) or body.variant(Variant(*key), loop)
     try:
         seqs, tail = _bind(loop, captured, sequences)
     except BODY_ERRORS as exc:

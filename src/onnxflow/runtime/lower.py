@@ -48,18 +48,22 @@ class Variant(NamedTuple):
 
     #: Whether it tests RunOptions.terminate before every step (and iteration).
     checked: bool
-    #: The loop whose whole-loop driver this is, the plan being its body; None: the plan's own
-    #: function.
-    loop: LoopPlan | None = None
+    #: Whether it is the whole-loop driver of the loop whose body the plan is (else the plan's
+    #: own function).
+    loop: bool = False
     #: Whether the driver ends the loop when the body's condition turns false.
     use_cond: bool = False
 
 
 @dataclass(eq=False)
 class Lowered:
-    """What runs one plan: made by :func:`lower`, kept for as long as the plan lives."""
+    """What runs one plan: made by :func:`lower`, kept for as long as the plan lives.
 
-    plan: Plan
+    Nothing in it holds the plan strongly (a weak reference does), so that the plan, and with
+    it this record, goes when its session does.
+    """
+
+    plan_ref: weakref.ref[Plan]
     #: Runs the plan with nobody checking RunOptions; failures name the step.
     call: Runner
     #: The generated function ``call`` runs; None when the plan is interpreted.
@@ -67,21 +71,26 @@ class Lowered:
     #: The forms made by :meth:`variant` so far.
     variants: dict[Variant, Generated] = field(default_factory=dict)
 
-    def variant(self, key: Variant) -> Generated:
-        """The form ``key`` of the plan, made the first time a run asks for it: the one thing
-        about a plan that is made after :func:`lower`."""
+    @property
+    def plan(self) -> Plan:
+        """The plan (alive: whoever asks its record holds it)."""
+        return self.plan_ref()  # type: ignore[return-value]
+
+    def variant(self, key: Variant, loop: LoopPlan | None = None) -> Generated:
+        """The form ``key`` of the plan, made the first time a run asks for it (a driver, for
+        ``loop``, whose body the plan is): the one thing about a plan made after :func:`lower`."""
         made = self.variants.get(key)
         if made is None:
-            if key.loop is None:
+            if loop is None:
                 made = Generated(*generate(self.plan, checked=True))
             else:
                 made = Generated(
                     *generate_driver(
                         self.plan,
-                        key.loop.layout,
+                        loop.layout,
                         checked=key.checked,
                         use_cond=key.use_cond,
-                        label=key.loop.label,
+                        label=loop.label,
                     )
                 )
             self.variants[key] = made
@@ -89,11 +98,10 @@ class Lowered:
 
     def checked_call(self, options: Any) -> Runner:
         """Runs the plan, stopping before any step once ``options.terminate`` is set."""
-        plan = self.plan
         if self.function is None:
-            return lambda args: interpret(plan, args, options)
+            return _interpreted(self.plan_ref, options)
         fn, lines = self.variant(_CHECKED)
-        return _naming_failures(plan, lambda args: fn(args, options), fn, lines)
+        return _naming_failures(self.plan_ref, lambda args: fn(args, options), fn, lines)
 
 
 _CHECKED = Variant(checked=True)
@@ -123,14 +131,20 @@ def lowered(plan: Plan) -> Lowered:
 
 def _lower_one(plan: Plan) -> Lowered:
     """The record of one plan: its generated function, or the interpreter for a big graph."""
+    ref = weakref.ref(plan)
     if len(plan.steps) > MAX_GENERATED_STEPS:
-        return Lowered(plan, lambda args: interpret(plan, args), None)
+        return Lowered(ref, _interpreted(ref, None), None)
     fn, lines = made = Generated(*generate(plan, checked=False))
-    return Lowered(plan, _naming_failures(plan, fn, fn, lines), made)
+    return Lowered(ref, _naming_failures(ref, fn, fn, lines), made)
+
+
+def _interpreted(plan: weakref.ref[Plan], options: Any) -> Runner:
+    """Runs the plan on the interpreter."""
+    return lambda args: interpret(plan(), args, options)  # type: ignore[arg-type]
 
 
 def _naming_failures(
-    plan: Plan, run: Runner, fn: Callable[..., Any], lines: dict[int, int]
+    plan: weakref.ref[Plan], run: Runner, fn: Callable[..., Any], lines: dict[int, int]
 ) -> Runner:
     """``run``, with a kernel's failure inside the generated ``fn`` raised as a RuntimeFailure
     naming its step."""
@@ -141,6 +155,7 @@ def _naming_failures(
         except OnnxflowError:
             raise
         except Exception as exc:
-            raise step_failure(plan, failing_step(exc, fn, lines), exc) from exc
+            failed = failing_step(exc, fn, lines)
+            raise step_failure(plan(), failed, exc) from exc  # type: ignore[arg-type]
 
     return call
