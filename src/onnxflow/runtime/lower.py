@@ -1,9 +1,9 @@
 """Lowering: where a compiled plan becomes the Python functions that run it.
 
-Plans are lowered in :func:`lower`, which InferenceSession calls once when it is created: every
-scope of the model (the main graph and each subgraph plan under it) gets its :class:`Lowered`
-record, holding the plan's generated function (:mod:`onnxflow.runtime.codegen`), or the
-interpreter for a graph over :data:`MAX_GENERATED_STEPS` steps, wrapped to name a failing node.
+In one sentence: InferenceSession, when it is created, calls :func:`lower`, which makes for the
+main graph's plan and every subgraph plan under it a :class:`Lowered` record holding the plan's
+generated function (:mod:`onnxflow.runtime.codegen`; the interpreter for a graph over
+:data:`MAX_GENERATED_STEPS` steps), wrapped to name a failing node.
 
 Only :meth:`Lowered.variant` makes anything later, on the first run that needs it, because only
 some runs do and what to make depends on the run: the function that tests RunOptions.terminate
