@@ -163,8 +163,8 @@ class InferenceSession(OrtSessionAPI):
     def source(self) -> str:
         """The Python the plan runs: the main graph's generated function, then each subgraph's
         (loop bodies, branches), each under a comment saying where it sits. A loop appears
-        also as the whole-loop function its runs generated (made by a loop's first run, as its
-        code depends on the run), so run the model once first to see those."""
+        also as the whole-loop function its runs generated, so run the model once first to
+        see those."""
         return "\n\n".join(f"# {where}\n{text}" for where, text in sources(self.plan))
 
     def get_modelmeta(self) -> ModelMetadata:
