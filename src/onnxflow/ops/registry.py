@@ -170,9 +170,11 @@ def _importing_module() -> str:
 
 
 def kernel_modules(kernels: list[Kernel]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """For each operator of ``kernels``, the modules that register it, sorted: the contents of
-    :data:`~onnxflow.ops.kernel_index.KERNEL_MODULES` once every kernel module is imported."""
+    """For each operator of ``kernels`` that a module of this package registers, those modules,
+    sorted: the contents of :data:`~onnxflow.ops.kernel_index.KERNEL_MODULES` once every kernel
+    module is imported (kernels registered from elsewhere, as tests do, need no index)."""
     found: dict[tuple[str, str], set[str]] = {}
     for k in kernels:
-        found.setdefault((k.domain, k.op_type), set()).add(k.module)
+        if k.module.startswith(f"{__package__}."):
+            found.setdefault((k.domain, k.op_type), set()).add(k.module)
     return {key: tuple(sorted(found[key])) for key in sorted(found)}
