@@ -75,3 +75,21 @@ def test_listing_every_kernel_imports_every_family_of_the_index() -> None:
 def test_a_registration_records_the_module_being_imported() -> None:
     kernel = REGISTRY.lookup("", "Relu", 14)
     assert isinstance(kernel, Kernel) and kernel.module == "onnxflow.ops.activations"
+
+
+def test_sessions_made_at_once_in_threads_each_find_their_kernels() -> None:
+    out = _fresh(
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "import onnxflow\n"
+        "def make(_):\n"
+        "    return onnxflow.InferenceSession('examples/rnn_scan.onnx').plan.graph_name\n"
+        "with ThreadPoolExecutor(8) as pool:\n"
+        "    print(sorted(set(pool.map(make, range(8)))))\n"
+    )
+    assert out == str([onnxflow_graph_name()])
+
+
+def onnxflow_graph_name() -> str:
+    import onnxflow
+
+    return onnxflow.InferenceSession(ROOT / "examples" / "rnn_scan.onnx").plan.graph_name

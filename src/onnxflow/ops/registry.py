@@ -73,9 +73,16 @@ class Registry:
         self._unloaded: dict[tuple[str, str], tuple[str, ...]] = dict(modules or {})
 
     def _load(self, key: tuple[str, str]) -> None:
-        """Import the modules that register ``key``'s kernels, if not done yet."""
-        for module in self._unloaded.pop(key, ()):
-            importlib.import_module(module)
+        """Import the modules that register ``key``'s kernels, if not done yet.
+
+        Forgotten only once imported: a thread looking the operator up meanwhile imports
+        them too, and so waits for the import in progress (Python's lock on each module).
+        """
+        modules = self._unloaded.get(key)
+        if modules:
+            for module in modules:
+                importlib.import_module(module)
+            self._unloaded.pop(key, None)
 
     def add(self, kernel: Kernel) -> None:
         """Register one kernel version; registering the same version twice is an error."""
