@@ -15,7 +15,7 @@ import pytest
 import onnxflow
 from onnxflow.cli import main
 from onnxflow.observers import Profiler
-from onnxflow.runtime.executor import made_for
+from onnxflow.runtime.lower import lowered
 
 RNN = Path(__file__).resolve().parents[1] / "examples" / "rnn_scan.onnx"
 
@@ -43,7 +43,7 @@ def test_a_profiled_run_takes_the_compiled_loop() -> None:
     profiler = Profiler(bodies=False)
     sess.run(None, _feeds(50), observers=[profiler])
     bodies = [child for _, child in sess.plan.children]
-    drivers = [key for body in bodies for key in made_for(body) if isinstance(key, tuple)]
+    drivers = [key for body in bodies for key in lowered(body).variants if key.loop]
     assert drivers, "the Scan ran its body step by step, not as its generated loop"
     assert [(op, key, calls) for op, key, _, calls in profiler.top_nodes()] == [("Scan", "rnn", 1)]
     assert not [e for e in profiler.events if e["cat"] == "iteration"]

@@ -187,12 +187,12 @@ def test_model_local_function_with_attribute_reference_and_nested_call() -> None
 
 def test_interpreted_plans_give_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
     """Graphs over MAX_GENERATED_STEPS run on the interpreter: same outputs, same errors."""
-    from onnxflow.runtime import executor
+    from onnxflow.runtime import lower
 
     model = parser.parse_model(ADD_MODEL)
     feeds = {"X": np.array([[1, -2, 3]], np.float32), "Y": np.array([[1, 1, -5]], np.float32)}
     generated = onnxflow.InferenceSession(model).run(None, feeds)
-    monkeypatch.setattr(executor, "MAX_GENERATED_STEPS", 0)
+    monkeypatch.setattr(lower, "MAX_GENERATED_STEPS", 0)
     sess = onnxflow.InferenceSession(model)
     for got, want in zip(sess.run(None, feeds), generated):
         np.testing.assert_array_equal(got, want)

@@ -10,6 +10,7 @@ import numpy as np
 
 import onnxflow
 from onnxflow.cli import main
+from onnxflow.runtime.lower import lowered
 from onnxflow.spec_models import rnn_scan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,9 +58,12 @@ def test_the_source_is_the_code_that_runs() -> None:
             c for c in compile(text, "<shown>", "exec").co_consts if hasattr(c, "co_code")
         ]
         plan = sess.plan if where.count(">") == 0 else sess.plan.children[0][1]
-        made = onnxflow.runtime.executor.made_for(plan)
-        key = False if compiled.co_name == "run" else next(k for k in made if isinstance(k, tuple))
-        assert compiled.co_code == made[key][0].__code__.co_code, where
+        made = lowered(plan)
+        if compiled.co_name == "run":
+            fn = made.function.fn  # type: ignore[union-attr]
+        else:
+            fn = next(value.fn for key, value in made.variants.items() if key.loop)
+        assert compiled.co_code == fn.__code__.co_code, where
 
 
 def test_cli_code_prints_the_source_and_keeps_stdout_python(capsys) -> None:  # type: ignore[no-untyped-def]

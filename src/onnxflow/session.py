@@ -20,12 +20,12 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
-from onnxflow.ops import load_all
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
-from onnxflow.runtime.executor import execute, runner, sources
+from onnxflow.runtime.executor import execute, sources
 from onnxflow.runtime.feeds import FeedBinder
+from onnxflow.runtime.lower import lower
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.runtime.outputs import Detacher, all_fresh
@@ -57,7 +57,6 @@ class InferenceSession(OrtSessionAPI):
         check: bool = True,
     ) -> None:
         started = (time.perf_counter_ns(), time.time_ns())
-        load_all()
         keep_freed_memory()  # once per process: see onnxflow.runtime.memory
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
             raise InputError(
@@ -82,6 +81,7 @@ class InferenceSession(OrtSessionAPI):
             raise ValidationError(
                 f"the model could not be compiled: {type(exc).__name__}: {exc}"
             ) from exc
+        self._lower()
         self._api_setup(providers, provider_options, started)
         self._log = SeverityLog(self.options.log_severity_level, self.options.logid)
         self._log.info(
@@ -107,8 +107,6 @@ class InferenceSession(OrtSessionAPI):
         # Old models list their initializers as graph inputs, so a feed may override them. Runs
         # that do not use a plan in which they, and what they feed, are constants.
         self._default_plan: Plan | None = None
-        #: Per plan, the function running it when nothing observes the run (made on first use).
-        self._quick: dict[Plan, Any] = {}
         if self.options.optimize and initialized & {a.name for a in self._inputs}:
             self._default_plan = compiler.compile_main(inferred, opsets, fixed_initializers=True)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
@@ -120,6 +118,14 @@ class InferenceSession(OrtSessionAPI):
         self._binder = FeedBinder(self._inputs, self._feedable, defaults)
         # the compiler made every stored constant read-only; outputs sharing them are copied
         self._detach = Detacher([*self.plan.template, *(self._default_plan or self.plan).template])
+
+    def _lower(self) -> None:
+        """Lower the plans (every scope of each) to the functions that run them: the one
+        lowering step of a session (see :mod:`onnxflow.runtime.lower`)."""
+        #: Per plan, the function running it when nothing observes the run.
+        self._quick: dict[Plan, Any] = {
+            plan: lower(plan).call for plan in (self.plan, self._default_plan) if plan is not None
+        }
 
     def _compiler(self) -> Compiler:
         return Compiler(
@@ -194,6 +200,21 @@ class InferenceSession(OrtSessionAPI):
         ):
             results = self._execute(self.plan, self._binder.bind(input_feed), None, [])
             return results if all_fresh(results) else self._detach(results, input_feed.values())
+        return self._run_as_asked(
+            output_names, input_feed, run_options, intermediate, observers, verbose
+        )
+
+    def _run_as_asked(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: RunOptions | None,
+        intermediate: bool,
+        observers: Sequence[Observer],
+        verbose: bool,
+    ) -> Any:
+        """:meth:`run` with what its quick path does not do: outputs picked by name, run
+        options, observers, intermediate values, overridable initializers."""
         _check_run_arguments(output_names, input_feed, run_options)
         indices = None if intermediate else self._select_outputs(output_names)
         args = self._binder.bind(input_feed)
@@ -249,11 +270,8 @@ class InferenceSession(OrtSessionAPI):
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
-            quick = self._quick.get(plan)
-            if quick is None:
-                quick = self._quick[plan] = runner(plan)
             with np.errstate(**IEEE):
-                return quick(args)
+                return self._quick[plan](args)
         with np.errstate(**IEEE):
             return self._execute_watched(plan, args, options, watchers)
 

@@ -38,6 +38,7 @@ from onnxflow.compile.plan import (
     TRASH_SLOT,
     NodeInfo,
     Plan,
+    out_slots,
     passthrough,
 )
 from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
@@ -412,7 +413,7 @@ def _with_frees(
     steps = list(steps)
     last: dict[int, int] = {}
     for i, (_, ins, out) in enumerate(steps):
-        for s in (out,) if out.__class__ is int else out:
+        for s in out_slots(out):
             last.setdefault(s, i)
             last[s] = max(last[s], i)
         for s in ins:

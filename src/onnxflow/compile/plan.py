@@ -6,7 +6,8 @@ input; slot 1 receives omitted outputs. A step is a plain tuple so the executor'
 
 ``(fn, input_slots, output_slot_or_slots, slots_to_free)``
 
-where the third field is an ``int`` for a single-output node and a tuple otherwise.
+where the third field is an ``int`` for a single-output node and a tuple otherwise: read it
+with :func:`out_slots` and :func:`returns_one`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,22 @@ def many(result: Any, n: int) -> tuple[Any, ...]:
             return result
         return (result + (None,) * n)[:n]
     return (result, *((None,) * (n - 1)))
+
+
+def out_slots(out: int | tuple[int, ...]) -> tuple[int, ...]:
+    """The slots a step writes, from its third field (one slot, or a tuple of slots)."""
+    return (out,) if out.__class__ is int else out  # type: ignore[return-value]
+
+
+def returns_one(out: int | tuple[int, ...]) -> bool:
+    """Whether a step's kernel returns its one output itself (its third field is one slot)
+    rather than a tuple for :func:`many` to spread over the slots."""
+    return out.__class__ is int
+
+
+def out_values(result: Any, out: int | tuple[int, ...]) -> tuple[Any, ...]:
+    """A step's kernel ``result`` as one value per slot of :func:`out_slots`."""
+    return (result,) if out.__class__ is int else many(result, len(out))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""Kernels, organised by family; importing this package registers all of them.
+"""Kernels, organised by family.
 
 Every module below this package registers its kernels with :func:`onnxflow.ops.registry.op` when
-imported, so adding a family is adding a module.
+imported, so adding a family is adding a module (and running tools/kernel_index.py, which
+records the module's operators in :mod:`onnxflow.ops.kernel_index`). The registry imports a
+family the first time one of its operators is looked up; :func:`load_all` imports every family,
+for what lists them all (the ``check`` report, the contrib report, tests).
 """
 
 from __future__ import annotations

@@ -13,17 +13,24 @@ Two kinds of kernels:
   be the spec's defaults. A tuple result means several outputs; a ``list`` is one sequence value.
 - builder (``build=True``): ``fn(node: NodeContext, **attributes) -> callable``; called once at
   compile time, for kernels that must prepare work (subgraphs, lookup tables, output counts).
+
+Kernel modules load on demand: :data:`REGISTRY` knows from :mod:`onnxflow.ops.kernel_index`
+which module registers each operator and imports it the first time the operator is looked up,
+so a session imports the kernel families its model uses. :meth:`Registry.all` imports them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.schemas import op_schema
+from onnxflow.ops.kernel_index import KERNEL_MODULES
 from onnxflow.traits import NONE, Traits
 
 ONNX_DOMAIN = ""
@@ -40,6 +47,8 @@ class Kernel:
     fn: Callable[..., Any]
     build: bool = False
     traits: Traits = NONE
+    #: The module whose import registered it (what :mod:`onnxflow.ops.kernel_index` lists).
+    module: str = ""
 
 
 class RegistryError(OnnxflowError):
@@ -47,10 +56,28 @@ class RegistryError(OnnxflowError):
 
 
 class Registry:
-    """Kernels by ``(domain, op_type)`` and ``since_version``."""
+    """Kernels by ``(domain, op_type)`` and ``since_version``.
 
-    def __init__(self) -> None:
+    ``modules``: for each operator, the modules whose import registers its kernels; each is
+    imported the first time the operator is looked up (or :meth:`all` is called).
+    """
+
+    def __init__(self, modules: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> None:
         self._kernels: dict[tuple[str, str], dict[int, Kernel]] = {}
+        #: The modules still to import for an operator.
+        self._unloaded: dict[tuple[str, str], tuple[str, ...]] = dict(modules or {})
+
+    def _load(self, key: tuple[str, str]) -> None:
+        """Import the modules that register ``key``'s kernels, if not done yet.
+
+        Forgotten only once imported: a thread looking the operator up meanwhile imports
+        them too, and so waits for the import in progress (Python's lock on each module).
+        """
+        modules = self._unloaded.get(key)
+        if modules:
+            for module in modules:
+                importlib.import_module(module)
+            self._unloaded.pop(key, None)
 
     def add(self, kernel: Kernel) -> None:
         """Register one kernel version; registering the same version twice is an error."""
@@ -66,15 +93,20 @@ class Registry:
 
     def versions(self, domain: str, op_type: str) -> list[int]:
         """Return the since_versions registered for an operator, ascending."""
-        return sorted(self._kernels.get((normalize_domain(domain), op_type), {}))
+        key = (normalize_domain(domain), op_type)
+        self._load(key)
+        return sorted(self._kernels.get(key, {}))
 
     def has_op(self, domain: str, op_type: str) -> bool:
         """Return whether any version of the operator is registered."""
-        return (normalize_domain(domain), op_type) in self._kernels
+        key = (normalize_domain(domain), op_type)
+        self._load(key)
+        return key in self._kernels
 
     def lookup(self, domain: str, op_type: str, opset: int) -> Kernel | None:
         """Return the kernel serving ``op_type`` at ``opset`` of ``domain``, or None."""
         domain = normalize_domain(domain)
+        self._load((domain, op_type))
         versions = self._kernels.get((domain, op_type))
         if not versions:
             return None
@@ -85,7 +117,14 @@ class Registry:
         return versions[max(eligible)] if eligible else None
 
     def all(self) -> list[Kernel]:
-        """Return every registered kernel."""
+        """Return every registered kernel (importing every kernel module first)."""
+        for key in list(self._unloaded):
+            self._load(key)
+        return self.registered()
+
+    def registered(self) -> list[Kernel]:
+        """Return the kernels registered so far, importing nothing (what tools/kernel_index.py
+        reads after importing every module, whatever the index says)."""
         return [k for vs in self._kernels.values() for k in vs.values()]
 
 
@@ -95,7 +134,7 @@ def schema_since_version(domain: str, op_type: str, opset: int) -> int | None:
     return None if schema is None else schema.since_version
 
 
-REGISTRY = Registry()
+REGISTRY = Registry(KERNEL_MODULES)
 
 
 def op(
@@ -116,8 +155,31 @@ def op(
         raise RegistryError(f"@op({op_type!r}) names no since_version")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        module = _importing_module()
         for since in versions:
-            REGISTRY.add(Kernel(normalize_domain(domain), op_type, since, fn, build, traits))
+            REGISTRY.add(
+                Kernel(normalize_domain(domain), op_type, since, fn, build, traits, module)
+            )
         return fn
 
     return register
+
+
+def _importing_module() -> str:
+    """The module whose top-level code is running the registration: the innermost one being
+    imported (a helper of another module may be making the call)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back  # type: ignore[assignment]
+    return "" if frame is None else frame.f_globals.get("__name__", "")
+
+
+def kernel_modules(kernels: list[Kernel]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """For each operator of ``kernels`` that a module of this package registers, those modules,
+    sorted: the contents of :data:`~onnxflow.ops.kernel_index.KERNEL_MODULES` once every kernel
+    module is imported (kernels registered from elsewhere, as tests do, need no index)."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for k in kernels:
+        if k.module.startswith(f"{__package__}."):
+            found.setdefault((k.domain, k.op_type), set()).add(k.module)
+    return {key: tuple(sorted(found[key])) for key in sorted(found)}

@@ -35,7 +35,8 @@ instead of a plain call:
   positions it lists. A loop's :class:`Twin` drops the guards of steps whose inputs are steady
   by this rule.
 
-A checked twin takes the run options and tests ``terminate`` before every step. When a kernel
+A checked twin takes the run options and tests whether the caller asked to stop
+(:data:`~onnxflow.runtime.context.STOP_REQUESTED`) before every step. When a kernel
 fails, the traceback's line number in the generated code names the step.
 """
 
@@ -50,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many
-from onnxflow.runtime.context import before_step, cancelled
+from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many, out_slots, returns_one
+from onnxflow.runtime.context import STOP_REQUESTED, before_step, cancelled
 from onnxflow.traits import WIDEN_LIMIT, Traits
 
 Runner = Callable[..., list[Any]]
@@ -199,7 +200,7 @@ def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozense
             continue
         if kind is not True and not all(ins[p] in fixed for p in kind if p < len(ins)):
             continue
-        stable.update((out,) if out.__class__ is int else out)
+        stable.update(out_slots(out))
     return frozenset(stable)
 
 
@@ -213,16 +214,13 @@ class Emitter:
     def __init__(self, plan: Plan, checked: bool) -> None:
         self.plan = plan
         self.checked = checked
-        self.namespace: dict[str, Any] = {"_many": many, "_cancel": self._cancel}
+        self.namespace: dict[str, Any] = {"_many": many, "_cancel": _canceller(plan)}
         self.assigned = set(plan.arg_slots)
         #: Lines to run once before the steps (set up by fixed-operand broadcasts).
         self.prologue: list[str] = []
         #: Slots holding an array a step of this plan made, that nothing else refers to.
         self.fresh: set[int] = set()
         self.uses = Counter(s for _, ins, _, _ in plan.steps for s in ins)
-
-    def _cancel(self, step: int) -> None:
-        raise cancelled(before_step(self.plan, step))
 
     def ref(self, slot: int) -> str:
         """The expression reading ``slot``: None, a constant's global, or a local."""
@@ -252,7 +250,7 @@ class Emitter:
         for i, ((fn, ins, out, free), traits) in enumerate(zip(self.plan.steps, self.plan.traits)):
             if self.checked:
                 for b in blocks:
-                    b.add(f"if options.terminate: _cancel({i})")
+                    b.add(f"if {STOP_REQUESTED}: _cancel({i})")
             reuse = self._reusable(traits, ins, out, free, keep)
             general, plain = self._step(i, fn, traits, ins, out, reuse, fixed, twin)
             for line in general:
@@ -261,18 +259,21 @@ class Emitter:
                 for line in general if plain is None else plain:
                     twin.lines.add(line, i)
             self._assigned(traits, ins, out, reuse)
-            dead = [
-                f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
-            ]
-            for b in blocks if dead else ():
-                b.add(f"del {', '.join(dead)}")
+            for line in self._deletion(free, keep):
+                for b in blocks:
+                    b.add(line)
+
+    def _deletion(self, free: tuple[int, ...], keep: frozenset[int]) -> list[str]:
+        """The ``del`` line (if any) of the locals a step frees, but for ``keep``."""
+        dead = [f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep]
+        return [f"del {', '.join(dead)}"] if dead else []
 
     def _assigned(self, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any) -> None:
         """Record a step's outputs as assigned, and as fresh arrays when they are."""
         one = _single(out)
         if one is not None and (reuse is not None or self._makes_fresh(traits, ins)):
             self.fresh.add(one)
-        self.assigned.update((out,) if out.__class__ is int else out)
+        self.assigned.update(out_slots(out))
 
     def _step(
         self,
@@ -300,13 +301,19 @@ class Emitter:
             return self._ufunc(i, traits.ufunc, ins, out, twin)
         if traits.call is not None:
             return self._guarded(i, fn, traits, ins, out, twin)
+        return self._called(i, fn, traits, ins, out, twin)
+
+    def _called(
+        self, i: int, fn: Any, traits: Traits, ins: tuple[int, ...], out: Any, twin: Twin | None
+    ) -> tuple[list[str], None]:
+        """A step whose kernel is called as it is (its own instance, when it keeps a memo)."""
         self.namespace[f"f{i}"] = fn if traits.stateful is None else traits.stateful()
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
         call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
-        if out.__class__ is int:
-            return [f"{_target(out)} = {call}"], None
-        targets = ", ".join(_target(s) for s in out)
+        targets = ", ".join(_target(s) for s in out_slots(out))
+        if returns_one(out):
+            return [f"{targets} = {call}"], None
         return [f"({targets},) = _many({call}, {len(out)})"], None
 
     def _over_input(
@@ -390,9 +397,7 @@ class Emitter:
         self, traits: Traits, ins: tuple[int, ...], out: Any, fixed: frozenset[int] | None
     ) -> int | None:
         """The position of a widening binary step's only fixed operand, if it has one."""
-        if fixed is None or not traits.widens or len(ins) != 2:
-            return None
-        if out.__class__ is not int:
+        if fixed is None or not traits.widens or len(ins) != 2 or not returns_one(out):
             return None
         held = [
             s in fixed or (s in self.plan.constant_slots and s not in self.assigned) for s in ins
@@ -465,6 +470,20 @@ class Emitter:
 _SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
+def _canceller(plan: Plan) -> Callable[[int], None]:
+    """``_cancel(step)`` of generated code: raises the run's cancellation error naming the step.
+
+    It holds the plan's names, not the plan: nothing the plan's lowered code holds may keep the
+    plan alive (its :class:`~onnxflow.runtime.lower.Lowered` record goes when the plan does).
+    """
+    graph_name, infos = plan.graph_name, plan.infos
+
+    def cancel(step: int) -> None:
+        raise cancelled(before_step(graph_name, infos[step]))
+
+    return cancel
+
+
 def _callable_name(fn: Any) -> str:
     """How a kernel reads in a legend: ``numpy.dot``, ``onnxflow.ops.shape.concat``..."""
     if isinstance(fn, np.ufunc):
@@ -527,9 +546,8 @@ def keeps_dtype(ufunc: np.ufunc) -> bool:
 
 def _single(out: Any) -> int | None:
     """The slot of a step's only output (kernels of multi-output ops give a 1-tuple)."""
-    if out.__class__ is int:
-        return out
-    return out[0] if len(out) == 1 else None
+    slots = out_slots(out)
+    return slots[0] if len(slots) == 1 else None
 
 
 def _row(twin: Twin | None, out: Any) -> str | None:

@@ -12,12 +12,18 @@ and one sink per scan output. There are two ways to run them, with one meaning:
 
 Both test ``RunOptions.terminate`` before every iteration and raise the run's one cancellation
 error, and both name the loop and the iteration in any error from the body.
+
+The stepped runs go through :func:`iterate`, the engine's one Python loop, which any operator
+that runs a body step after step uses too (the generation operators' decoding loops): it tests
+``RunOptions.terminate``, makes each iteration a scope observers see and names the iteration in
+errors.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,15 +31,11 @@ import numpy as np
 from onnxflow.compile.plan import LoopPlan
 from onnxflow.errors import CancelledError, OnnxflowError, RuntimeFailure
 from onnxflow.runtime.codegen import failing_step
-from onnxflow.runtime.context import cancelled, current_run_options
-from onnxflow.runtime.executor import (
-    MADE,
-    MAX_GENERATED_STEPS,
-    current_runner,
-    made_for,
-    step_failure,
-)
-from onnxflow.runtime.loopgen import generate_driver, iteration_of
+from onnxflow.runtime.context import cancelled, current_run_options, stop_requested
+from onnxflow.runtime.executor import current_runner
+from onnxflow.runtime.interpret import step_failure
+from onnxflow.runtime.loopgen import iteration_of
+from onnxflow.runtime.lower import LOWERED, MAX_GENERATED_STEPS, Variant, lowered
 from onnxflow.runtime.observe import Observation, current_observation
 from onnxflow.runtime.stacking import TRUE, as_bool
 
@@ -49,6 +51,50 @@ Step = Callable[[int, list[Any]], list[Any]]
 def iteration_error(label: str, iteration: int, exc: Exception) -> Exception:
     """Return ``exc`` again, its message prefixed with the loop node and the iteration."""
     return type(exc)(f"{label} at iteration {iteration}: {exc}")
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """How :func:`iterate` names a run of iterations and shows it to observers."""
+
+    #: The node, in error messages ("Loop 'l' (opset 16)").
+    label: str
+    #: The node's key in observer scopes.
+    key: str
+    #: The number of iterations, when known, for observers.
+    total: int | None = None
+    #: Scan 8's batch index: iterations are then keyed ``(batch, i)``.
+    batch: int | None = None
+
+
+def iterate(shown: Iterations, stop: int, step: Callable[[int], bool]) -> None:
+    """Run ``step(0)``, ``step(1)``... until ``stop`` iterations ran or a step returns False.
+
+    Before each iteration, RunOptions.terminate is tested; each iteration is a scope observers
+    see; a body's error (:data:`BODY_ERRORS`) comes out naming the node and the iteration.
+    """
+    options = current_run_options()
+    observation = current_observation()
+    i = 0
+    try:
+        while i < stop:
+            if stop_requested(options):
+                raise cancelled("")
+            if observation is None:
+                go = step(i)
+            else:
+                observation.enter(
+                    shown.key, i if shown.batch is None else (shown.batch, i), shown.total
+                )
+                try:
+                    go = step(i)
+                finally:
+                    observation.leave()
+            if not go:
+                break
+            i += 1
+    except BODY_ERRORS as exc:
+        raise iteration_error(shown.label, i, exc) from exc
 
 
 class Every:
@@ -89,10 +135,11 @@ def run_loop(
     if observation is None and len(loop.body.plan.steps) <= MAX_GENERATED_STEPS:
         return _generated(loop, captured, states, sequences, stop, sinks, use_cond)
     try:
-        step = _stepper(loop, observation, captured, sequences, total, batch)
+        step = _stepper(loop, observation, captured, sequences)
     except BODY_ERRORS as exc:  # the pre-plan failed: the first iteration could not start
         raise iteration_error(loop.label, 0, exc) from exc
-    return _stepped(loop, step, states, sequences, stop, sinks, use_cond)
+    shown = Iterations(loop.label, loop.key, total, batch)
+    return _stepped(loop, step, states, sequences, stop, sinks, use_cond, shown)
 
 
 def _generated(
@@ -104,16 +151,12 @@ def _generated(
     sinks: Sequence[Any],
     use_cond: bool,
 ) -> list[Any]:
-    """The iterations as one generated function, made once per (checked, use_cond)."""
+    """The iterations as one generated function: the body plan's whole-loop driver for this
+    run (whether it checks RunOptions, whether it uses the body's condition)."""
     options = current_run_options()
-    key = (options is not None, use_cond)  # the body plan is this loop's alone
-    drivers = MADE.get(id(loop.body.plan)) or made_for(loop.body.plan)  # a call less, usually
-    made = drivers.get(key)
-    if made is None:
-        made = drivers[key] = generate_driver(
-            loop.body.plan, loop.layout, checked=key[0], use_cond=use_cond, label=loop.label
-        )
-    fn, lines = made
+    body = LOWERED.get(id(loop.body.plan)) or lowered(loop.body.plan)  # a call less, usually
+    key = (options is not None, True, use_cond)  # a Variant's fields: see Variant
+    fn, lines = body.variants.get(key) or body.variant(Variant(*key), loop)
     try:
         seqs, tail = _bind(loop, captured, sequences)
     except BODY_ERRORS as exc:
@@ -133,36 +176,36 @@ def _generated(
 
 def _stepped(
     loop: LoopPlan,
-    step: Step,
+    run: Step,
     states: list[Any],
     sequences: Sequence[Any],
     stop: int,
     sinks: Sequence[Any],
     use_cond: bool,
+    shown: Iterations,
 ) -> list[Any]:
-    """The iterations as a Python loop calling ``step`` once per iteration."""
-    options = current_run_options()
+    """The iterations as :func:`iterate` calling ``run`` on each iteration's head values."""
     counter, n = loop.layout.counter, loop.layout.n_states
     first = 1 if counter else 0
-    i = 0
-    try:
-        while i < stop:
-            if options is not None and options.terminate:
-                raise cancelled("")
-            if counter:
-                head = [np.array(i, dtype=np.int64), TRUE, *states]
-            else:
-                head = [*states, *(s[i] for s in sequences)]
-            outs = step(i, head)
-            states = outs[first : first + n]
-            for sink, value in zip(sinks, outs[first + n :]):
-                sink.add(value)
-            if use_cond and not as_bool(outs[0], f"{loop.label}: body condition at iteration {i}"):
-                break
-            i += 1
-    except BODY_ERRORS as exc:
-        raise iteration_error(loop.label, i, exc) from exc
-    return list(states)
+    observation = current_observation()
+    names = loop.plain.plan.input_names
+    carried = list(states)
+
+    def step(i: int) -> bool:
+        if counter:
+            head = [np.array(i, dtype=np.int64), TRUE, *carried]
+        else:
+            head = [*carried, *(s[i] for s in sequences)]
+        if observation is not None:
+            observation.inputs(names, head)
+        outs = run(i, head)
+        carried[:] = outs[first : first + n]
+        for sink, value in zip(sinks, outs[first + n :]):
+            sink.add(value)
+        return not use_cond or as_bool(outs[0], f"{loop.label}: body condition at iteration {i}")
+
+    iterate(shown, stop, step)
+    return carried
 
 
 def _bind(
@@ -182,32 +225,16 @@ def _stepper(
     observation: Observation | None,
     captured: Sequence[Any],
     sequences: Sequence[Any],
-    total: int | None,
-    batch: int | None,
 ) -> Step:
     """The function running one iteration from its head values (the pre-plan runs here).
 
-    Observed by node observers, it is the body as written, node by node; by iteration
-    observers only, the body the passes made. Either way each iteration is announced.
+    Observed by node observers, it is the body as written, node by node; otherwise the body
+    the passes made.
     """
     if observation is not None and observation.node_events:
         plain, caps = current_runner(loop.plain.plan), loop.plain.bind(captured)
-        run: Step = lambda i, head: plain(head + caps)  # noqa: E731
-    else:
-        run = _fast(loop, captured, sequences)
-    if observation is None:
-        return run
-    names = loop.plain.plan.input_names
-
-    def step(i: int, head: list[Any]) -> list[Any]:
-        observation.enter(loop.key, i if batch is None else (batch, i), total)
-        observation.inputs(names, head)
-        try:
-            return run(i, head)
-        finally:
-            observation.leave()
-
-    return step
+        return lambda i, head: plain(head + caps)
+    return _fast(loop, captured, sequences)
 
 
 def _fast(loop: LoopPlan, captured: Sequence[Any], sequences: Sequence[Any]) -> Step:

@@ -56,9 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.compile.plan import Layout, Plan
+from onnxflow.compile.plan import Layout, Plan, returns_one
 from onnxflow.runtime.codegen import Block, Emitter, Twin, steady_slots
-from onnxflow.runtime.context import cancelled
+from onnxflow.runtime.context import STOP_REQUESTED, cancelled
 from onnxflow.runtime.stacking import TRUE, Stacker, as_bool
 
 Driver = Callable[..., tuple[int, list[Any]]]
@@ -105,8 +105,8 @@ def generate_driver(
 
     ``drive(i, stop, states, seqs, tail, sinks, options)`` runs iterations ``i..stop-1`` (fewer
     when ``use_cond`` and the body's condition turns false) and returns ``(next i, states)``.
-    ``sinks`` are called with each scan output value. ``options.terminate`` is tested before
-    every iteration and step when ``checked``. ``label`` names the loop in condition errors.
+    ``sinks`` are called with each scan output value. When ``checked``, whether the caller asked
+    to stop is tested before every iteration and step. ``label`` names the loop in condition errors.
     """
     slots = _Slots.of(plan, layout)
     em = Emitter(plan, checked)
@@ -188,7 +188,7 @@ def _head(slots: _Slots, checked: bool) -> Block:
     """An iteration's first lines: the cancellation test and the iteration's own inputs."""
     head = Block()
     if checked:
-        head.add("if options.terminate: _stopped()")
+        head.add(f"if {STOP_REQUESTED}: _stopped()")
     if slots.index is not None and slots.index in slots.reads:
         head.add(f"v{slots.index} = _index(i)")
     for k, slot in enumerate(slots.indexed):
@@ -267,7 +267,7 @@ def _aliases(plan: Plan) -> dict[int, int]:
     """Slot -> the slot it passes on unchanged (through Identity and its kind), for each alias."""
     roots: dict[int, int] = {}
     for (_, ins, out, _), traits in zip(plan.steps, plan.traits):
-        if traits.passthrough and out.__class__ is int:
+        if traits.passthrough and returns_one(out):
             roots[out] = roots.get(ins[0], ins[0])
     return roots
 

@@ -5,8 +5,9 @@ GPT-2) and encoder-decoders (``model_type`` 1, T5 and BART style).
 The subgraphs compile once (:mod:`.generation_decoders`: what each run is fed); the decoder
 runs once per generated token until every sequence has produced ``eos_token_id`` or the
 sequences reach ``max_length``; how the next token is picked (logits filters, greedy argmax,
-beams, top-p draws) lives in :mod:`.generation_search`. Each run is a scope of the node for
-observers, as a Loop iteration is; ``RunOptions.terminate`` is honoured between steps.
+beams, top-p draws) lives in :mod:`.generation_search`. The decoding steps are iterations of the
+runtime's loop engine (:func:`onnxflow.runtime.loop.iterate`): each is a scope of the node for
+observers, as a Loop iteration is, and ``RunOptions.terminate`` is honoured between steps.
 Sequences that end early are padded with ``pad_token_id`` to ``max_length``.
 
 Not supported (refused when the model loads or runs): Sampling's ``custom`` mode and its
@@ -36,7 +37,7 @@ from onnxflow.ops.microsoft.generation_search import (
     seeded,
 )
 from onnxflow.ops.registry import op
-from onnxflow.runtime.context import cancelled, current_run_options
+from onnxflow.runtime.loop import Iterations, iterate
 from onnxflow.traits import Traits
 
 
@@ -77,21 +78,23 @@ def decode(
     ``max_length``; return the sequences (rows, length). ``prompt``: the rows' input_ids and
     attention mask (None: the decoder's default). Only the first
     ``vocab_size`` logits count (all when -1)."""
-    options = current_run_options()
     sequences, feeds = decoder.start(*prompt, captured, max_length)
     total = max_length - sequences.shape[1]
-    for step in range(total):
-        if options is not None and options.terminate:
-            raise cancelled(f"in {decoder.label} before decoding step {step}")
-        logits, presents = decoder.run(step, feeds, captured, total)
+    made = [sequences, feeds]  # the sequences so far, the next step's feeds
+
+    def step(i: int) -> bool:
+        sequences, feeds = made
+        logits, presents = decoder.run(i, feeds, captured)
         if vocab_size > 0:
             logits = logits[:, :vocab_size]
-        rows, tokens, finished = search.step(logits, sequences, step == 0)
-        sequences = np.concatenate([sequences[rows], tokens[:, None]], axis=1)
-        if finished:
-            break
-        feeds = decoder.next_feeds(feeds, presents, rows, tokens)
-    return sequences
+        rows, tokens, finished = search.step(logits, sequences, i == 0)
+        made[0] = np.concatenate([sequences[rows], tokens[:, None]], axis=1)
+        if not finished:
+            made[1] = decoder.next_feeds(feeds, presents, rows, tokens)
+        return not finished
+
+    iterate(Iterations(decoder.label, decoder.key, total), total, step)
+    return made[0]
 
 
 def _processors(

@@ -15,8 +15,9 @@
   whose ``input_ids`` are not declared ``(rows, 1)`` reads the whole sequence in every run, as
   onnxruntime feeds it.
 
-Every run is a scope of the node for observers: the decoder's keyed by the step, as a Loop
-iteration is, the encoder's by ``"encoder"``. Rows continued by beam search take the presents
+Every run is a scope of the node for observers: the decoder's keyed by the step (each step is
+an iteration of the loop engine, :func:`onnxflow.runtime.loop.iterate`), the encoder's by
+``"encoder"``. Rows continued by beam search take the presents
 of the rows they extend.
 """
 
@@ -39,23 +40,31 @@ Feeds = list[Any]
 
 
 class Runs:
-    """Runs a node's subgraphs, each as one observed scope, errors naming node and step."""
+    """Runs a node's subgraphs: each decoding step's within the scope the loop engine made for
+    the step, the encoder's as a scope of its own."""
 
     def __init__(self, node: NodeContext) -> None:
         self.label, self.key = node.describe(), node.key
         #: the pad token id: where the prompt's default attention mask may be 0
         self.pad = 0
 
-    def call(self, sub: Subgraph, scope: int | str, total: int, args: list[Any]) -> list[Any]:
-        """Run ``sub`` on ``args`` (formal inputs then the node's captured values)."""
+    def call(self, sub: Subgraph, args: list[Any]) -> list[Any]:
+        """Run ``sub`` on ``args`` (formal inputs then the node's captured values), telling the
+        observers of the scope in progress its inputs."""
+        observation = current_observation()
+        if observation is not None:
+            observation.inputs(sub.plan.input_names, args[: len(sub.plan.input_names)])
+        return current_runner(sub.plan)(args)
+
+    def call_once(self, sub: Subgraph, scope: str, args: list[Any]) -> list[Any]:
+        """:meth:`call` as a scope of its own, keyed ``scope``, named in errors."""
         observation = current_observation()
         try:
             if observation is None:
                 return current_runner(sub.plan)(args)
-            observation.enter(self.key, scope, total)
+            observation.enter(self.key, scope, 1)
             try:
-                observation.inputs(sub.plan.input_names, args[: len(sub.plan.input_names)])
-                return current_runner(sub.plan)(args)
+                return self.call(sub, args)
             finally:
                 observation.leave()
         except BODY_ERRORS as exc:
@@ -132,12 +141,10 @@ class GptDecoder(Runs):
         pasts = [np.take(p, rows, axis=1) for p in presents]
         return [tokens[:, None].astype(feeds[0].dtype), positions, mask, *pasts]
 
-    def run(
-        self, step: int, feeds: Feeds, captured: Sequence[Any], total: int
-    ) -> tuple[np.ndarray, list[Any]]:
+    def run(self, step: int, feeds: Feeds, captured: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
         """Decoding step ``step``: (the last position's logits, the presents)."""
         sub = self.first if step == 0 else self.main
-        outs = self.call(sub, step, total, [*feeds, *sub.bind(captured)])
+        outs = self.call(sub, [*feeds, *sub.bind(captured)])
         return np.asarray(outs[0])[:, -1, :], list(outs[1:])
 
 
@@ -196,7 +203,7 @@ class EncoderDecoder(Runs):
         if mask is None:  # onnxruntime masks the leading pad tokens only
             mask = (np.cumsum(ids != self.pad, axis=1) > 0).astype(np.int32)
         ids, mask = ids.astype(self.enc_dtypes[0]), mask.astype(self.enc_dtypes[1])
-        cross = self.call(self.encoder, "encoder", 1, [ids, mask, *self.encoder.bind(captured)])
+        cross = self.call_once(self.encoder, "encoder", [ids, mask, *self.encoder.bind(captured)])
         rows = ids.shape[0]
         sequences = np.full((rows, 1), self.start_token, ids.dtype)
         self.check_length(sequences, length)
@@ -219,11 +226,9 @@ class EncoderDecoder(Runs):
             ids = np.concatenate([feeds[0][rows], ids], axis=1)
         return [ids, feeds[1][rows], *kept]
 
-    def run(
-        self, step: int, feeds: Feeds, captured: Sequence[Any], total: int
-    ) -> tuple[np.ndarray, list[Any]]:
+    def run(self, step: int, feeds: Feeds, captured: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
         """Decoding step ``step``: (the last position's logits, the self presents)."""
-        outs = self.call(self.decoder, step, total, [*feeds, *self.decoder.bind(captured)])
+        outs = self.call(self.decoder, [*feeds, *self.decoder.bind(captured)])
         return np.asarray(outs[0])[:, -1, :], list(outs[1:])
 
 
