@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from onnxflow.ops._common import float_compute_dtype
+from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
 
@@ -109,24 +109,6 @@ class _Static:
         return _Weights(xw=xw, rt=self.rt, rb=self.rb, p=self.p, rt_half=self.rt_half)
 
 
-class WeightMemo:
-    """The prepared weights of the arrays a kernel was given last: a stateful kernel form
-    (:attr:`onnxflow.traits.Traits.stateful`) holds one, so a node whose weights are the
-    same constants every run prepares them once. One tuple, swapped whole."""
-
-    def __init__(self) -> None:
-        self.kept: tuple[tuple[Any, ...], list[_Static]] | None = None
-
-    def get(self, key: tuple[Any, ...], make: Callable[[], list[_Static]]) -> list[_Static]:
-        """The statics made for ``key`` (the same objects as last time), else ``make()``'s."""
-        kept = self.kept
-        if kept is not None and all(a is b for a, b in zip(kept[0], key)):
-            return kept[1]
-        made = make()
-        self.kept = (key, made)
-        return made
-
-
 @dataclass(frozen=True)
 class _CellKind:
     """What sets RNN, LSTM and GRU apart for the driver."""
@@ -165,7 +147,7 @@ def _run(
     inputs: tuple[np.ndarray | None, ...],
     spec: _Recurrence,
     peepholes: np.ndarray | None = None,
-    memo: WeightMemo | None = None,
+    memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM).
     ``memo``: where the weights prepared for the arrays given last are kept."""
@@ -423,7 +405,7 @@ def rnn(
     hidden_size: int | None = None,
     layout: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
     spec = _Recurrence(
@@ -461,7 +443,7 @@ def lstm(
     input_forget: int = 0,
     layout: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
     spec = _Recurrence(
@@ -500,7 +482,7 @@ def gru(
     layout: int = 0,
     linear_before_reset: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
     spec = _Recurrence(
