@@ -24,13 +24,19 @@ from onnxflow.traits import Traits
 Activation = Callable[[np.ndarray], np.ndarray]
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """The Sigmoid kernel's values, from its function's buffered form into a new array: on a
+    time step's small arrays that is about 1 us less a call (fewer NumPy calls)."""
+    return act._sigmoid(x, np.empty_like(x))
+
+
 #: activation (lower case) -> (the registered kernel computing it, the kernel's attributes that
 #: activation_alpha and activation_beta set, as the RNN schema's table names them). An omitted
 #: value is the kernel's default, as the schema says (LeakyRelu's alpha is 0.01).
 _ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...]]] = {
     "relu": (act.relu, ()),
     "tanh": (np.tanh, ()),  # the Tanh kernel calls this ufunc
-    "sigmoid": (act.sigmoid, ()),
+    "sigmoid": (_sigmoid, ()),
     "affine": (affine, ("alpha", "beta")),
     "leakyrelu": (act.leaky_relu, ("alpha",)),
     "thresholdedrelu": (act.thresholded_relu, ("alpha",)),
@@ -312,7 +318,7 @@ def _lstm_plain_cell(
     h, c = s
     pre = q.xw[t] + np.dot(h, q.rt)  # Rb is in xw
     hidden = h.shape[-1]
-    gates = act.sigmoid(pre[:, : 3 * hidden])
+    gates = _sigmoid(pre[:, : 3 * hidden])
     i, o, forget = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden :]
     c_new = forget * c + i * np.tanh(pre[:, 3 * hidden :])
     return [o * np.tanh(c_new), c_new]
