@@ -18,6 +18,7 @@ import pytest
 
 import onnxflow
 from onnxflow.observers import Observer, Trace
+from onnxflow.ops.microsoft.generation_search import refuse_presence_penalty
 
 DATA = Path(__file__).parent / "data"
 VOCAB, EOS = 96, 95  # EOS is the pad token too, as convert_generation makes it for GPT-2
@@ -281,6 +282,57 @@ def test_sampling_keeps_to_the_top_p_nucleus() -> None:
         order = np.argsort(-probs)
         nucleus = order[: np.searchsorted(np.cumsum(probs[order]), 0.5) + 1]
         assert sampled[0, t] in nucleus
+
+
+def presence_model(presence_penalty: float) -> bytes:
+    """The sampling model with a presence_mask graph input and the given presence_penalty."""
+    proto = onnx.load_from_string(sampling_model(presence_penalty=presence_penalty))
+    node = proto.graph.node[0]
+    node.input[7] = "presence_mask"
+    proto.graph.input.append(
+        onnx.helper.make_tensor_value_info("presence_mask", onnx.TensorProto.INT32, ["b", VOCAB])
+    )
+    return proto.SerializeToString()
+
+
+def test_sampling_without_a_presence_penalty_ignores_the_mask_as_onnxruntime() -> None:
+    model = presence_model(0.0)
+    f = feeds("two", 14, masked=True, seed=3, presence_mask=np.ones((2, VOCAB), np.int32))
+    ours = onnxflow.InferenceSession(model).run(None, f)[0]
+    assert_same_sequences(ours, ort.InferenceSession(model).run(None, f)[0])
+    no_mask = {k: v for k, v in f.items() if k != "presence_mask"}
+    np.testing.assert_array_equal(ours, sessions("gpt2_sampling.onnx")[0].run(None, no_mask)[0])
+
+
+def test_sampling_with_a_presence_penalty_and_no_mask_is_onnxruntime() -> None:
+    model = sampling_model(presence_penalty=5.0)
+    f = feeds("two", 14, masked=True, seed=3)
+    ours = onnxflow.InferenceSession(model).run(None, f)[0]
+    assert_same_sequences(ours, ort.InferenceSession(model).run(None, f)[0])
+
+
+def test_presence_penalty_with_a_mask_is_refused_naming_the_mask() -> None:
+    """onnxruntime lowers token 0 of the first row only, by penalty times the mask's sum,
+    whichever tokens the mask names (here the mask names token 5 of the second row): that is
+    no per-token rule to follow, so onnxflow refuses the pair."""
+    f = feeds("two", 12, masked=True, seed=3)
+    mask = np.zeros((2, VOCAB), np.int32)
+    mask[1, 5] = 1
+    theirs = ort.InferenceSession(presence_model(-1000.0)).run(None, {**f, "presence_mask": mask})
+    plain = sessions("gpt2_sampling.onnx")[1].run(None, f)[0]
+    assert (theirs[0][0, 6:] == 0).all() and (plain[0, 6:] != 0).all()
+    np.testing.assert_array_equal(theirs[0][1], plain[1])
+    with pytest.raises(onnxflow.InputError, match="presence_mask with presence_penalty -1000"):
+        refuse_presence_penalty("Sampling 'gen'", mask, -1000.0)
+    refuse_presence_penalty("Sampling 'gen'", mask, 0.0)
+    refuse_presence_penalty("Sampling 'gen'", None, -1000.0)
+
+
+def test_a_sampling_model_fed_a_presence_mask_with_a_penalty_is_refused_at_run() -> None:
+    session = onnxflow.InferenceSession(presence_model(5.0))
+    f = feeds("two", 12, masked=True, seed=3, presence_mask=np.ones((2, VOCAB), np.int32))
+    with pytest.raises(onnxflow.InputError, match="presence_mask with presence_penalty 5"):
+        session.run(None, f)
 
 
 # the oracle: GreedySearch as the schema says, the decoder subgraph called in a Python loop

@@ -270,6 +270,24 @@ def test_sigmoid_does_not_overflow_and_keeps_tails():
     np.testing.assert_allclose(got, [0.0, math.exp(-50), 0.5, 1.0, 1.0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_sigmoid_into_buffers_gives_the_same_bits(dtype) -> None:
+    """The form an LSTM runs every step (written to ``out``, which may be x, through
+    ``scratch``) computes the kernel's values bit for bit, overflows nowhere either."""
+    from onnxflow.ops.activations import _sigmoid
+
+    x = (np.random.default_rng(5).standard_normal((3, 400)) * 40).astype(dtype)
+    x[0, :5] = [-np.inf, -0.0, 0.0, np.inf, 1e-30]
+    want = _sigmoid(x)
+    with np.errstate(over="raise", invalid="raise"):
+        into = _sigmoid(x, np.empty_like(x), np.empty_like(x))
+        y = x.copy()
+        _sigmoid(y, out=y)
+    for got in (into, y):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 def test_softplus_and_mish_are_stable_for_large_inputs():
     x = np.array([-1000.0, -40.0, 0.0, 40.0, 1000.0])
     with np.errstate(over="raise", invalid="raise"):

@@ -197,6 +197,43 @@ def test_activation_parameters_are_consumed_in_order():
         run("RNN", [x, w, r, b], 14, 2, hidden_size=H, activations=["Swish"])
 
 
+#: RNN activation -> (activation_alpha, activation_beta) it takes, as the RNN schema's table
+#: maps them to the attributes of the operator of that name.
+RNN_ACTIVATIONS = {
+    "Relu": {},
+    "Tanh": {},
+    "Sigmoid": {},
+    "Affine": {"alpha": 0.7, "beta": -0.2},
+    "LeakyRelu": {"alpha": 0.3},
+    "ThresholdedRelu": {"alpha": 0.4},
+    "ScaledTanh": {"alpha": 1.5, "beta": 0.6},
+    "HardSigmoid": {"alpha": 0.3, "beta": 0.45},
+    "Elu": {"alpha": 0.8},
+    "Softsign": {},
+    "Softplus": {},
+}
+
+
+@pytest.mark.parametrize("name", RNN_ACTIVATIONS)
+@pytest.mark.parametrize("given", [True, False])
+def test_rnn_activations_are_the_registered_kernels(name: str, given: bool) -> None:
+    """Each activation of RNN is the operator of its name, alpha and beta its attributes
+    (left out: the operator's defaults), step by step bit for bit."""
+    from onnxflow.ops.registry import REGISTRY
+
+    kernel = REGISTRY.lookup("", name, 22).fn
+    attributes = RNN_ACTIVATIONS[name] if given else {}
+    w, r, b = weights(1)
+    x = RNG.standard_normal((T, B, I)).astype(F32)
+    params = {f"activation_{k}": [v] for k, v in attributes.items()}
+    y = run("RNN", [x, w, r, b], 14, 2, hidden_size=H, activations=[name], **params)[0]
+    xw = x @ w[0].T + (b[0, :H] + b[0, H:])
+    rt, h = np.ascontiguousarray(r[0].T), np.zeros((B, H), F32)
+    for t in range(T):
+        h = kernel(xw[t] + np.dot(h, rt), **attributes)
+        np.testing.assert_array_equal(y[t, 0], h)
+
+
 def test_lstm_keeps_float16():
     w, r, b = weights(4)
     x = RNG.standard_normal((T, B, I)).astype(np.float16)

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
+from onnxflow.ir import keys
 from onnxflow.ir.names import fresh_name
 
 _BRANCHES = ("then_branch", "else_branch")
@@ -96,8 +97,8 @@ def branch_flag(key: str) -> str:
 
 
 def node_key(node: onnx.NodeProto) -> str:
-    """How a node is addressed in scopes: its name, else its first output's name."""
-    return node.name or next((o for o in node.output if o), node.op_type)
+    """How a node is addressed in scopes (:func:`onnxflow.ir.keys.node_key`)."""
+    return keys.node_key(node.name, node.output, node.op_type)
 
 
 @dataclass

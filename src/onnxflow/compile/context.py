@@ -19,6 +19,7 @@ from onnxflow.compile.plan import Plan, Subgraph
 from onnxflow.errors import ValidationError, where
 from onnxflow.ir.dims import static_shape
 from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.keys import node_key
 from onnxflow.ir.walk import scope_types
 from onnxflow.traits import NONE, Traits
 
@@ -85,7 +86,7 @@ class NodeContext:
     @property
     def key(self) -> str:
         """How observers and traces address this node: its name, else its first output's."""
-        return self.name or next((o for o in self.outputs if o), self.op_type)
+        return node_key(self.name, self.outputs, self.op_type)
 
     @property
     def n_inputs(self) -> int:

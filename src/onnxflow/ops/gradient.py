@@ -28,7 +28,7 @@ from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import run_in_scope
 
 TRAINING_DOMAIN = "ai.onnx.preview.training"
 Grads = tuple[Any, ...]
@@ -207,14 +207,7 @@ def gradient(
 
     def run(*args: Any) -> tuple[np.ndarray, ...]:
         inputs, captured = list(args[:n_in]), sub.bind(args[n_in:])
-        observation = current_observation()
-        if observation is not None:
-            observation.enter(key, "forward", 1)
-        try:
-            outs = current_runner(sub.plan)(inputs + captured)
-        finally:
-            if observation is not None:
-                observation.leave()
+        outs = run_in_scope(key, "forward", 1, current_runner(sub.plan), inputs + captured)
         values = dict(zip(leaves, inputs, strict=True)) | dict(zip(needed, outs, strict=True))
         grads = _backprop(steps, values, y)
         return tuple(np.array(grads[x]) if x in grads else np.zeros_like(values[x]) for x in xs)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from onnxflow.ops import activations as act
 from onnxflow.ops._common import float_compute_dtype
+from onnxflow.ops.memo import WeightMemo
+from onnxflow.ops.microsoft.experimental import affine, scaled_tanh
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits
 
@@ -23,22 +25,26 @@ Activation = Callable[[np.ndarray], np.ndarray]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.tanh(0.5 * x) + 1)
+    """The Sigmoid kernel's values, from its function's buffered form into a new array: on a
+    time step's small arrays that is about 1 us less a call (fewer NumPy calls)."""
+    return act._sigmoid(x, np.empty_like(x))
 
 
-# name -> (function of (x, alpha, beta), default alpha or None if unused, default beta or None)
-_ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], float | None, float | None]] = {
-    "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
-    "tanh": (lambda x, a, b: np.tanh(x), None, None),
-    "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
-    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
-    "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
-    "thresholdedrelu": (lambda x, a, b: np.where(x >= a, x, 0), 1.0, None),
-    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 1.0, 1.0),
-    "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 0.2, 0.5),
-    "elu": (lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))), 1.0, None),
-    "softsign": (lambda x, a, b: x / (1 + np.abs(x)), None, None),
-    "softplus": (lambda x, a, b: np.logaddexp(x, 0), None, None),
+#: activation (lower case) -> (the registered kernel computing it, the kernel's attributes that
+#: activation_alpha and activation_beta set, as the RNN schema's table names them). An omitted
+#: value is the kernel's default, as the schema says (LeakyRelu's alpha is 0.01).
+_ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...]]] = {
+    "relu": (act.relu, ()),
+    "tanh": (np.tanh, ()),  # the Tanh kernel calls this ufunc
+    "sigmoid": (_sigmoid, ()),
+    "affine": (affine, ("alpha", "beta")),
+    "leakyrelu": (act.leaky_relu, ("alpha",)),
+    "thresholdedrelu": (act.thresholded_relu, ("alpha",)),
+    "scaledtanh": (scaled_tanh, ("alpha", "beta")),
+    "hardsigmoid": (act.hard_sigmoid, ("alpha", "beta")),
+    "elu": (act.elu, ("alpha",)),
+    "softsign": (act.softsign, ()),
+    "softplus": (act.softplus, ()),
 }
 
 
@@ -48,12 +54,12 @@ def _activations(
     betas: list[float] | None,
     defaults: list[str],
     n_dirs: int,
-    dtype: np.dtype,
 ) -> list[list[Activation]]:
     """Resolve the activation list into one list of callables per direction.
 
     ``activation_alpha``/``activation_beta`` are consumed in order by the functions that take
-    them; a list naming only one direction's functions serves both directions.
+    them (the kernels convert them to their input's dtype); a list naming only one
+    direction's functions serves both directions.
     """
     names = list(defaults) if not names else list(names)
     per_dir = len(defaults)
@@ -64,16 +70,16 @@ def _activations(
             f"activations lists {len(names)} functions, expected {per_dir} per direction "
             f"x {n_dirs} direction(s)"
         )
-    alpha_iter, beta_iter = iter(alphas or []), iter(betas or [])
+    given = {"alpha": iter(alphas or []), "beta": iter(betas or [])}
     resolved: list[Activation] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
         if entry is None:
             raise ValueError(f"unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}")
-        fn, alpha, beta = entry
-        a = dtype.type(next(alpha_iter, alpha)) if alpha is not None else None
-        b = dtype.type(next(beta_iter, beta)) if beta is not None else None
-        resolved.append(lambda x, fn=fn, a=a, b=b: fn(x, a, b))
+        kernel, attributes = entry
+        values = {a: next(given[a], None) for a in attributes}
+        bound = {a: v for a, v in values.items() if v is not None}
+        resolved.append(functools.partial(kernel, **bound) if bound else kernel)
     return [resolved[d * per_dir : (d + 1) * per_dir] for d in range(n_dirs)]
 
 
@@ -85,7 +91,6 @@ class _Weights:
     rt: np.ndarray  # (H, G*H): R transposed, contiguous (np.dot's fast path)
     rb: np.ndarray  # (G*H,)
     p: np.ndarray | None  # (3*H,) LSTM peepholes i, o, f
-    rt_half: np.ndarray | None = None  # see _Static
 
 
 Cell = Callable[[_Weights, int, list[np.ndarray], list[Activation]], list[np.ndarray]]
@@ -100,31 +105,11 @@ class _Static:
     rt: np.ndarray  # (H, G*H): R transposed, contiguous (np.dot's fast path)
     rb: np.ndarray  # (G*H,): the bias added to every step's recurrent product (zero when in wb)
     p: np.ndarray | None  # (3*H,) LSTM peepholes i, o, f
-    #: The plain LSTM's ``rt`` with its sigmoid gates' columns halved (:func:`_lstm_plain_steps`).
-    rt_half: np.ndarray | None = None
 
     def weights(self, xs: np.ndarray) -> _Weights:
         """The weights of one run over the inputs ``xs`` (T, B, I)."""
         xw = xs @ self.wt + self.wb
-        return _Weights(xw=xw, rt=self.rt, rb=self.rb, p=self.p, rt_half=self.rt_half)
-
-
-class WeightMemo:
-    """The prepared weights of the arrays a kernel was given last: a stateful kernel form
-    (:attr:`onnxflow.traits.Traits.stateful`) holds one, so a node whose weights are the
-    same constants every run prepares them once. One tuple, swapped whole."""
-
-    def __init__(self) -> None:
-        self.kept: tuple[tuple[Any, ...], list[_Static]] | None = None
-
-    def get(self, key: tuple[Any, ...], make: Callable[[], list[_Static]]) -> list[_Static]:
-        """The statics made for ``key`` (the same objects as last time), else ``make()``'s."""
-        kept = self.kept
-        if kept is not None and all(a is b for a, b in zip(kept[0], key)):
-            return kept[1]
-        made = make()
-        self.kept = (key, made)
-        return made
+        return _Weights(xw=xw, rt=self.rt, rb=self.rb, p=self.p)
 
 
 @dataclass(frozen=True)
@@ -165,7 +150,7 @@ def _run(
     inputs: tuple[np.ndarray | None, ...],
     spec: _Recurrence,
     peepholes: np.ndarray | None = None,
-    memo: WeightMemo | None = None,
+    memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM).
     ``memo``: where the weights prepared for the arrays given last are kept."""
@@ -183,13 +168,12 @@ def _run(
     seq, batch, _ = x.shape
     lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
     functions = _activations(
-        spec.activations, spec.alphas, spec.betas, kind.default_activations, len(directions), work
+        spec.activations, spec.alphas, spec.betas, kind.default_activations, len(directions)
     )
     xs = x.astype(work, copy=False)
 
     def make() -> list[_Static]:
-        halves = cell is _lstm_plain_cell
-        return [_static(w, r, b, peepholes, d, kind, work, halves) for d in range(len(directions))]
+        return [_static(w, r, b, peepholes, d, kind, work) for d in range(len(directions))]
 
     statics = make() if memo is None else memo.get((w, r, b, peepholes, work), make)
     ys, finals = [], []
@@ -234,10 +218,9 @@ def _static(
     d: int,
     kind: _CellKind,
     work: np.dtype,
-    halves: bool,
 ) -> _Static:
     """Direction ``d``'s weights in the ``work`` dtype, Rb added to Wb when the kind adds its
-    biases together (Rb is then zero); ``halves``: with R's sigmoid-gate columns halved."""
+    biases together (Rb is then zero)."""
     size = kind.n_gates * r.shape[-1]
     bias = np.zeros(2 * size, work) if b is None else b[d].astype(work)
     wb, rb = bias[:size], bias[size:]
@@ -250,15 +233,7 @@ def _static(
         rt=rt,
         rb=rb,
         p=None if peepholes is None else peepholes[d].astype(work),
-        rt_half=rt * _sigmoid_halves(rt.shape[1], work) if halves else None,
     )
-
-
-def _sigmoid_halves(width: int, dtype: np.dtype) -> np.ndarray:
-    """0.5 for the LSTM's three sigmoid gates (i, o, f), 1 for the cell gate."""
-    half = np.full(width, 0.5, dtype)
-    half[3 * (width // 4) :] = 1
-    return half
 
 
 def _over_time(
@@ -352,26 +327,22 @@ def _lstm_plain_cell(
 def _lstm_plain_steps(
     q: _Weights, states: list[np.ndarray], steps: Iterable[int]
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """:func:`_lstm_plain_cell` through every step (no sequence ends early), bit for bit, in
-    fewer NumPy calls: the sigmoid gates' ``0.5 *`` moves into their weights and biases (a
-    power of two scales every product and sum exactly), one tanh covers the four gates, and
-    the calls write into buffers made once."""
+    """:func:`_lstm_plain_cell` through every step (no sequence ends early), bit for bit,
+    with every call writing into buffers made once."""
     h, c = states
     seq, batch, width = q.xw.shape
     hidden = width // 4
     c = np.array(c, copy=True)  # written over at every step
-    xw, rts = q.xw * _sigmoid_halves(width, q.xw.dtype), q.rt_half
     y = np.empty((seq, batch, hidden), h.dtype)
     g, term = np.empty((batch, width), h.dtype), np.empty((batch, hidden), h.dtype)
     sig, cand = g[:, : 3 * hidden], g[:, 3 * hidden :]
+    scratch = np.empty_like(sig)
     i, o, forget = g[:, :hidden], g[:, hidden : 2 * hidden], g[:, 2 * hidden : 3 * hidden]
-    ones, halves = np.ones_like(sig), np.full_like(sig, 0.5)  # scalars cost a conversion a call
     for t in steps:
-        np.dot(h, rts, out=g)
-        np.add(xw[t], g, out=g)
-        np.tanh(g, out=g)
-        np.add(sig, ones, out=sig)
-        np.multiply(sig, halves, out=sig)
+        np.dot(h, q.rt, out=g)
+        np.add(q.xw[t], g, out=g)
+        act._sigmoid(sig, out=sig, scratch=scratch)
+        np.tanh(cand, out=cand)
         np.multiply(forget, c, out=c)
         c += np.multiply(i, cand, out=term)
         np.multiply(o, np.tanh(c, out=term), out=y[t])
@@ -423,7 +394,7 @@ def rnn(
     hidden_size: int | None = None,
     layout: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
     spec = _Recurrence(
@@ -461,7 +432,7 @@ def lstm(
     input_forget: int = 0,
     layout: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
     spec = _Recurrence(
@@ -500,7 +471,7 @@ def gru(
     layout: int = 0,
     linear_before_reset: int = 0,
     output_sequence: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[list[_Static]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
     spec = _Recurrence(

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from onnxflow.compile.plan import NodeInfo
+from onnxflow.ir import keys
 
 Scope = tuple[tuple[str, Any], ...]
 
@@ -132,4 +133,27 @@ def call_unobserved(fn: Callable[..., Any], inputs: Sequence[Any]) -> Any:
 
 def node_key(info: NodeInfo) -> str:
     """How a node is addressed in scopes and traces: its name, else its first output's name."""
-    return info.name or next((o for o in info.outputs if o), info.op_type)
+    return keys.node_key(info.name, info.outputs, info.op_type)
+
+
+def run_in_scope(
+    owner: str,
+    key: Any,
+    total: int | None,
+    run: Callable[[Any], Any],
+    args: Any,
+    names: Sequence[str] | None = None,
+) -> Any:
+    """``run(args)`` as one run of ``owner``'s body: observers see the scope ``(owner, key)``
+    (one of ``total``) entered before and left after, and, given ``names``, the body's formal
+    inputs (the first ``len(names)`` of ``args``). Unobserved, just ``run(args)``."""
+    observation = _CURRENT.get()
+    if observation is None:
+        return run(args)
+    observation.enter(owner, key, total)
+    try:
+        if names is not None:
+            observation.inputs(names, args[: len(names)])
+        return run(args)
+    finally:
+        observation.leave()

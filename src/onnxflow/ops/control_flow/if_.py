@@ -14,7 +14,7 @@ from onnx import GraphProto
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import run_in_scope
 from onnxflow.runtime.stacking import as_bool
 
 
@@ -37,14 +37,7 @@ def if_(
 
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
         taken = as_bool(cond, f"{label}: condition")
-        sub = then_sub if taken else else_sub
-        observation = current_observation()
-        if observation is None:
-            return tuple(current_runner(sub.plan)(sub.bind(captured)))
-        observation.enter(key, "then_branch" if taken else "else_branch", 1)
-        try:
-            return tuple(current_runner(sub.plan)(sub.bind(captured)))
-        finally:
-            observation.leave()
+        sub, branch = (then_sub, "then_branch") if taken else (else_sub, "else_branch")
+        return tuple(run_in_scope(key, branch, 1, current_runner(sub.plan), sub.bind(captured)))
 
     return run

@@ -22,10 +22,10 @@ import numpy as np
 
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.cast import is_float
+from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.quantization import dequantize
 from onnxflow.ops.registry import op
-from onnxflow.ops.rnn import WeightMemo
 from onnxflow.traits import Traits
 
 
@@ -62,7 +62,7 @@ def matmul_nbits(
     bits: int = 4,
     block_size: int,
     weight_prepacked: int = 0,
-    weights_memo: WeightMemo | None = None,
+    weights_memo: WeightMemo[np.ndarray] | None = None,
 ) -> np.ndarray:
     """``A @ W.T (+ bias)`` with ``W[n, k] = (code - zero_point) * scale`` of k's block.
 

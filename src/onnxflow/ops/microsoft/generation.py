@@ -34,6 +34,7 @@ from onnxflow.ops.microsoft.generation_search import (
     LogitsProcessors,
     Search,
     TopP,
+    refuse_presence_penalty,
     seeded,
 )
 from onnxflow.ops.registry import op
@@ -240,6 +241,7 @@ def sampling(
 
     def make(args: dict[str, Any], captured: Sequence[Any]) -> np.ndarray:
         prompt, max_length = _setup(label, args)
+        refuse_presence_penalty(label, args.get("presence_mask"), presence_penalty)
         search = TopP(
             _processors(eos_token_id, args, no_repeat_ngram_size),
             pad_token_id,

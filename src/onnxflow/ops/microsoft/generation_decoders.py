@@ -34,7 +34,7 @@ from onnxflow.compile.plan import Subgraph
 from onnxflow.errors import InputError
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.loop import BODY_ERRORS, iteration_error
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import current_observation, run_in_scope
 
 Feeds = list[Any]
 
@@ -58,15 +58,9 @@ class Runs:
 
     def call_once(self, sub: Subgraph, scope: str, args: list[Any]) -> list[Any]:
         """:meth:`call` as a scope of its own, keyed ``scope``, named in errors."""
-        observation = current_observation()
         try:
-            if observation is None:
-                return current_runner(sub.plan)(args)
-            observation.enter(self.key, scope, 1)
-            try:
-                return self.call(sub, args)
-            finally:
-                observation.leave()
+            runner = current_runner(sub.plan)
+            return run_in_scope(self.key, scope, 1, runner, args, sub.plan.input_names)
         except BODY_ERRORS as exc:
             raise iteration_error(self.label, scope, exc) from exc  # type: ignore[arg-type]
 

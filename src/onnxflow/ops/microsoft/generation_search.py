@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from onnxflow.errors import InputError
+
 #: The score a filtered token gets.
 LOWEST = np.finfo(np.float32).min
 
@@ -279,3 +281,23 @@ def seeded(seed: Any) -> np.random.Generator:
     """The generator of a Sampling run: seeded by the ``seed`` input when given and not 0."""
     value = 0 if seed is None else int(np.asarray(seed).reshape(-1)[0])
     return np.random.default_rng(value if value else None)
+
+
+def refuse_presence_penalty(label: str, presence_mask: Any, presence_penalty: float) -> None:
+    """An InputError naming ``presence_mask`` when Sampling is given one with a non-zero
+    ``presence_penalty`` attribute.
+
+    The schema calls the mask a "presence penalty mask" (batch, vocab) and the attribute a
+    "presence penalty for custom sampling", and says no more. onnxruntime's CPU kernel (1.32,
+    custom=0) adds its processor only when the mask is given and skips it when the penalty is
+    0: those cases are the runs without either, as onnxflow runs them. Otherwise it lowers one
+    score, token 0 of the first row, by ``presence_penalty * sum(presence_mask)`` from the
+    second step on, which is not a per-token penalty; rather than copy that or guess the
+    intended rule, onnxflow refuses the pair.
+    """
+    if presence_mask is not None and presence_penalty != 0.0:
+        raise InputError(
+            f"{label}: presence_mask with presence_penalty {presence_penalty} is not supported "
+            "(onnxruntime's CPU kernel applies the penalty to one score only, not per token); "
+            "omit presence_mask or set presence_penalty to 0"
+        )

@@ -39,12 +39,12 @@ from onnx import GraphProto, helper
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.conv import conv
+from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.microsoft import NCHWC_DOMAIN
 from onnxflow.ops.microsoft.fused import mlas_activation
 from onnxflow.ops.pool import average_pool, global_average_pool, global_max_pool, max_pool
 from onnxflow.ops.registry import op
 from onnxflow.ops.resize import resize
-from onnxflow.ops.rnn import WeightMemo
 from onnxflow.traits import Built, Traits
 
 #: The block sizes onnxruntime's MLAS uses: 8 with AVX2, 16 with AVX-512.
@@ -166,14 +166,14 @@ def nchwc_conv(
     geometry.update(kernel_shape=kernel_shape, strides=strides)
     block = model_block_size(node.graph, machine_block_size())
 
-    def unblocked(w: np.ndarray) -> list[tuple[np.ndarray, bool]]:
+    def unblocked(w: np.ndarray) -> tuple[np.ndarray, bool]:
         blocked_input = _layout(w.shape, group, block)
         if blocked_input is None:
             raise ValueError(
                 f"W of shape {w.shape} (group {group}) was not blocked by {block}, the block "
                 f"size of the model's other NCHWc weights (of {BLOCK_SIZES})"
             )
-        return [(unblock_filter(w, block, blocked_input), blocked_input)]
+        return unblock_filter(w, block, blocked_input), blocked_input
 
     def run(
         x: np.ndarray,
@@ -181,9 +181,9 @@ def nchwc_conv(
         b: np.ndarray | None = None,
         s: np.ndarray | None = None,
         *,
-        memo: WeightMemo | None = None,
+        memo: WeightMemo[tuple[np.ndarray, bool]] | None = None,
     ) -> np.ndarray:
-        ((filters, blocked_input),) = (
+        filters, blocked_input = (
             unblocked(w) if memo is None else memo.get((w,), lambda: unblocked(w))
         )
         c_in = filters.shape[1] * group

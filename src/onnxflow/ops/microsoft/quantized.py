@@ -521,7 +521,6 @@ def _quantized_lstm_cell(
 
 
 _LSTM_DEFAULTS = ["Sigmoid", "Tanh", "Tanh"]
-_LSTM_WORK = np.dtype(np.float32)
 
 
 def _lstm_layout(
@@ -579,7 +578,7 @@ def dynamic_quantize_lstm(
     seq, batch, _ = x.shape
     lens = np.full(batch, seq) if sequence_lens is None else sequence_lens.astype(np.int64)
     functions = _activations(
-        activations, activation_alpha, activation_beta, _LSTM_DEFAULTS, len(directions), _LSTM_WORK
+        activations, activation_alpha, activation_beta, _LSTM_DEFAULTS, len(directions)
     )
     x_codes = dynamic_quantize_linear(x.reshape(seq * batch, -1))
     bias = np.zeros((len(directions), 8 * hidden), _F32) if b is None else b.astype(_F32)

@@ -32,7 +32,7 @@ from onnxflow.ops.quantization import (
 from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import run_in_scope
 from onnxflow.traits import Built, Traits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -153,15 +153,7 @@ def shape_memo(node: Any, *, body: GraphProto) -> Built:
         return current_runner(sub.plan)([*args[:n_inputs], *sub.bind(args[n_inputs:])])
 
     def run(*args: Any) -> Any:
-        observation = current_observation()
-        if observation is None:
-            values = outputs(args)
-        else:
-            observation.enter(key, "body", 1)
-            try:
-                values = outputs(args)
-            finally:
-                observation.leave()
+        values = run_in_scope(key, "body", 1, outputs, args)
         return values[0] if single else tuple(values)
 
     return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs)))

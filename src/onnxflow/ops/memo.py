@@ -1,0 +1,36 @@
+"""What a stateful kernel form keeps between calls: a transform of the weights it was given last.
+
+A node whose weights are the same constant arrays at every run prepares them (transposes,
+dequantizes, unblocks them) once. The plan's stateless form takes no memo and prepares them at
+every call; each generated function makes its own memo through the kernel's
+``Traits(stateful=...)``. Values are never written in place, so the same array object holds the
+same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class WeightMemo(Generic[T]):
+    """The value made from the arrays a kernel was given last, while the same objects come
+    back. One tuple ``(key, value)``, swapped whole, so concurrent runs each read a
+    consistent one."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: tuple[tuple[Any, ...], T] | None = None
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """The value made for ``key`` (the same objects, in order, as last time), else
+        ``make()``'s, kept for the next call."""
+        kept = self.kept
+        if kept is not None and all(a is b for a, b in zip(kept[0], key)):
+            return kept[1]
+        made = make()
+        self.kept = (key, made)
+        return made
