@@ -126,6 +126,36 @@ def test_the_body_as_written_compiles_at_the_first_watched_run_only(
     assert Counter(built) == {"g": 1, "body.pre": 1, "body": 2}  # the body as written, once
 
 
+def test_an_iteration_observer_does_not_compile_the_body_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An observer of scopes only (node_events False) keeps the passes' body: the iterations'
+    inputs are named from it, and the body as written is never compiled."""
+    built: list[str] = []
+    build = compiler_module._GraphBuilder.build
+
+    def counting(self: Any, opsets: dict[str, int]) -> Plan:
+        built.append(self.graph.name)
+        return build(self, opsets)
+
+    class Iterations(onnxflow.observers.Observer):
+        node_events = False
+
+        def __init__(self) -> None:
+            self.seen: list[tuple[Any, tuple[str, ...]]] = []
+
+        def scope_inputs(self, scope: Any, names: Any, values: Any) -> None:
+            self.seen.append((scope[-1][1], tuple(names)))
+
+    monkeypatch.setattr(compiler_module._GraphBuilder, "build", counting)
+    sess = onnxflow.InferenceSession(onnx.parser.parse_model(KNN))
+    feeds = {"A0": np.ones((4, 3), np.float32), "B": np.zeros((5, 3), np.float32)}
+    watcher = Iterations()
+    sess.run(None, feeds, observers=[watcher])
+    assert Counter(built) == {"g": 1, "body.pre": 1, "body": 1}
+    assert watcher.seen == [(i, ("A", "b_t")) for i in range(5)]  # the body's inputs
+
+
 def _with_overridable_weight(elem: int) -> onnx.ModelProto:
     """y = x * w with w an initializer listed as an input (so the session compiles two plans)."""
     x = onnx.helper.make_tensor_value_info("x", elem, [2])

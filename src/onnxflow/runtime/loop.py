@@ -188,7 +188,9 @@ def _stepped(
     counter, n = loop.layout.counter, loop.layout.n_states
     first = 1 if counter else 0
     observation = current_observation()
-    names = loop.plain.plan.input_names
+    # the body the passes made takes the body's own inputs first, under their names: reading
+    # them there keeps an iteration observer from compiling the body as written
+    names = loop.body.plan.input_names[: (2 if counter else len(sequences)) + n]
     carried = list(states)
 
     def step(i: int) -> bool:
