@@ -20,6 +20,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from onnxflow.ir import keys
+from onnxflow.ir.domains import is_default_domain
 from onnxflow.ir.names import fresh_name
 
 _BRANCHES = ("then_branch", "else_branch")
@@ -142,7 +143,7 @@ def expose(
     except Exception:  # inference is a help here, not a requirement
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
-    opset = next((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), 1)
+    opset = next((o.version for o in copy.opset_import if is_default_domain(o.domain)), 1)
     context = _Context(
         _all_names(copy.graph), [], depth, loop_depth, opset, loop_branches, observed or {}
     )
@@ -199,7 +200,7 @@ def _expose_graph(
     for node in list(graph.node):
         outputs = [o for o in node.output if o]  # before the node gains its bodies' outputs
         bodies = [a for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-        if bodies and node.domain in ("", "ai.onnx"):
+        if bodies and is_default_domain(node.domain):
             found += _expose_control(node, context, where, depth, loops)
         elif bodies or any(a.type == onnx.AttributeProto.GRAPHS for a in node.attribute):
             context.not_exposed.append(f"{where}{node_key(node)}/* (its subgraph)")

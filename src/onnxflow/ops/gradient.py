@@ -26,6 +26,7 @@ from onnx import GraphProto, NodeProto, helper
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.context import NodeContext
+from onnxflow.ir.domains import is_default_domain
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import run_in_scope
@@ -146,7 +147,7 @@ def _backward_steps(
         if not wanted:
             continue
         active.update(n.output)
-        default_domain = n.domain in ("", "ai.onnx")
+        default_domain = is_default_domain(n.domain)
         rule, differentiable = _RULES.get(n.op_type, (None, ())) if default_domain else (None, ())
         what = f"{n.op_type} node {n.name or n.output[0]!r} (between xs and y)"
         if rule is None:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.numpy_helper
-import onnx.shape_inference
 
 from onnxflow.errors import InvalidArgument, OnnxflowWarning
+from onnxflow.ir.inference import infer_types
 from onnxflow.ir.walk import subgraph_reads
 from onnxflow.values import np_dtype
 
@@ -63,7 +63,7 @@ def folded_model(model: onnx.ModelProto, plan: Any) -> onnx.ModelProto:
     del result.graph.initializer[:]
     result.graph.initializer.extend(initializers)
     del result.graph.value_info[:]
-    return _inferred(result)
+    return infer_types(result)
 
 
 def _initializers(
@@ -101,13 +101,6 @@ def _computed(node: onnx.NodeProto, folded: dict[str, np.ndarray]) -> bool:
 
 def _typed(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """The main graph's declared and inferred tensor types."""
-    inferred = _inferred(model).graph
+    inferred = infer_types(model).graph
     found = [*inferred.input, *inferred.output, *inferred.value_info]
     return [vi for vi in found if vi.type.HasField("tensor_type")]
-
-
-def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:  # an aid only: a model inference cannot handle is kept as it is
-        return model
