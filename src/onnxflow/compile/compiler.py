@@ -23,7 +23,6 @@ import onnx
 import onnx.defs
 from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
 
-import onnxflow.ops.pass_made.kernels  # noqa: F401  (the kernels of the nodes the passes make)
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.context import NodeContext
 from onnxflow.compile.passes import graph_forms, loop_body_forms, model_forms, node_rewrite

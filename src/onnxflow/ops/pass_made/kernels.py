@@ -1,7 +1,8 @@
 """Kernels of the nodes the compile passes make (names and domain: :mod:`onnxflow.ops.pass_made`).
 
-The compiler imports this module, so they are registered whenever a pipeline may make such
-nodes.
+The registry imports this module, like every family, the first time a plan looks one of them
+up (:mod:`onnxflow.ops.kernel_index` lists them): a model no pass rewrites never imports it,
+nor the quantization and cast kernels it builds on.
 """
 
 from __future__ import annotations
