@@ -13,10 +13,10 @@ import onnx
 from onnx import GraphProto
 
 from onnxflow.errors import OnnxflowError
+from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.walk import subgraphs
-from onnxflow.ops import load_all
-from onnxflow.ops.registry import REGISTRY, normalize_domain, schema_since_version
+from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.session import InferenceSession
 from onnxflow.values import NodeArg
 
@@ -59,7 +59,6 @@ class OpUse:
 def operator_uses(model: onnx.ModelProto) -> list[OpUse]:
     """Every operator ``model`` uses (subgraphs and model-local functions included), each with
     the kernel version it resolves to, most used first."""
-    load_all()
     local = {(normalize_domain(f.domain), f.name) for f in model.functions}
     counts: Counter[tuple[str, str, int]] = Counter()
     scopes = [(model.graph.node, model.opset_import)]

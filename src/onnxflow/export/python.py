@@ -28,11 +28,11 @@ from onnx import GraphProto, ModelProto, NodeProto
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.compiler import returns_several
 from onnxflow.errors import UnsupportedOperatorError
+from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.names import fresh_name
 from onnxflow.ir.validate import validate_model
-from onnxflow.ops import load_all
-from onnxflow.ops.registry import REGISTRY, normalize_domain, schema_since_version
+from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.runtime.stacking import empty_element
 from onnxflow.values import tensor_to_array
 
@@ -121,7 +121,6 @@ def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
 def write_module(model: Any, path: str | os.PathLike[str]) -> tuple[Path, int, int]:
     """:func:`export_python`, also saying how many nodes it wrote as plain NumPy and how many
     as calls into onnxflow's kernels: ``(path, plain, kernels)``."""
-    load_all()
     proto = load_model(model)
     validate_model(proto)
     path = Path(path)

@@ -10,7 +10,6 @@ import numpy as np
 from onnx import GraphProto, helper
 
 from onnxflow.errors import UnsupportedOperatorError
-from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY
 from onnxflow.runtime.stacking import pad_stacked
 
@@ -40,7 +39,6 @@ def kernel(
 def _lookup(domain: str, op_type: str, since_version: int) -> Any:
     """The registry's kernel, looked up once: the module calls ``kernel`` on every run, and in
     every iteration of a loop body."""
-    load_all()
     return REGISTRY.lookup(domain, op_type, since_version)
 
 
