@@ -13,6 +13,7 @@ import onnx.defs
 import onnx.parser
 import onnx.shape_inference
 import pytest
+from test_order import KNN  # a Scan body with an invariant node and the row-distance pattern
 
 import onnxflow
 from onnxflow.compile import compiler as compiler_module
@@ -25,23 +26,6 @@ from onnxflow.observers import Trace
 from onnxflow.ops import load_all
 from onnxflow.ops.registry import REGISTRY, Registry
 from onnxflow.traits import RANDOM
-
-#: A Scan whose body has an invariant node (Neg of an outer initializer, hoisted) and the
-#: row-distance pattern (fused).
-KNN = """
-<ir_version: 8, opset_import: ["" : 13]>
-g (float[4, 3] A0, float[T, 3] B) => (float[4, 3] A_final, float[T, 4] dists)
-<float[4] bias = {1, 2, 3, 4}> {
-    A_final, dists = Scan <num_scan_inputs = 1, body = body (float[4, 3] A, float[3] b_t)
-        => (float[4, 3] A_out, float[4] out) {
-        d = Sub (A, b_t)
-        dist = ReduceSumSquare <axes = [1], keepdims = 0> (d)
-        nb = Neg (bias)
-        out = Add (dist, nb)
-        A_out = Identity (A)
-    }> (A0, B)
-}
-"""
 
 #: A Loop whose body holds a QuantizeLinear -> DequantizeLinear pair (a graph pass's pattern).
 QDQ_LOOP = """
