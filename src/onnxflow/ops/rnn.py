@@ -338,15 +338,16 @@ def _lstm_plain_steps(
     sig, cand = g[:, : 3 * hidden], g[:, 3 * hidden :]
     scratch = np.empty_like(sig)
     i, o, forget = g[:, :hidden], g[:, hidden : 2 * hidden], g[:, 2 * hidden : 3 * hidden]
+    rt, xs, ys, sigmoid = q.rt, list(q.xw), list(y), act._sigmoid  # each step's views made once
+    dot, add, tanh, multiply = np.dot, np.add, np.tanh, np.multiply
     for t in steps:
-        np.dot(h, q.rt, out=g)
-        np.add(q.xw[t], g, out=g)
-        act._sigmoid(sig, out=sig, scratch=scratch)
-        np.tanh(cand, out=cand)
-        np.multiply(forget, c, out=c)
-        c += np.multiply(i, cand, out=term)
-        np.multiply(o, np.tanh(c, out=term), out=y[t])
-        h = y[t]
+        dot(h, rt, out=g)
+        add(xs[t], g, out=g)
+        sigmoid(sig, out=sig, scratch=scratch)
+        tanh(cand, out=cand)
+        multiply(forget, c, out=c)
+        add(c, multiply(i, cand, out=term), out=c)
+        h = multiply(o, tanh(c, out=term), out=ys[t])
     return y, [h, c]
 
 
