@@ -179,10 +179,7 @@ def _run(
     ys, finals = [], []
     for d, backwards in enumerate(directions):
         weights = statics[d].weights(xs)
-        states = [
-            np.zeros((batch, r.shape[-1]), work) if s is None else s[d].astype(work)
-            for s in (initial + [None] * kind.n_states)[: kind.n_states]
-        ]
+        states = _initial_states(initial, d, kind.n_states, (batch, r.shape[-1]), work)
         y, states = _over_time(cell, weights, states, functions[d], lens, backwards)
         ys.append(y)
         finals.append(states)
@@ -191,6 +188,18 @@ def _run(
     if spec.layout:
         outs = [outs[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in outs[1:]]
     return tuple(o.astype(x.dtype, copy=False) for o in outs)
+
+
+def _initial_states(
+    initial: list[np.ndarray | None],
+    d: int,
+    n_states: int,
+    shape: tuple[int, int],
+    work: np.dtype,
+) -> list[np.ndarray]:
+    """Direction ``d``'s initial hidden (and cell) state in ``work``: zeros where not given."""
+    given = (initial + [None] * n_states)[:n_states]
+    return [np.zeros(shape, work) if s is None else s[d].astype(work) for s in given]
 
 
 def _check_weights(

@@ -341,6 +341,17 @@ def _pad(
 ) -> np.ndarray:
     if mode not in _PAD_MODES:
         raise ValueError(f"unknown pad mode {mode!r}, expected one of {sorted(_PAD_MODES)}")
+    data, widths = _cropped_and_widths(data, pads, axes)
+    if mode != "constant":
+        return _pad_by_copies(data, widths, mode)
+    return _pad_constant(data, widths, value)
+
+
+def _cropped_and_widths(
+    data: np.ndarray, pads: list[int], axes: list[int] | None
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """``data`` cropped by the negative pads, and the (before, after) widths still to add on
+    each axis."""
     axes = list(range(data.ndim)) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
     if len(pads) != 2 * len(axes):
         raise ValueError(f"pads has {len(pads)} entries, expected 2 * {len(axes)}")
@@ -357,8 +368,11 @@ def _pad(
         (w := min(max(b, 0), n_out), n_out - n - w)
         for n, b, n_out in zip(data.shape, begin, lengths)
     ]
-    if mode != "constant":
-        return _pad_by_copies(data, widths, mode)
+    return data, widths
+
+
+def _pad_constant(data: np.ndarray, widths: list[tuple[int, int]], value: object) -> np.ndarray:
+    """``data`` with ``widths`` of ``value`` (None: zero, or "" for strings) around it."""
     if value is None:
         value = "" if data.dtype == object else 0
     fill = np.asarray(value).astype(data.dtype)
