@@ -84,16 +84,20 @@ def _pair(
     conv = producer.get(bn.input[0])
     if conv is None or not is_onnx_op(conv, "Conv") or reads[bn.input[0]] != 1:
         return None
+    return conv if _constant_parameters(conv, bn, tensors) else None
+
+
+def _constant_parameters(conv: NodeProto, bn: NodeProto, tensors: dict[str, TensorProto]) -> bool:
+    """Whether the Conv's float weight, its bias if any and the four statistics are constants,
+    one value per output channel."""
     if len(conv.input) < 2 or conv.input[1] not in tensors:
-        return None
+        return False
     weight = tensors[conv.input[1]]
     if weight.data_type not in _FLOATS or len(weight.dims) < 3:
-        return None
+        return False
     params = [i for i in conv.input[2:3] if i] + list(bn.input[1:5])
     channels = [weight.dims[0]]
-    if not all(p in tensors and list(tensors[p].dims) == channels for p in params):
-        return None
-    return conv
+    return all(p in tensors and list(tensors[p].dims) == channels for p in params)
 
 
 def _inference(bn: NodeProto) -> bool:

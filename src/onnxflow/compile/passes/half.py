@@ -318,9 +318,7 @@ def _rename(graph: GraphProto, renames: dict[str, str], top: bool = True) -> Non
     it; a subgraph's own inputs, initializers and node outputs shadow the names (the main
     graph's inputs and outputs keep theirs)."""
     if not top:
-        local = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-        local |= {o for n in graph.node for o in n.output}
-        renames = {k: v for k, v in renames.items() if k not in local}
+        renames = _unshadowed(graph, renames)
         if not renames:
             return
         for vi in graph.output:
@@ -331,3 +329,11 @@ def _rename(graph: GraphProto, renames: dict[str, str], top: bool = True) -> Non
             node.output[:] = [renames.get(o, o) for o in node.output]
         for g in subgraphs(node):
             _rename(g, renames, top=False)
+
+
+def _unshadowed(graph: GraphProto, renames: dict[str, str]) -> dict[str, str]:
+    """The ``renames`` a subgraph still reads from outside: less the names its own inputs,
+    initializers and node outputs shadow."""
+    local = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    local |= {o for n in graph.node for o in n.output}
+    return {k: v for k, v in renames.items() if k not in local}

@@ -90,9 +90,7 @@ def _classify(
     ``elementwise`` one, or one that maps ``rows`` of input 0 independently, can run over the
     whole sequence at once.
     """
-    if traits is None or not traits.pure:  # random draws differ per iteration: never moved
-        return None
-    if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+    if not _movable(node, traits):
         return None
     ins = [i for i in node.input if i]
     if all(i in invariant or i not in local for i in ins):
@@ -100,6 +98,14 @@ def _classify(
     if not ins or any(i not in sequence and i in local and i not in invariant for i in ins):
         return None
     return _batched_rank(node, traits, ins, sequence, rank)
+
+
+def _movable(node: NodeProto, traits: Traits | None) -> bool:
+    """Whether a kernel serves ``node``, is pure (random draws differ per iteration) and the
+    node holds no subgraph: only then may it leave the body."""
+    if traits is None or not traits.pure:
+        return False
+    return not any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def _batched_rank(
@@ -145,8 +151,7 @@ def _rewrite(
     invariant and batched values it needs as extra inputs; None when it needs none."""
     moved_ids = {id(n) for n in moved}
     kept = [n for n in body.node if id(n) not in moved_ids]
-    needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
-    needed |= subgraph_reads(kept)
+    needed = _read_by(kept, body)
     inv_out = tuple(sorted(invariant & needed))
     bat_out = tuple(n for n in batched if n in needed)
     if not inv_out and not bat_out:
@@ -160,6 +165,12 @@ def _rewrite(
         [t for t in body.initializer if t.name in needed],
     )
     return BodyForms(rest, pre, inv_out, bat_out)
+
+
+def _read_by(kept: list[NodeProto], body: GraphProto) -> set[str]:
+    """The values the ``kept`` nodes read (their subgraphs too) and the body's outputs."""
+    needed = {i for n in kept for i in n.input if i} | {vi.name for vi in body.output}
+    return needed | subgraph_reads(kept)
 
 
 def _pre_graph(

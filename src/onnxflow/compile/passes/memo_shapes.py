@@ -47,14 +47,21 @@ def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     grouper.close()
     if not grouper.groups:
         return None
-    ungrouped = [n for n in grouper.nodes if id(n) not in grouper.groups]
-    needed = {i for n in ungrouped for i in n.input if i} | {vi.name for vi in view.graph.output}
-    needed |= subgraph_reads(ungrouped)
-    needed.update(i for _, inputs, _ in grouper.groups.values() for i in inputs)
+    needed = _read_outside_groups(view, grouper)
     return [
         _memo_node(*grouper.groups[id(n)], needed) if id(n) in grouper.groups else n
         for n in grouper.nodes
     ]
+
+
+def _read_outside_groups(view: GraphView, grouper: _Grouper) -> set[str]:
+    """The values read by a node in no group, by a subgraph of one, by a group (its inputs)
+    or as a graph output: what each memo node must output of its group's values."""
+    ungrouped = [n for n in grouper.nodes if id(n) not in grouper.groups]
+    needed = {i for n in ungrouped for i in n.input if i} | {vi.name for vi in view.graph.output}
+    needed |= subgraph_reads(ungrouped)
+    needed.update(i for _, inputs, _ in grouper.groups.values() for i in inputs)
+    return needed
 
 
 def _is_root(view: GraphView, node: NodeProto) -> bool:
