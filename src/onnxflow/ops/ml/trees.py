@@ -373,15 +373,28 @@ def _legacy_forest(
     if node.opset < 3 and any(k.endswith("_as_tensor") and v is not None for k, v in attrs.items()):
         raise ValueError("*_as_tensor attributes need ai.onnx.ml opset 3")
     trees = np.asarray(attrs["nodes_treeids"] or [], np.int64)
-    ids = np.asarray(attrs["nodes_nodeids"] or [], np.int64)
+    nodes, find = _legacy_nodes(attrs, trees)
+    roots = _legacy_roots(trees, nodes)
+    vote_trees = np.asarray(attrs[f"{prefix}_treeids"] or [], np.int64)
+    vote_nodes = find(vote_trees, np.asarray(attrs[f"{prefix}_nodeids"] or [], np.int64))
+    target = np.asarray(attrs[f"{prefix}_ids"] or [], np.int64)
+    votes = (target, vote_nodes, _first(attrs, f"{prefix}_weights"))
+    return _build_forest(nodes, roots, votes, n_targets, how, [])
+
+
+def _legacy_nodes(
+    attrs: dict[str, Any], trees: np.ndarray
+) -> tuple[_Nodes, Callable[..., np.ndarray]]:
+    """The nodes_* attributes as a node table, children as row indices (0 for leaves), and
+    the function finding a (tree id, node id)'s row."""
+    n = len(trees)
     modes = _legacy_modes(attrs["nodes_modes"] or [])
     values = _first(attrs, "nodes_values")
-    n = len(trees)
-    fields = [ids, modes, attrs["nodes_featureids"], values, attrs["nodes_truenodeids"],
-              attrs["nodes_falsenodeids"]]  # fmt: skip
+    fields = [attrs["nodes_nodeids"], modes, attrs["nodes_featureids"], values,
+              attrs["nodes_truenodeids"], attrs["nodes_falsenodeids"]]  # fmt: skip
     if any(len(f if f is not None else []) != n for f in fields):
         raise ValueError("nodes_* attributes must all have the same length")
-    find = _node_finder(trees, ids)
+    find = _node_finder(trees, np.asarray(attrs["nodes_nodeids"] or [], np.int64))
     interior = modes != LEAF
     nodes = _Nodes(
         modes=modes,
@@ -391,12 +404,7 @@ def _legacy_forest(
         false_child=np.where(interior, find(trees, np.asarray(attrs["nodes_falsenodeids"])), 0),
         tracks_true=np.asarray(attrs["nodes_missing_value_tracks_true"] or np.zeros(n)),
     )
-    roots = _legacy_roots(trees, nodes)
-    vote_trees = np.asarray(attrs[f"{prefix}_treeids"] or [], np.int64)
-    vote_nodes = find(vote_trees, np.asarray(attrs[f"{prefix}_nodeids"] or [], np.int64))
-    target = np.asarray(attrs[f"{prefix}_ids"] or [], np.int64)
-    votes = (target, vote_nodes, _first(attrs, f"{prefix}_weights"))
-    return _build_forest(nodes, roots, votes, n_targets, how, [])
+    return nodes, find
 
 
 def _legacy_modes(names: list[str]) -> np.ndarray:
