@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.ops._common import clamp
+from onnxflow.ops.memo import Memo
 from onnxflow.ops.registry import op
 from onnxflow.traits import WIDEN_LIMIT, Built, Traits, ufunc_traits
 
@@ -115,12 +116,12 @@ def _widening(ufunc: np.ufunc) -> Binary:
     and, from then on, combines equal shapes. Values are never written in place, so the same
     object holds the same data; small outputs only, so the kept copy stays small.
     """
-    memo: list[Any] = [None]  # (narrow side, its array, the other's shape, widened or None)
+    memo: Memo[tuple[Any, ...]] = Memo()  # (narrow side, its array, other's shape, widened)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not b.ndim or not a.ndim or a.shape == b.shape:  # NumPy is quick with 0-d operands
             return ufunc(a, b, out=...)  # type: ignore[call-overload]
-        kept = memo[0]
+        kept = memo.kept
         if kept is not None and kept[3] is not None:
             side, narrow, other, wide = kept
             if side and b is narrow and a.shape == other:
@@ -129,7 +130,7 @@ def _widening(ufunc: np.ufunc) -> Binary:
                 return ufunc(wide, b, out=...)  # type: ignore[call-overload]
         y = ufunc(a, b, out=...)  # type: ignore[call-overload]
         if y.size <= WIDEN_LIMIT:
-            memo[0] = _remember(kept, a, b, y.shape)
+            memo.kept = _remember(kept, a, b, y.shape)
         return y
 
     return kernel

@@ -15,6 +15,7 @@ from onnx import GraphProto
 
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
+from onnxflow.ops.memo import Memo
 from onnxflow.ops.pass_made import (
     FAKE_QUANTIZE,
     FOLD_BATCH_NORM,
@@ -55,10 +56,10 @@ def row_squared_distances(node: Any, *, axis: int = -1, keepdims: int = 1) -> Bu
 def _transposing(axis: int, keepdims: int) -> Callable[..., np.ndarray]:
     """The kernel with its memo: A seen last, its transpose once seen twice in a row, and ones,
     in one tuple swapped whole, so concurrent runs each read a consistent one."""
-    memo: list[Any] = [None]
+    memo: Memo[tuple[np.ndarray, Any, Any]] = Memo()
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        kept = memo[0]
+        kept = memo.kept
         fast = (
             a.ndim == 2
             and b.ndim == 1
@@ -68,10 +69,10 @@ def _transposing(axis: int, keepdims: int) -> Callable[..., np.ndarray]:
             and a.size
         )
         if not fast or kept is None or kept[0] is not a:
-            memo[0] = (a, None, None) if fast else None
+            memo.kept = (a, None, None) if fast else None
             return _unfused(a, b, axis, keepdims)
         if kept[1] is None:
-            kept = memo[0] = (a, np.ascontiguousarray(a.T), np.ones(a.shape[1], a.dtype))
+            kept = memo.kept = (a, np.ascontiguousarray(a.T), np.ones(a.shape[1], a.dtype))
         d = np.subtract(kept[1], b[:, None])
         np.square(d, out=d)
         rows = np.dot(kept[2], d)
@@ -162,10 +163,10 @@ def shape_memo(node: Any, *, body: GraphProto) -> Built:
 
 def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
     """``run`` with a memo of its last inputs and result, in one tuple swapped whole."""
-    memo: list[Any] = [None]
+    memo: Memo[tuple[tuple[Any, ...], Any]] = Memo()
 
     def remembered(*args: Any) -> Any:
-        kept = memo[0]
+        kept = memo.kept
         if kept is not None and _same(kept[0], args[:n_inputs]):
             return kept[1]
         result = run(*args)
@@ -175,7 +176,7 @@ def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
         ):
             for v in values:
                 v.flags.writeable = False
-            memo[0] = (args[:n_inputs], result)
+            memo.kept = (args[:n_inputs], result)
         return result
 
     return remembered
