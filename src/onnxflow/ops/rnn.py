@@ -260,8 +260,8 @@ def _over_time(
     seq, batch = weights.xw.shape[:2]
     steps = reversed(range(seq)) if backwards else range(seq)
     unmasked = (lens >= seq).all()  # no entry ends early: no masks to apply
-    if unmasked and cell is _lstm_plain_cell:
-        return _lstm_plain_steps(weights, states, steps)
+    if unmasked and cell is _lstm_default_cell:
+        return _lstm_default_steps(weights, states, steps)
     y = np.zeros((seq, batch, states[0].shape[-1]), states[0].dtype)
     if unmasked:
         for t in steps:
@@ -319,7 +319,7 @@ def lstm_gates(
     return [o * f[2](c_new), c_new]
 
 
-def _lstm_plain_cell(
+def _lstm_default_cell(
     q: _Weights, t: int, s: list[np.ndarray], f: list[Activation]
 ) -> list[np.ndarray]:
     """:func:`_lstm_cell` with the default activations and no peepholes, clip or coupling:
@@ -333,10 +333,10 @@ def _lstm_plain_cell(
     return [o * np.tanh(c_new), c_new]
 
 
-def _lstm_plain_steps(
+def _lstm_default_steps(
     q: _Weights, states: list[np.ndarray], steps: Iterable[int]
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """:func:`_lstm_plain_cell` through every step (no sequence ends early), bit for bit,
+    """:func:`_lstm_default_cell` through every step (no sequence ends early), bit for bit,
     with every call writing into buffers made once."""
     h, c = states
     seq, batch, width = q.xw.shape
@@ -450,7 +450,7 @@ def lstm(
     )
     cell: Cell = functools.partial(_lstm_cell, _clipper(clip), input_forget)
     if p is None and clip is None and not input_forget and activations is None:
-        cell = _lstm_plain_cell
+        cell = _lstm_default_cell
     inputs = (x, w, r, b, sequence_lens, initial_h, initial_c)
     return _run(cell, _LSTM, inputs, spec, peepholes=p, memo=weights_memo)
 

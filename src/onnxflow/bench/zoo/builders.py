@@ -175,17 +175,17 @@ def _hf_model(arch: str, size: dict) -> tuple[object, list[str], list[str]]:
             vocab_size=vocab,
         )
         model = transformers.BertModel(config, add_pooling_layer=False).eval()
-        return _plain(model, "last_hidden_state"), names, ["last_hidden_state"]
+        return _one_tensor_module(model, "last_hidden_state"), names, ["last_hidden_state"]
     config = transformers.GPT2Config(n_embd=h, n_layer=layers, n_head=heads, vocab_size=vocab)
     model = transformers.GPT2LMHeadModel(config).eval()
-    return _plain(model, "logits", use_cache=False), names, ["logits"]
+    return _one_tensor_module(model, "logits", use_cache=False), names, ["logits"]
 
 
-def _plain(model: object, output: str, **kwargs: object) -> object:
+def _one_tensor_module(model: object, output: str, **kwargs: object) -> object:
     """``model`` as a module returning its one tensor ``output`` (exporters want tensors)."""
     import torch
 
-    class Plain(torch.nn.Module):
+    class OneTensor(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.inner = model
@@ -194,4 +194,4 @@ def _plain(model: object, output: str, **kwargs: object) -> object:
             result = self.inner(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
             return getattr(result, output)
 
-    return Plain().eval()
+    return OneTensor().eval()
