@@ -148,8 +148,8 @@ def _inline(ufunc: np.ufunc) -> Binary:
 def _broadcasts(node: Any) -> bool:
     """Whether a node's operands may broadcast other than from 0-d, as far as types tell.
 
-    Equal static shapes and 0-d operands take the unwidened ufunc kernel: the checks of _widening would
-    cost them 0.1 us a call for nothing.
+    Equal static shapes and 0-d operands take the unwidened ufunc kernel: the checks of
+    _widening would cost them 0.1 us a call for nothing.
     """
     shapes = [node.input_shape(i) for i in range(node.n_inputs)]
     if any(sh is not None and len(sh) == 0 for sh in shapes):
