@@ -17,6 +17,7 @@ from onnxflow.errors import NotImplemented as OrtNotImplemented
 
 LOOP_CONDITION_MODES = ("spec", "always")
 FLOAT16_ROUNDINGS = ("each_op", "outputs")
+KERNEL_FORMS = ("native", "numpy")
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -98,6 +99,10 @@ class SessionOptions:
       model casts to float16 and at the graph's outputs, as onnxruntime's CPU provider runs
       float16 models (it computes them in float32 and drops the casts between ops): faster, and
       its results differ from the spec's by float16 roundings. Applies with ``optimize``.
+    - ``kernels`` (default ``"native"``): with ``"native"``, a kernel that has a compiled form
+      (:mod:`onnxflow.native`, built with the package) runs it; with ``"numpy"``, every kernel
+      runs its NumPy form, the reference the compiled forms are tested against. Results agree
+      bit for bit, or within the bound each compiled form's test states.
 
     onnxruntime's settings that onnxflow acts on:
 
@@ -128,11 +133,16 @@ class SessionOptions:
     """
 
     def __init__(
-        self, optimize: bool = True, loop_condition: str = "spec", float16_rounding: str = "each_op"
+        self,
+        optimize: bool = True,
+        loop_condition: str = "spec",
+        float16_rounding: str = "each_op",
+        kernels: str = "native",
     ) -> None:
         self.optimize = optimize
         self.loop_condition = loop_condition
         self.float16_rounding = float16_rounding
+        self.kernels = kernels
         for name, value in SESSION_SETTINGS.items():
             setattr(self, name, value)
         for name, (value, _) in IGNORED_SESSION_SETTINGS.items():
@@ -143,6 +153,7 @@ class SessionOptions:
         for name, allowed in (
             ("loop_condition", LOOP_CONDITION_MODES),
             ("float16_rounding", FLOAT16_ROUNDINGS),
+            ("kernels", KERNEL_FORMS),
         ):
             if getattr(self, name) not in allowed:
                 raise InputError(
@@ -233,7 +244,7 @@ class SessionOptions:
     def __repr__(self) -> str:
         return (
             f"SessionOptions(optimize={self.optimize}, loop_condition={self.loop_condition!r}, "
-            f"float16_rounding={self.float16_rounding!r})"
+            f"float16_rounding={self.float16_rounding!r}, kernels={self.kernels!r})"
         )
 
 

@@ -133,6 +133,7 @@ class InferenceSession(OrtSessionAPI):
             optimize=self.options.optimize,
             loop_condition=self.options.loop_condition,
             float16_rounding=self.options.float16_rounding,
+            kernels=self.options.kernels,
         )
 
     def _opsets(self) -> dict[str, int]:

@@ -74,6 +74,11 @@ class Traits:
     #: or transposed). The plan holds the stateless kernel; each generated function makes its
     #: own stateful form, so run state lives with the runner, never in the immutable plan.
     stateful: Callable[[], Callable[..., Any]] | None = None
+    #: The kernel's compiled form (:mod:`onnxflow.native`), which the compiler binds instead of
+    #: the kernel unless ``SessionOptions(kernels="numpy")``: same signature and same results
+    #: (bit for bit, or within the bound its test states). None when the kernel has none or
+    #: its compiled module was not built.
+    native: Native | None = None
 
     def replace(self, **changes: Any) -> Traits:
         """These traits with ``changes`` applied."""
@@ -86,6 +91,40 @@ class Traits:
         if self.passthrough or self.ufunc is not None:
             return True
         return self.static_shape
+
+
+@dataclass(frozen=True)
+class Native:
+    """A kernel's compiled form, declared where the kernel is registered.
+
+    ``fn`` takes what the kernel takes (a builder's: the node context and attributes) and gives
+    what it gives; ``in_place`` is its form over input 0's array when that array dies at the
+    node (None: the compiled form has none, the NumPy form's is not used either). Every other
+    trait of the kernel holds for it too.
+    """
+
+    fn: Callable[..., Any]
+    in_place: Callable[..., Any] | None = None
+
+
+def native_form(
+    fn: Callable[..., Any] | None, in_place: Callable[..., Any] | None = None
+) -> Native | None:
+    """``Native(fn, in_place)``, or None when ``fn`` is None (its compiled module not built)."""
+    return None if fn is None else Native(fn, in_place)
+
+
+def chosen(
+    traits: Traits, fn: Callable[..., Any], compiled: bool
+) -> tuple[Callable[..., Any], Traits]:
+    """The function a node runs and its traits: the compiled form when ``compiled`` and the
+    kernel has one (its traits then promise its own in-place form, or none), else ``fn``."""
+    if not compiled or traits.native is None:
+        return fn, traits
+    native = traits.native
+    return native.fn, traits.replace(
+        in_place=native.in_place, ufunc=None, call=None, guard=None, stateful=None
+    )
 
 
 #: Broadcast operands are kept widened (by widening kernels and generated loops) for results

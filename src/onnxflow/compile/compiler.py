@@ -45,7 +45,7 @@ from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.schemas import op_schema
 from onnxflow.ir.walk import scope_types
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry
-from onnxflow.traits import Built, Traits, bind_attributes
+from onnxflow.traits import Built, Traits, bind_attributes, chosen
 from onnxflow.values import tensor_to_array
 
 
@@ -59,6 +59,8 @@ class Compiler:
     optimize: bool = True
     loop_condition: str = "spec"
     float16_rounding: str = "each_op"
+    #: SessionOptions.kernels: ``"native"`` binds a kernel's compiled form where it has one.
+    kernels: str = "native"
     missing: list[tuple[str, str, int]] = field(default_factory=list)
     #: The last main graph whose types strict inference checked, and the answer: a session
     #: compiling its graph twice checks it once.
@@ -341,18 +343,19 @@ class _GraphBuilder:
         and the plans of its subgraphs."""
         attrs = {a.name: decode_attribute(a) for a in node.attribute if not a.ref_attr_name}
         ins = [self.resolve(name) for name in node.input]
+        form, traits = chosen(kernel.traits, kernel.fn, self.compiler.kernels == "native")
         if kernel.build:
-            ctx = NodeContext(self, node, opset, opsets, kernel.traits)
+            ctx = NodeContext(self, node, opset, opsets, traits)
             try:
-                fn = kernel.fn(ctx, **attrs)
+                fn = form(ctx, **attrs)
             except TypeError as exc:
                 raise ctx.error(f"bad attributes {sorted(attrs)}: {exc}") from exc
-            fn, traits = fn if isinstance(fn, Built) else (fn, kernel.traits)
+            fn, traits = fn if isinstance(fn, Built) else (fn, traits)
             return fn, traits, ins + [self.resolve(name) for name in ctx.captures], ctx.plans
-        if kernel.traits.passthrough and len(ins) == 1 and len(node.output) == 1:
-            return passthrough, kernel.traits, ins, []
-        fn = _bind_kernel_attributes(kernel.fn, attrs, node, opset)
-        return fn, bind_attributes(kernel.traits.replace(passthrough=False), attrs), ins, []
+        if traits.passthrough and len(ins) == 1 and len(node.output) == 1:
+            return passthrough, traits, ins, []
+        fn = _bind_kernel_attributes(form, attrs, node, opset)
+        return fn, bind_attributes(traits.replace(passthrough=False), attrs), ins, []
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
         slots = []

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.registry import op
-from onnxflow.traits import WIDEN_LIMIT, Built, Traits, ufunc_traits
+from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form, ufunc_traits
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -44,8 +45,14 @@ def _array_out_supported() -> bool:
 ARRAY_OUT = _array_out_supported()
 
 
-def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int) -> None:
-    """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs."""
+def _unary(
+    op_type: str,
+    fn: Callable[[np.ndarray], np.ndarray],
+    *versions: int,
+    loops: dict[Any, compiled.Loop] | None = None,
+) -> None:
+    """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs.
+    ``loops``: the compiled loops of its compiled form, by dtype (:func:`compiled.unary`)."""
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -58,6 +65,9 @@ def _unary(op_type: str, fn: Callable[[np.ndarray], np.ndarray], *versions: int)
             return np.asarray(fn(x))
 
         traits = Traits(elementwise=True, static_shape=True)
+    if loops:
+        form = compiled.unary(kernel, loops, f"{op_type}_compiled")
+        traits = traits.replace(native=native_form(form), fresh=True)
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {getattr(fn, '__name__', op_type)}(x) elementwise, in x's dtype."
     op(op_type, *versions, traits=traits)(kernel)
@@ -325,8 +335,12 @@ _UNARY: tuple[tuple[str, Callable[[np.ndarray], np.ndarray], tuple[int, ...]], .
     ("BitwiseNot", np.invert, (18,)),
 )
 
+_MATH = compiled.module("_math")
+#: The unary operators with a compiled form: their loops by dtype.
+_COMPILED_UNARY = {"Erf": compiled.loops(_MATH, float32="erf_f32", float64="erf_f64")}
+
 for _name, _fn, _versions in _UNARY:
-    _unary(_name, _fn, *_versions)
+    _unary(_name, _fn, *_versions, loops=_COMPILED_UNARY.get(_name))
 
 
 @op("IsInf", 10, 20)

@@ -1,0 +1,28 @@
+"""Builds onnxflow's compiled kernels (``src/onnxflow/native/*.pyx``) with Cython.
+
+Everything else about the package is in ``pyproject.toml``. The flags keep the build portable
+(no ``-march=native``: wider SIMD is chosen at run time per function, with GCC's
+``target_clones``) and the arithmetic as written (``-ffp-contract=off``: no fused multiply-adds
+that would change results between machines).
+"""
+
+from pathlib import Path
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+NATIVE = Path("src/onnxflow/native")
+FLAGS = ["-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-fno-math-errno"]
+
+extensions = [
+    Extension(
+        f"onnxflow.native.{pyx.stem}",
+        [str(pyx)],
+        include_dirs=[str(NATIVE)],
+        extra_compile_args=FLAGS,
+        define_macros=[("CYTHON_CLINE_IN_TRACEBACK", "0")],
+    )
+    for pyx in sorted(NATIVE.glob("*.pyx"))
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))
