@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
+from native_forms import node_model
+
 import onnxflow
 from onnxflow import native
 from onnxflow.ops.registry import REGISTRY
@@ -63,12 +66,7 @@ def test_every_compiled_form_is_held_to_its_numpy_form():
 def test_numpy_option_binds_no_compiled_form():
     """SessionOptions(kernels='numpy') runs the NumPy forms: the generated code names none of
     the compiled forms, which kernels='native' does."""
-    from onnx import TensorProto
-    from tests.native.conftest import one_node_model
-
-    model = one_node_model(
-        "Erf", [("x", TensorProto.FLOAT, [4])], [("y", TensorProto.FLOAT, [4])], 13
-    ).SerializeToString()
+    model = node_model("Erf", [np.zeros(4, np.float32)], 13)[0].SerializeToString()
     native_code = onnxflow.InferenceSession(model).source()
     numpy_code = onnxflow.InferenceSession(model, onnxflow.SessionOptions(kernels="numpy")).source()
     assert "Erf_compiled" in native_code
