@@ -106,12 +106,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    """``onnxflow X`` and the versions of what it runs on."""
-    from onnxflow import __version__
+    """``onnxflow X``, the versions of what it runs on, and how many of its compiled kernel
+    modules were built (:mod:`onnxflow.native`)."""
+    from onnxflow import __version__, native
 
     return (
         f"onnxflow {__version__} (numpy {np.__version__}, onnx {onnx.__version__}, "
-        f"Python {sys.version.split()[0]})"
+        f"Python {sys.version.split()[0]}; compiled kernels "
+        f"{len(native.built())}/{len(native.MODULES)})"
     )
 
 
