@@ -19,6 +19,7 @@ extensions = [
         f"onnxflow.native.{pyx.stem}",
         [str(pyx)],
         include_dirs=[str(NATIVE)],
+        depends=[str(h) for h in sorted(NATIVE.glob("*.h"))],  # rebuilt when a header changes
         extra_compile_args=FLAGS,
         define_macros=[("CYTHON_CLINE_IN_TRACEBACK", "0")],
     )

@@ -74,6 +74,11 @@ class Traits:
     #: or transposed). The plan holds the stateless kernel; each generated function makes its
     #: own stateful form, so run state lives with the runner, never in the immutable plan.
     stateful: Callable[[], Callable[..., Any]] | None = None
+    #: The kernel on float32 inputs with no attributes is this instruction of a compiled
+    #: pointwise region (``onnxflow.native._pointwise.OPCODES``): same values, computed as its
+    #: own kernel computes them, so :mod:`.compile.passes.pointwise` may run a chain of such
+    #: nodes in one pass over memory.
+    pointwise: str | None = None
     #: The kernel's compiled form (:mod:`onnxflow.native`), which the compiler binds instead of
     #: the kernel unless ``SessionOptions(kernels="numpy")``: same signature and same results
     #: (bit for bit, or within the bound its test states). None when the kernel has none or

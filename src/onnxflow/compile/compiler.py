@@ -210,7 +210,9 @@ class _GraphBuilder:
             value = _sparse_to_dense(init)
             value.flags.writeable = False
             self.constant_slots.add(self._new_slot(init.values.name, value))
-        view = GraphView(self.graph, self.graph.node, opsets, self.compiler.registry)
+        view = GraphView(
+            self.graph, self.graph.node, opsets, self.compiler.registry, self.outer is None
+        )
         nodes, made = graph_forms(view, self.compiler.optimize)
         opsets = {**opsets, **made}
         for node in nodes:

@@ -92,6 +92,7 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         elementwise=True,
         selects=True,
         numpy="np.maximum({0}, 0)",
+        pointwise="relu",
     ),
 )
 def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:

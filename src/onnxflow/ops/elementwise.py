@@ -50,21 +50,23 @@ def _unary(
     fn: Callable[[np.ndarray], np.ndarray],
     *versions: int,
     loops: dict[Any, compiled.Loop] | None = None,
+    pointwise: str | None = None,
 ) -> None:
     """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs.
-    ``loops``: the compiled loops of its compiled form, by dtype (:func:`compiled.unary`)."""
+    ``loops``: the compiled loops of its compiled form, by dtype (:func:`compiled.unary`);
+    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`)."""
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return fn(x, out=...)  # type: ignore[call-overload]
 
-        traits = ufunc_traits(fn)
+        traits = ufunc_traits(fn, pointwise=pointwise)
     else:
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return np.asarray(fn(x))
 
-        traits = Traits(elementwise=True, static_shape=True)
+        traits = Traits(elementwise=True, static_shape=True, pointwise=pointwise)
     if loops:
         form = compiled.unary(kernel, loops, f"{op_type}_compiled")
         traits = traits.replace(native=native_form(form), fresh=True)
@@ -74,10 +76,16 @@ def _unary(
 
 
 def _binary(
-    op_type: str, fn: Binary, legacy: tuple[int, ...], *versions: int, rounds_once: bool = False
+    op_type: str,
+    fn: Binary,
+    legacy: tuple[int, ...],
+    *versions: int,
+    rounds_once: bool = False,
+    pointwise: str | None = None,
 ) -> None:
     """Register ``fn`` as ``op_type``: legacy broadcasting in ``legacy``, NumPy-style after.
-    ``rounds_once``: ``fn`` computes float16 in float32 and rounds once (a float ufunc)."""
+    ``rounds_once``: ``fn`` computes float16 in float32 and rounds once (a float ufunc);
+    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`)."""
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b))
@@ -92,7 +100,7 @@ def _binary(
 
         build.__name__ = build.__qualname__ = op_type
         build.__doc__ = f"Return {fn.__name__}(a, b) with NumPy-style broadcasting."
-        op(op_type, *versions, build=True, traits=ufunc_traits(fn))(build)
+        op(op_type, *versions, build=True, traits=ufunc_traits(fn, pointwise=pointwise))(build)
         versions = ()
 
     def legacy_kernel(
@@ -113,7 +121,8 @@ def _binary(
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        op(op_type, *versions, traits=Traits(elementwise=True, rounds_once=rounds_once))(kernel)
+        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise)
+        op(op_type, *versions, traits=traits)(kernel)
 
 
 def _widening(ufunc: np.ufunc) -> Binary:
@@ -339,8 +348,19 @@ _MATH = compiled.module("_math")
 #: The unary operators with a compiled form: their loops by dtype.
 _COMPILED_UNARY = {"Erf": compiled.loops(_MATH, float32="erf_f32", float64="erf_f64")}
 
+#: The unary operators that are an instruction of a compiled pointwise region (Traits.pointwise).
+_POINTWISE_UNARY = {
+    "Neg": "neg", "Abs": "abs", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Erf": "erf"
+}  # fmt: skip
+
 for _name, _fn, _versions in _UNARY:
-    _unary(_name, _fn, *_versions, loops=_COMPILED_UNARY.get(_name))
+    _unary(
+        _name,
+        _fn,
+        *_versions,
+        loops=_COMPILED_UNARY.get(_name),
+        pointwise=_POINTWISE_UNARY.get(_name),
+    )
 
 
 @op("IsInf", 10, 20)
@@ -437,8 +457,18 @@ _BINARY: tuple[tuple[str, Binary, tuple[int, ...], tuple[int, ...]], ...] = (
     ("BitwiseXor", np.bitwise_xor, (), (18,)),
 )
 
+#: The binary operators that are an instruction of a compiled pointwise region (Traits.pointwise).
+_POINTWISE_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
 for _name, _fn, _legacy, _versions in _BINARY:
-    _binary(_name, _fn, _legacy, *_versions, rounds_once=_fn is divide)
+    _binary(
+        _name,
+        _fn,
+        _legacy,
+        *_versions,
+        rounds_once=_fn is divide,
+        pointwise=_POINTWISE_BINARY.get(_name),
+    )
 
 
 @op("Mod", 10, 13, 28)
@@ -464,9 +494,14 @@ def bit_shift(x: np.ndarray, y: np.ndarray, *, direction: str = "") -> np.ndarra
 
 # -- variadic ---------------------------------------------------------------------------------
 def _variadic(
-    op_type: str, ufunc: np.ufunc, versions: tuple[int, ...], selects: bool = False
+    op_type: str,
+    ufunc: np.ufunc,
+    versions: tuple[int, ...],
+    selects: bool = False,
+    pointwise: str | None = None,
 ) -> None:
-    """Register ``op_type`` as ``ufunc`` folded over all inputs with NumPy broadcasting."""
+    """Register ``op_type`` as ``ufunc`` folded over all inputs with NumPy broadcasting;
+    ``pointwise``: its instruction, for two inputs, in a compiled pointwise region."""
 
     def kernel(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarray:
         if not xs:
@@ -491,13 +526,15 @@ def _variadic(
 
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
-    traits = Traits(fresh=True, in_place=over_first, elementwise=True, selects=selects)
+    traits = Traits(
+        fresh=True, in_place=over_first, elementwise=True, selects=selects, pointwise=pointwise
+    )
     op(op_type, *versions, traits=traits)(kernel)
 
 
 _variadic("Sum", np.add, (1, 6, 8, 13))
-_variadic("Max", np.maximum, (1, 6, 8, 12, 13), selects=True)
-_variadic("Min", np.minimum, (1, 6, 8, 12, 13), selects=True)
+_variadic("Max", np.maximum, (1, 6, 8, 12, 13), selects=True, pointwise="max")
+_variadic("Min", np.minimum, (1, 6, 8, 12, 13), selects=True, pointwise="min")
 
 
 @op("Mean", 1, 6, 8, 13)
@@ -574,7 +611,13 @@ def clip_6(
     return _clip(x, _attr_bound(min, x.dtype), _attr_bound(max, x.dtype))
 
 
-@op("Clip", 11, 12, 13, traits=Traits(selects=True, fresh=True, in_place=_clip_over_x))
+@op(
+    "Clip",
+    11,
+    12,
+    13,
+    traits=Traits(selects=True, fresh=True, in_place=_clip_over_x, pointwise="clip"),
+)
 def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Return x limited to [lo, hi] given as optional scalar inputs; lo > hi gives hi."""
     return _clip(x, lo, hi)

@@ -54,6 +54,7 @@ from onnxflow.compile.passes import (
     half,
     hoist,
     memo_shapes,
+    pointwise,
 )
 from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
 from onnxflow.compile.passes.graph_view import GraphView
@@ -102,6 +103,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("fuse row distances", Stage.LOOP_BODY, fuse_distances.fuse),
     Pass("fuse QDQ pairs", Stage.GRAPH, fuse_qdq.fuse_qdq),
     Pass("fold batch norm", Stage.GRAPH, fold_batch_norm.fold_batch_norm),
+    Pass("pointwise regions", Stage.GRAPH, pointwise.fuse_pointwise),
     Pass("memo shapes", Stage.GRAPH, memo_shapes.memo_shapes),
     Pass("expand functions", Stage.NODE, functions.expand_functions, always=True),
     Pass("fold constants", Stage.NODE, fold.fold_constants),

@@ -30,6 +30,8 @@ class GraphView:
     nodes: Sequence[NodeProto]
     opsets: Mapping[str, int]
     registry: Registry
+    #: Whether the graph is the model's main graph (not a body, branch or function).
+    main: bool = False
 
     def constants(self) -> set[str]:
         """The initializers the caller cannot override (not also graph inputs)."""

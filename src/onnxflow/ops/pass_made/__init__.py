@@ -12,7 +12,9 @@ module registers nothing.
 - FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
   made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
 - HalfRound 1: a value rounded to float16 and held in float32, made by
-  :mod:`~onnxflow.compile.passes.half`.
+  :mod:`~onnxflow.compile.passes.half`;
+- Pointwise 1: a group of float32 elementwise nodes run as one compiled region, made by
+  :mod:`~onnxflow.compile.passes.pointwise`.
 """
 
 from __future__ import annotations
@@ -25,3 +27,4 @@ FAKE_QUANTIZE = "FakeQuantize"
 SHAPE_MEMO = "ShapeMemo"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
+POINTWISE = "Pointwise"

@@ -7,12 +7,14 @@ nor the quantization and cast kernels it builds on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from onnx import GraphProto
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
 from onnxflow.ops.memo import Memo
@@ -21,6 +23,7 @@ from onnxflow.ops.pass_made import (
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
+    POINTWISE,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
 )
@@ -35,7 +38,7 @@ from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import run_in_scope
-from onnxflow.traits import Built, Traits
+from onnxflow.traits import Built, Traits, native_form
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -146,6 +149,14 @@ def shape_memo(node: Any, *, body: GraphProto) -> Built:
     node's inputs. The plan's stateless form runs it every time; the stateful form each
     generated function makes keeps the inputs and outputs of its last run and returns those
     outputs, read-only, while the inputs are equal."""
+    run = _body_call(node, body)
+    n_inputs = len(body.input)
+    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs)))
+
+
+def _body_call(node: Any, body: GraphProto) -> Callable[..., Any]:
+    """What runs ``body``, a pass-made node's subgraph, on the node's inputs (and captures),
+    as the scope ``body`` of the node that observers see: its one output, or a tuple."""
     sub = node.subgraph(body)
     n_inputs = len(body.input)
     key = node.key
@@ -158,7 +169,7 @@ def shape_memo(node: Any, *, body: GraphProto) -> Built:
         values = run_in_scope(key, "body", 1, outputs, args)
         return values[0] if single else tuple(values)
 
-    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs)))
+    return run
 
 
 def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
@@ -292,3 +303,90 @@ def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
     if large.any():
         v = x[large]
         y[large] = np.where(np.isnan(v), v, np.copysign(np.float32(np.inf), v))
+
+
+# -- pointwise regions ---------------------------------------------------------------------------
+_POINTWISE = compiled.module("_pointwise")
+#: Broadcast layouts by input shapes (:func:`_layout`), kept for the shapes seen last.
+_LAYOUTS: dict[tuple[tuple[int, ...], ...], Any] = {}
+_LAYOUTS_KEPT = 256
+
+
+def _pointwise_compiled(
+    node: Any, *, body: GraphProto, opcodes: list[str], operands: list[int]
+) -> Callable[..., np.ndarray]:
+    """The compiled form of :func:`pointwise`: the region's instructions in one pass over
+    chunks of the output (:mod:`onnxflow.native._pointwise`); inputs that are not float32
+    arrays, or broadcast in a way one pass does not read, run the nodes as written."""
+    as_written = _body_call(node, body)
+    codes = [_POINTWISE.OPCODES.index(code) for code in opcodes]  # type: ignore[union-attr]
+    program = np.array(
+        [[c, *operands[3 * j : 3 * j + 3]] for j, c in enumerate(codes)], dtype=np.int32
+    )
+    run_program = _POINTWISE.run  # type: ignore[union-attr]
+
+    def region(*args: Any) -> Any:
+        if not all(a.__class__ is np.ndarray and a.dtype == _F32 for a in args):
+            return as_written(*args)
+        shapes = tuple(a.shape for a in args)
+        layout = _LAYOUTS.get(shapes) or _layout(shapes)
+        if layout is None:
+            return as_written(*args)
+        shape, inner, period = layout
+        out = np.empty(shape, _F32)
+        if out.size:
+            flat = tuple(np.ascontiguousarray(a).reshape(-1) for a in args)
+            run_program(program, flat, inner, period, out.reshape(-1))
+        return out
+
+    region.__name__ = region.__qualname__ = "pointwise_compiled"
+    return region
+
+
+def _layout(shapes: tuple[tuple[int, ...], ...]) -> Any:
+    """The output shape of inputs of ``shapes`` broadcast together and, per input, the
+    ``inner`` and ``period`` by which element i of the output reads element (i // inner) %
+    period of it; None when an input's dims that are not 1 do not form one run of the output's
+    dims (one pass reads it as a chunked gather only then). Kept in :data:`_LAYOUTS`."""
+    try:
+        out = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+    inner, period = [], []
+    for shape in shapes:
+        dims = (1,) * (len(out) - len(shape)) + tuple(shape)
+        spread = [d for d, size in enumerate(dims) if size != 1]
+        if not spread:
+            inner.append(max(1, math.prod(out)))
+            period.append(1)
+            continue
+        lo, hi = spread[0], spread[-1]
+        if dims[lo : hi + 1] != out[lo : hi + 1]:
+            return None
+        inner.append(math.prod(out[hi + 1 :]))
+        period.append(math.prod(out[lo : hi + 1]))
+    layout = (out, np.array(inner, np.int64), np.array(period, np.int64))
+    if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+        _LAYOUTS.clear()
+    _LAYOUTS[shapes] = layout
+    return layout
+
+
+@op(
+    POINTWISE,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(
+        static_shape=True,
+        fresh=True,
+        native=native_form(_pointwise_compiled if _POINTWISE is not None else None),
+    ),
+)
+def pointwise(
+    node: Any, *, body: GraphProto, opcodes: list[str], operands: list[int]
+) -> Callable[..., Any]:
+    """A group of float32 elementwise nodes (see :mod:`~onnxflow.compile.passes.pointwise`):
+    this NumPy form runs them as written (``body``); ``opcodes`` and ``operands`` are the
+    program its compiled form runs."""
+    return _body_call(node, body)

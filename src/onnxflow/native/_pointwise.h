@@ -1,0 +1,109 @@
+/* A pointwise region: a short program of float32 elementwise instructions run over a tensor in
+ * chunks, so the intermediate values stay in cache and each is computed as its own node would
+ * compute it (IEEE float32 arithmetic, one rounding per instruction, no contraction).
+ *
+ * Operand k < n_in reads input k, element i of the result reading element (i / inner) % period
+ * of it (a whole operand: inner 1, period n; a scalar: period 1; a per-channel one: inner = the
+ * size of the dims after the channel). Operand n_in + j is instruction j's result. The last
+ * instruction writes the output. */
+#ifndef ONNXFLOW_POINTWISE_H
+#define ONNXFLOW_POINTWISE_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PW_CHUNK 512
+
+enum {
+    PW_ADD = 0, PW_SUB, PW_MUL, PW_DIV, PW_MAX, PW_MIN,      /* binary */
+    PW_NEG, PW_ABS, PW_SQRT, PW_RECIPROCAL, PW_RELU, PW_ERF, /* unary */
+    PW_CLIP,                                                /* x, lo, hi */
+    PW_CODES
+};
+
+/* NumPy's maximum and minimum: a NaN operand gives NaN; of two equal values, the second. */
+static inline float pw_max(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float pw_min(float a, float b) { return (a < b || a != a) ? a : b; }
+
+__attribute__((target_clones("avx2", "default")))
+static void pw_op(int code, const float *a, const float *b, const float *c, float *d, long m)
+{
+    long i;
+    switch (code) {
+    case PW_ADD: for (i = 0; i < m; i++) d[i] = a[i] + b[i]; break;
+    case PW_SUB: for (i = 0; i < m; i++) d[i] = a[i] - b[i]; break;
+    case PW_MUL: for (i = 0; i < m; i++) d[i] = a[i] * b[i]; break;
+    case PW_DIV: for (i = 0; i < m; i++) d[i] = a[i] / b[i]; break;
+    case PW_MAX: for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]); break;
+    case PW_MIN: for (i = 0; i < m; i++) d[i] = pw_min(a[i], b[i]); break;
+    case PW_NEG: for (i = 0; i < m; i++) d[i] = -a[i]; break;
+    case PW_ABS: for (i = 0; i < m; i++) d[i] = fabsf(a[i]); break;
+    case PW_SQRT: for (i = 0; i < m; i++) d[i] = sqrtf(a[i]); break;
+    case PW_RECIPROCAL: for (i = 0; i < m; i++) d[i] = 1.0f / a[i]; break;
+    case PW_RELU: for (i = 0; i < m; i++) d[i] = pw_max(a[i], 0.0f); break;
+    case PW_ERF: for (i = 0; i < m; i++) d[i] = (float)erf((double)a[i]); break;
+    case PW_CLIP: /* an omitted bound (NULL) does not clip */
+        if (b != NULL && c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(pw_max(a[i], b[i]), c[i]);
+        else if (b != NULL) for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);
+        else if (c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(a[i], c[i]);
+        else memcpy(d, a, sizeof(float) * (size_t)m);
+        break;
+    }
+}
+
+/* Elements [start, start + m) of an operand broadcast with (inner, period), into buf. */
+static void pw_load(const float *src, long inner, long period, long start, long m, float *buf)
+{
+    long i, q = start / inner, r = start % inner, k = q % period;
+    if (period == 1) {
+        for (i = 0; i < m; i++) buf[i] = src[0];
+        return;
+    }
+    for (i = 0; i < m; i++) {
+        buf[i] = src[k];
+        if (++r == inner) {
+            r = 0;
+            if (++k == period) k = 0;
+        }
+    }
+}
+
+/* Run n_ops instructions (code, operand, operand, operand: -1 for none) over n elements.
+ * Returns 0, or -1 when out of memory. */
+static int pw_run(int n_in, const float **inputs, const long *inner, const long *period,
+                  int n_ops, const int *ops, float *out, long n)
+{
+    long start, m;
+    int k, j, n_vals = n_in + n_ops;
+    float *regs = (float *)malloc(sizeof(float) * PW_CHUNK * (size_t)n_vals);
+    const float **at = (const float **)malloc(sizeof(float *) * (size_t)n_vals);
+    if (regs == NULL || at == NULL) {
+        free(regs);
+        free((void *)at);
+        return -1;
+    }
+    for (start = 0; start < n; start += PW_CHUNK) {
+        m = n - start < PW_CHUNK ? n - start : PW_CHUNK;
+        for (k = 0; k < n_in; k++) {
+            if (inner[k] == 1 && period[k] == n) {
+                at[k] = inputs[k] + start;
+            } else {
+                pw_load(inputs[k], inner[k], period[k], start, m, regs + (long)k * PW_CHUNK);
+                at[k] = regs + (long)k * PW_CHUNK;
+            }
+        }
+        for (j = 0; j < n_ops; j++) {
+            const int *op = ops + 4 * j;
+            float *d = j == n_ops - 1 ? out + start : regs + (long)(n_in + j) * PW_CHUNK;
+            pw_op(op[0], at[op[1]], op[2] >= 0 ? at[op[2]] : NULL,
+                  op[3] >= 0 ? at[op[3]] : NULL, d, m);
+            at[n_in + j] = d;
+        }
+    }
+    free(regs);
+    free((void *)at);
+    return 0;
+}
+
+#endif

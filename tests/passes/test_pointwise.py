@@ -1,0 +1,161 @@
+"""Pointwise regions (compile/passes/pointwise.py): chains of float32 elementwise nodes run as
+one Pointwise node, with the values the nodes give one by one; what cannot join stays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+
+F = TensorProto.FLOAT
+
+
+def _gelu_nodes() -> list:
+    """A bias add and GELU as torch exports it before opset 20."""
+    return [
+        helper.make_node("Add", ["x", "bias"], ["xb"]),
+        helper.make_node("Div", ["xb", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["xb", "a"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+
+
+def _model(nodes: list, outputs: tuple[str, ...] = ("y",), shape=("B", 16, 768), opset=17):
+    inits = [
+        numpy_helper.from_array(np.random.default_rng(1).random(768).astype(np.float32), "bias"),
+        numpy_helper.from_array(np.array(1.4142135, np.float32), "sqrt2"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, list(shape))],
+        [helper.make_tensor_value_info(o, F, None) for o in outputs],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _sessions(model, **options):
+    data = model.SerializeToString()
+    fused = onnxflow.InferenceSession(data, onnxflow.SessionOptions(**options))
+    written = onnxflow.InferenceSession(data, onnxflow.SessionOptions(optimize=False, **options))
+    return fused, written
+
+
+def _x(shape=(2, 16, 768)):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32) * 3
+
+
+@pytest.mark.parametrize("kernels", ["native", "numpy"])
+def test_bias_and_gelu_become_one_node_with_the_same_values(kernels):
+    fused, written = _sessions(_model(_gelu_nodes()), kernels=kernels)
+    code = fused.source().split("\n\n")[0]
+    assert code.count("for Pointwise") == 1 and "for Add" not in code
+    x = _x()
+    assert np.array_equal(fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0])
+
+
+def test_a_value_read_outside_the_group_splits_it():
+    """``xb`` is also a graph output: the bias add cannot join, the rest still does."""
+    fused, written = _sessions(_model(_gelu_nodes(), outputs=("y", "xb")))
+    code = fused.source().split("\n\n")[0]
+    assert "for Add" in code and code.count("for Pointwise") == 1
+    x = _x()
+    for a, b in zip(fused.run(None, {"x": x}), written.run(None, {"x": x})):
+        assert np.array_equal(a, b)
+
+
+def test_a_group_with_two_outputs_is_left_as_written():
+    nodes = [
+        helper.make_node("Mul", ["x", "half"], ["a"]),
+        helper.make_node("Add", ["a", "one"], ["b"]),
+        helper.make_node("Shape", ["a"], ["s"]),  # reads a: a leaves the group
+    ]
+    graph_outputs = ("b", "s")
+    model = _model(nodes, outputs=graph_outputs)
+    model.graph.output[1].type.tensor_type.elem_type = TensorProto.INT64
+    fused, _ = _sessions(model)
+    assert "Pointwise" not in fused.source()
+
+
+def test_small_static_tensors_stay_as_written():
+    fused, _ = _sessions(_model(_gelu_nodes(), shape=(1, 4, 768)[1:]))  # 3,072 elements
+    assert "Pointwise" not in fused.source()
+
+
+def test_other_dtypes_and_attributes_stay_as_written():
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE),
+        helper.make_node("Neg", ["xd"], ["n"]),
+        helper.make_node("Abs", ["n"], ["y"]),
+    ]
+    fused, _ = _sessions(_model(nodes))
+    assert "Pointwise" not in fused.source()
+
+
+def test_loop_bodies_are_not_rewritten():
+    body = helper.make_graph(
+        [
+            helper.make_node("Neg", ["v"], ["n"]),
+            helper.make_node("Abs", ["n"], ["w"]),
+            helper.make_node("Identity", ["c"], ["c_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", F, [64, 128]),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("w", F, [64, 128]),
+        ],
+    )
+    loop = helper.make_node("Loop", ["n_iter", "", "x"], ["y"], body=body)
+    graph = helper.make_graph(
+        [loop],
+        "g",
+        [helper.make_tensor_value_info("x", F, [64, 128])],
+        [helper.make_tensor_value_info("y", F, [64, 128])],
+        [numpy_helper.from_array(np.array(3, np.int64), "n_iter")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fused, written = _sessions(model)
+    assert "Pointwise" not in fused.source()
+    x = _x((64, 128))
+    assert np.array_equal(fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize(
+    "other_shape",
+    [(), (1,), (768,), (16, 1), (2, 1, 1), (2, 16, 768), (1, 16, 768), (2, 1, 768)],
+)
+def test_broadcast_operands(other_shape):
+    """Whole, scalar, trailing, per-channel and leading operands; one that one pass cannot
+    read as a run of the output's dims ((2, 1, 768)) runs the nodes as written."""
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["a"]),
+        helper.make_node("Max", ["a", "x"], ["b"]),
+        helper.make_node("Sub", ["b", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", F, ["B", "S", "H"]),
+            helper.make_tensor_value_info("w", F, None),
+        ],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fused, written = _sessions(model)
+    assert fused.source().count("for Pointwise") == 1
+    feeds = {"x": _x(), "w": np.random.default_rng(2).standard_normal(other_shape).astype("f")}
+    expected = written.run(None, feeds)[0]
+    assert np.array_equal(fused.run(None, feeds)[0], expected)
