@@ -66,10 +66,14 @@ def test_profiled_node_times_add_up_to_the_run() -> None:
     feeds = _feeds(3000)
     sess.run(None, feeds)
     profiler = Profiler(bodies=False)
-    run = _cpu_seconds(lambda: sess.run(None, feeds, observers=[profiler]), repeats=1)
+    start = time.perf_counter()
+    sess.run(None, feeds, observers=[profiler])
+    run = time.perf_counter() - start
     (_, _, seconds, calls), *_ = profiler.top_nodes()
     assert calls == 1 and seconds > 0
-    assert seconds < 3 * run + 0.005  # wall time of the Scan against the run's CPU time
+    # the Scan's wall time lies within the run's wall time (CPU time would not hold on a busy
+    # machine, where a wall clock runs on while the process waits for a core)
+    assert seconds <= run
 
 
 def test_cli_profile_times_the_compiled_run_and_observes_bodies_on_request(
