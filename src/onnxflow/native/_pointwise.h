@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PW_CHUNK 512
+#define PW_CHUNK 1024 /* the most elements a chunk holds */
 
 enum {
     PW_ADD = 0, PW_SUB, PW_MUL, PW_DIV, PW_MAX, PW_MIN,      /* binary */
@@ -69,13 +69,35 @@ static void pw_load(const float *src, long inner, long period, long start, long 
     }
 }
 
+/* The chunk length: PW_CHUNK, or a multiple of the one period P <= PW_CHUNK of the operands
+ * repeated along the output (inner 1), so that every chunk starts at a multiple of P and such
+ * an operand's chunk is the same each time. 0 when the operands repeat with several periods. */
+static long pw_chunk(int n_in, const long *inner, const long *period, long n)
+{
+    long p = 0;
+    int k;
+    for (k = 0; k < n_in; k++) {
+        if (inner[k] != 1 || period[k] == 1 || period[k] == n) continue;
+        if (period[k] > PW_CHUNK || (p != 0 && period[k] != p)) return 0;
+        p = period[k];
+    }
+    return p == 0 ? PW_CHUNK : p * (PW_CHUNK / p);
+}
+
+/* Whether operand k reads the same values in every chunk of length cl (a scalar, or repeated
+ * with a period cl is a multiple of). */
+static int pw_fixed(long inner, long period, long cl)
+{
+    return period == 1 || (inner == 1 && cl % period == 0);
+}
+
 /* Run n_ops instructions (code, operand, operand, operand: -1 for none) over n elements.
  * Returns 0, or -1 when out of memory. */
 static int pw_run(int n_in, const float **inputs, const long *inner, const long *period,
                   int n_ops, const int *ops, float *out, long n)
 {
-    long start, m;
-    int k, j, n_vals = n_in + n_ops;
+    long start, m, cl = pw_chunk(n_in, inner, period, n);
+    int k, j, n_vals = n_in + n_ops, whole;
     float *regs = (float *)malloc(sizeof(float) * PW_CHUNK * (size_t)n_vals);
     const float **at = (const float **)malloc(sizeof(float *) * (size_t)n_vals);
     if (regs == NULL || at == NULL) {
@@ -83,15 +105,21 @@ static int pw_run(int n_in, const float **inputs, const long *inner, const long 
         free((void *)at);
         return -1;
     }
-    for (start = 0; start < n; start += PW_CHUNK) {
-        m = n - start < PW_CHUNK ? n - start : PW_CHUNK;
+    if (cl == 0) cl = PW_CHUNK;
+    for (k = 0; k < n_in; k++) /* operands read the same in every chunk: loaded once */
+        if (pw_fixed(inner[k], period[k], cl) && period[k] != n)
+            pw_load(inputs[k], inner[k], period[k], 0, cl < n ? cl : n, regs + (long)k * PW_CHUNK);
+    for (start = 0; start < n; start += cl) {
+        m = n - start < cl ? n - start : cl;
         for (k = 0; k < n_in; k++) {
-            if (inner[k] == 1 && period[k] == n) {
+            whole = inner[k] == 1 && period[k] == n;
+            if (whole) {
                 at[k] = inputs[k] + start;
-            } else {
-                pw_load(inputs[k], inner[k], period[k], start, m, regs + (long)k * PW_CHUNK);
-                at[k] = regs + (long)k * PW_CHUNK;
+                continue;
             }
+            if (!pw_fixed(inner[k], period[k], cl))
+                pw_load(inputs[k], inner[k], period[k], start, m, regs + (long)k * PW_CHUNK);
+            at[k] = regs + (long)k * PW_CHUNK;
         }
         for (j = 0; j < n_ops; j++) {
             const int *op = ops + 4 * j;
