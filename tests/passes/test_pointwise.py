@@ -159,3 +159,17 @@ def test_broadcast_operands(other_shape):
     feeds = {"x": _x(), "w": np.random.default_rng(2).standard_normal(other_shape).astype("f")}
     expected = written.run(None, feeds)[0]
     assert np.array_equal(fused.run(None, feeds)[0], expected)
+
+
+def test_long_chains_are_cut_so_terminate_is_read_between_regions():
+    from onnxflow.compile.passes.pointwise import MAX_NODES
+
+    names = ["x", *(f"v{i}" for i in range(60))]
+    nodes = [helper.make_node("Neg", [a], [b]) for a, b in zip(names, names[1:])]
+    nodes.append(helper.make_node("Abs", [names[-1]], ["y"]))
+    fused, written = _sessions(_model(nodes))
+    code = fused.source().split("\n\n")[0]
+    regions = code.count("for Pointwise")
+    assert regions == -(-61 // MAX_NODES) and "for Neg" not in code
+    x = _x()
+    assert np.array_equal(fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0])

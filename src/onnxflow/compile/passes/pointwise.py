@@ -39,6 +39,10 @@ ARITY = {
 }  # fmt: skip
 #: Groups of fewer nodes stay as written.
 MIN_NODES = 2
+#: Groups hold at most this many nodes: a region runs as one call, and RunOptions.terminate
+#: is read between calls, so a long chain is cut into regions that each take about as long
+#: as one of its nodes would on a bigger tensor.
+MAX_NODES = 24
 #: Groups whose output is known to hold fewer elements stay as written: on small tensors a
 #: region's call costs more than the NumPy calls it saves.
 MIN_ELEMENTS = 4096
@@ -93,8 +97,8 @@ def _instruction(view: GraphView, node: NodeProto, types: dict[str, TypeProto]) 
 def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:
     """The groups of ``members``, each in graph order with one output, its last node's: two
     members join when one reads the other's output and only members read that output (then
-    they all join); a group whose values other nodes read at more than its last node is left
-    out."""
+    they all join, up to MAX_NODES); a group whose values other nodes read at more than its
+    last node is left out."""
     reads = view.reads()
     by_output = {n.output[0]: n for n in members}
     member_reads: dict[str, list[NodeProto]] = {}
@@ -103,6 +107,7 @@ def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:
             if name in by_output:
                 member_reads.setdefault(name, []).append(node)
     parent = {id(n): id(n) for n in members}
+    size = dict.fromkeys(parent, 1)
 
     def find(k: int) -> int:
         while parent[k] != k:
@@ -111,9 +116,14 @@ def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:
         return k
 
     for name, readers in member_reads.items():
-        if sum(list(node.input).count(name) for node in readers) == reads[name]:
-            for node in readers:
-                parent[find(id(node))] = find(id(by_output[name]))
+        if sum(list(node.input).count(name) for node in readers) != reads[name]:
+            continue
+        roots = {find(id(by_output[name])), *(find(id(node)) for node in readers)}
+        if sum(size[r] for r in roots) <= MAX_NODES:
+            keep = roots.pop()
+            for r in roots:
+                parent[r] = keep
+                size[keep] += size[r]
     grouped: dict[int, list[NodeProto]] = {}
     for node in members:  # graph order
         grouped.setdefault(find(id(node)), []).append(node)
