@@ -3,6 +3,8 @@ one Pointwise node, with the values the nodes give one by one; what cannot join 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -165,7 +167,7 @@ def test_long_chains_are_cut_so_terminate_is_read_between_regions():
     from onnxflow.compile.passes.pointwise import MAX_NODES
 
     names = ["x", *(f"v{i}" for i in range(60))]
-    nodes = [helper.make_node("Neg", [a], [b]) for a, b in zip(names, names[1:])]
+    nodes = [helper.make_node("Neg", [a], [b]) for a, b in itertools.pairwise(names)]
     nodes.append(helper.make_node("Abs", [names[-1]], ["y"]))
     fused, written = _sessions(_model(nodes))
     code = fused.source().split("\n\n")[0]
