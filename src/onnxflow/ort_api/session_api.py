@@ -20,7 +20,7 @@ from onnxflow.ort_api.binding import SessionIOBinding
 from onnxflow.ort_api.editing import folded_model
 from onnxflow.ort_api.ortvalue import OrtValue
 from onnxflow.ort_api.profiler import OrtProfile
-from onnxflow.ort_api.threads import BlasThreads
+from onnxflow.ort_api.threads import BlasThreads, default_threads
 from onnxflow.runtime.observe import Observer
 
 _warned: set[str] = set()
@@ -65,6 +65,7 @@ class OrtSessionAPI:
             )
         self._threads = int(opts.intra_op_num_threads or 0)
         self._api_plain = self._profile is None and self._threads <= 0
+        self._ran = False
         if self._shows_warnings():
             for name, why in opts.ignored_settings():
                 warn_once(
@@ -96,13 +97,24 @@ class OrtSessionAPI:
             )
         return [] if self._profile is None else [self._profile]
 
+    def _load_bounded(self) -> bool:
+        """Whether this run of a session left at ``intra_op_num_threads=0`` takes the default
+        bound (:func:`~onnxflow.ort_api.threads.default_threads`): one BLAS thread while the
+        machine is loaded, from the session's second run on, so that a first run never pays
+        threadpoolctl's scan of the loaded libraries (about 2 ms, once per process)."""
+        if not self._ran:
+            self._ran = True
+            return False
+        return default_threads() > 0
+
     @contextmanager
     def _api_run(self) -> Iterator[None]:
         """Around a run: the BLAS thread bound and the profile's ``model_run`` event."""
         start = time.perf_counter_ns()
+        threads = self._threads if self._threads > 0 else int(self._load_bounded())
         try:
-            if self._threads > 0:
-                with BlasThreads.limit(self._threads):
+            if threads > 0:
+                with BlasThreads.limit(threads):
                     yield
             else:
                 yield

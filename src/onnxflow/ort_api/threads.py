@@ -1,8 +1,22 @@
-"""The bound on BLAS's threads a session's ``intra_op_num_threads`` asks for."""
+"""The bound on BLAS's threads a session's ``intra_op_num_threads`` asks for, and the default
+bound of a session that leaves it at 0.
+
+One thread budget: ``intra_op_num_threads`` bounds BLAS (through threadpoolctl, around each
+run). onnxflow's compiled kernels (:mod:`onnxflow.native`) run on the caller's thread and start
+no threads of their own (no OpenMP, nothing that spins), so the bound is the whole of a run's
+threads: the caller's, plus at most that many BLAS threads.
+
+Left at 0, the bound follows the machine's load (:func:`default_threads`): measured on a 2-core
+machine (docs/scaling.md), one BLAS thread ran GEMM-bound models 2-12x faster than OpenBLAS's
+default of one thread per core while other processes kept the cores busy, and small models the
+same within noise; on an idle machine BLAS's own default can win on GEMM-bound models.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,3 +67,22 @@ class BlasThreads:
         cls._limiter.restore_original_limits()
         OpenBLASController.clear_controlling_thread()
         cls._limiter = cls._owner = None
+
+
+#: Seconds one reading of the load average is reused (reading it costs about a microsecond).
+LOAD_TTL = 1.0
+_reading = [float("-inf"), 0]
+
+
+def default_threads() -> int:
+    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: one thread while the
+    1-minute load average is at or above the CPU count (BLAS's threads would queue behind other
+    processes' and spin waiting for each other), else 0, BLAS's own default."""
+    now = time.monotonic()
+    if now - _reading[0] > LOAD_TTL:
+        try:
+            loaded = os.getloadavg()[0] >= (os.cpu_count() or 1)
+        except (AttributeError, OSError):  # no load average here (Windows)
+            loaded = False
+        _reading[:] = [now, 1 if loaded else 0]
+    return int(_reading[1])
