@@ -101,6 +101,10 @@ def _cls_path() -> str:
     return str(model_path("ppocr_cls", _CLS))
 
 
+def _gpt2_tiny_path() -> str:
+    return str(model_path("gpt2_tiny_ts", BY_NAME["gpt2_tiny_ts"].source))
+
+
 def _cls_fp16(name: str, rounding: str) -> ZooModel:
     """PP-OCR cls in float16, run with ``SessionOptions.float16_rounding=rounding``."""
     size = "1x3x48x192, float16" + ("" if rounding == "each_op" else f", {rounding!r} rounding")
@@ -197,6 +201,51 @@ ZOO: tuple[ZooModel, ...] = (
     _hf("gpt2", "tiny", "dynamo"),
     _hf("bert", "base", "torchscript"),
     _hf("gpt2", "base", "dynamo"),
+    ZooModel(
+        "gpt2_tiny_ts_fp16",
+        "float16",
+        Built(builders.float16_of(_gpt2_tiny_path)),
+        _tokens,
+        f"gpt2_tiny_ts in float16 (onnxconverter-common), {builders.SEQUENCE} tokens",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "sklearn_forest_pipeline",
+        "trees",
+        Built(builders.forest_pipeline),
+        _tree_feeds,
+        "StandardScaler + 100 trees depth 10 x 3 classes, 1000 rows, skl2onnx (ZipMap)",
+    ),
+    ZooModel(
+        "xgboost_regressor",
+        "trees",
+        Built(builders.xgboost_regressor),
+        _tree_feeds,
+        "100 trees depth 6, 1000 rows",
+    ),
+    ZooModel(
+        "ppocr_cls_qop",
+        "quantized",
+        Built(builders.quantized_of(_cls_path, "qoperator", _CLS_FEEDS)),
+        _CLS_FEEDS,
+        "1x3x48x192, static QOperator u8/s8 (QLinearConv)",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "ppocr_cls_ort_fused",
+        "conv",
+        Built(builders.ort_optimized_of(_cls_path)),
+        _CLS_FEEDS,
+        "1x3x48x192, saved by onnxruntime at ORT_ENABLE_EXTENDED (FusedConv)",
+    ),
+    ZooModel(
+        "transformer_standin_fp16",
+        "float16",
+        Code(transformer.transformer_standin_fp16),
+        transformer.transformer_standin_feeds,
+        "in code: the transformer stand-in in float16",
+        tolerance=(2e-2, 2e-2),
+    ),
     ZooModel(
         "streaming_standin",
         "streaming",

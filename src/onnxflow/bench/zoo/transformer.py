@@ -209,3 +209,28 @@ def transformer_standin_feeds(batch: int = 1, sequence: int = SEQUENCE) -> dict[
     mask[0, sequence - sequence // 4 :] = 0
     ids = rng.integers(0, VOCAB, (batch, sequence)).astype(np.int64)
     return {"input_ids": ids, "attention_mask": mask}
+
+
+def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` in float16 throughout, as converters write it: every float initializer, input
+    and output, and every Cast to float, in float16 (no Cast left at the edges)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    for i, tensor in enumerate(graph.initializer):
+        if tensor.data_type == F:
+            half = numpy_helper.to_array(tensor).astype(np.float16)
+            graph.initializer[i].CopyFrom(numpy_helper.from_array(half, tensor.name))
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        if value.type.tensor_type.elem_type == F:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == F:
+                attr.i = TensorProto.FLOAT16
+    return out
+
+
+def transformer_standin_fp16() -> onnx.ModelProto:
+    """The decoder in float16 (:func:`to_float16`), as GPT-2 is shipped for smaller files."""
+    return to_float16(transformer_standin())
