@@ -163,6 +163,8 @@ ADDED = {
     "ppocr_cls_ort_fused": "conv",
     "gpt2_tiny_ts_fp16": "float16",
     "transformer_standin_fp16": "float16",
+    "transformer_standin_past": "transformer",
+    "transformer_standin_generate": "transformer",
 }
 
 
@@ -200,3 +202,31 @@ def test_the_float16_standin_is_float16_throughout_and_matches_onnxruntime() -> 
     except Exception as exc:  # an operator onnxruntime's CPU provider lacks in float16
         pytest.skip(f"onnxruntime cannot run it: {exc}")
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), 2e-2, 2e-2)
+
+
+def test_the_standin_with_past_decodes_as_the_full_sequence_does(tmp_path: Path) -> None:
+    """Token by token with the cache fed back, the logits are the full model's."""
+    from onnxflow.bench.zoo import transformer as t
+    from onnxflow.bench.zoo.engine import generation
+
+    full = onnxflow.InferenceSession(t.transformer_standin())
+    ids = np.random.default_rng(1).integers(0, t.VOCAB, (1, 6)).astype(np.int64)
+    (want,) = full.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    model = t.transformer_standin_past()
+    step = onnxflow.InferenceSession(model)
+    names = [o.name for o in model.graph.output]
+    empty = np.zeros((1, t.HEADS, 0, t.HIDDEN // t.HEADS), np.float32)
+    past = {n.replace("present", "past"): empty for n in names[1:]}
+    for i in range(ids.shape[1]):
+        feeds = {"input_ids": ids[:, i : i + 1], "attention_mask": np.ones((1, i + 1), np.int64)}
+        outputs = dict(zip(names, step.run(None, {**feeds, **past}), strict=True))
+        np.testing.assert_allclose(outputs["logits"][:, -1], want[:, i], rtol=1e-4, atol=1e-4)
+        past = {n.replace("present", "past"): v for n, v in outputs.items() if n != "logits"}
+    feeds = t.transformer_standin_past_feeds()
+    onnx.save(model, tmp_path / "past.onnx")
+    loop = generation(lambda f: step.run(None, f), str(tmp_path / "past.onnx"), 3)
+    assert loop(feeds)[1].shape[2] == t.PAST + 3  # three steps grew the cache by three
+    got = step.run(None, feeds)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -35,8 +35,9 @@ class ZooModel:
     size: str
     tolerance: tuple[float, float] = (1e-3, 1e-4)
     tags: tuple[str, ...] = field(default=())
-    #: SessionOptions fields onnxflow's session is made with (the other engines have none).
-    options: tuple[tuple[str, str], ...] = ()
+    #: SessionOptions fields onnxflow's session is made with (the other engines have none),
+    #: and ``("steps", N)``: every engine times a generation loop of N calls (engine.generation).
+    options: tuple[tuple[str, object], ...] = ()
 
     def path(self) -> str:
         """The model file, made on first use (may raise sources.Unavailable)."""
@@ -91,6 +92,8 @@ def _half(feeds: Feeds) -> Feeds:
     }
 
 
+#: Tokens the generation-loop row generates per timed call.
+GENERATED = 16
 _SILERO = "silero-vad", "6.2.3"
 _RAPIDOCR = "rapidocr-onnxruntime", "1.4.4"
 _CLS = Wheel(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
@@ -237,6 +240,22 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.ort_optimized_of(_cls_path)),
         _CLS_FEEDS,
         "1x3x48x192, saved by onnxruntime at ORT_ENABLE_EXTENDED (FusedConv)",
+    ),
+    ZooModel(
+        "transformer_standin_past",
+        "transformer",
+        Code(transformer.transformer_standin_past),
+        transformer.transformer_standin_past_feeds,
+        f"in code: one decode step, 1 token after {transformer.PAST} cached (past key/values)",
+    ),
+    ZooModel(
+        "transformer_standin_generate",
+        "transformer",
+        Code(transformer.transformer_standin_past),
+        transformer.transformer_standin_past_feeds,
+        f"in code: a greedy generation loop of {GENERATED} tokens after {transformer.PAST} "
+        "cached, present key/values fed back as past",
+        options=(("steps", GENERATED),),
     ),
     ZooModel(
         "transformer_standin_fp16",

@@ -100,12 +100,13 @@ def _one(
     options: tuple[tuple[str, object], ...] = (),
 ) -> None:
     """One process of ``engine`` on the model: its samples, outputs, or failure go on ``row``.
-    ``options``: onnxflow's SessionOptions fields, and ``threads`` for every engine."""
+    ``options``: onnxflow's SessionOptions fields, and ``threads`` and ``steps`` (a generation
+    loop) for every engine."""
     out = tmp / f"{row.name}.{engine}.{len(samples[engine])}.json"
     cmd = ["-m", "onnxflow.bench.zoo.engine", engine, path, str(feeds), str(out)]
     cmd += ["--seconds", str(seconds)]
     chosen = dict(options)
-    cmd += ["--threads", str(chosen.pop("threads", 0))]
+    cmd += ["--threads", str(chosen.pop("threads", 0)), "--steps", str(chosen.pop("steps", 0))]
     if engine == "onnxflow" and chosen:
         cmd += ["--options", json.dumps(chosen)]
     try:
