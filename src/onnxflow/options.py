@@ -110,8 +110,9 @@ class SessionOptions:
       progress (through threadpoolctl), restored after. The compiled kernels run on the
       caller's thread and start none, so this is the run's whole thread budget beyond the
       caller's. 0 (the default) follows the machine's load: one BLAS thread while the 1-minute
-      load average is at or above the CPU count (from a session's second run on), else BLAS's
-      own default; see :mod:`onnxflow.ort_api.threads` and docs/scaling.md.
+      load average is at or above the CPU count (from a session's third run on, for models
+      whose second run took 1 ms or more), else BLAS's own default; see
+      :mod:`onnxflow.ort_api.threads` and docs/scaling.md.
     - ``enable_profiling``, ``profile_file_prefix``: each run's nodes are timed and
       ``InferenceSession.end_profiling()`` writes them in onnxruntime's JSON trace format.
     - ``optimized_model_filepath``: the session writes there the model after its load-time
