@@ -48,12 +48,17 @@ def _session(n: int = 0) -> onnxflow.InferenceSession:
 FEEDS = {"H_0": np.zeros((1, 8), np.float32), "X": np.ones((3, 1, 4), np.float32)}
 
 
-def test_the_default_is_one_blas_thread_while_the_machine_is_loaded(load: list[float]) -> None:
+def test_the_default_gives_blas_the_idle_cores(load: list[float], monkeypatch) -> None:
+    assert threads.default_threads() == 0  # all idle: BLAS's own default
+    load[0] = 0.9
     assert threads.default_threads() == 0
-    load[0] = 2.0
+    load[0] = 1.2
     assert threads.default_threads() == 1
-    load[0] = 1.9
-    assert threads.default_threads() == 0
+    load[0] = 7.0
+    assert threads.default_threads() == 1  # at least one
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 8)
+    load[0] = 3.5
+    assert threads.default_threads() == 5
 
 
 def test_a_small_model_never_pays_for_the_default_bound(load: list[float], bounds: list[int]):

@@ -109,9 +109,9 @@ class SessionOptions:
     - ``intra_op_num_threads``: the most threads BLAS uses while one of the session's runs is in
       progress (through threadpoolctl), restored after. The compiled kernels run on the
       caller's thread and start none, so this is the run's whole thread budget beyond the
-      caller's. 0 (the default) follows the machine's load: one BLAS thread while the 1-minute
-      load average is at or above the CPU count (from a session's third run on, for models
-      whose second run took 1 ms or more), else BLAS's own default; see
+      caller's. 0 (the default) follows the machine's load: BLAS gets the cores the 1-minute
+      load average leaves idle, at least one (from a session's third run on, for models whose
+      second run took 1 ms or more), and its own default while every core is idle; see
       :mod:`onnxflow.ort_api.threads` and docs/scaling.md.
     - ``enable_profiling``, ``profile_file_prefix``: each run's nodes are timed and
       ``InferenceSession.end_profiling()`` writes them in onnxruntime's JSON trace format.

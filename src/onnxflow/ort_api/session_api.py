@@ -104,11 +104,12 @@ class OrtSessionAPI:
 
     def _load_bounded(self) -> bool:
         """Whether this run of a session left at ``intra_op_num_threads=0`` takes the default
-        bound (:func:`~onnxflow.ort_api.threads.default_threads`): one BLAS thread while the
-        machine is loaded, from the session's third run on, and only when its second run
-        took :data:`HEAVY_RUN_NS` or more. A small model (whose products are too small for BLAS
-        to thread) never pays threadpoolctl's scan of the loaded libraries (2-10 ms once per
-        process) nor the bound's 10 µs per run, and no session's first two runs do."""
+        bound (:func:`~onnxflow.ort_api.threads.default_threads`): BLAS on the cores the load
+        leaves idle (at least one) while the machine is busy, from the session's third run on,
+        and only when its second run took :data:`HEAVY_RUN_NS` or more. A small model (whose
+        products are too small for BLAS to thread) never pays threadpoolctl's scan of the
+        loaded libraries (2-10 ms once per process) nor the bound's 10 µs per run, and no
+        session's first two runs do."""
         return self._runs >= 2 and self._heavy and default_threads() > 0
 
     @contextmanager
@@ -117,7 +118,7 @@ class OrtSessionAPI:
         start = time.perf_counter_ns()
         index = self._runs
         self._runs = min(index + 1, 2)
-        threads = self._threads if self._threads > 0 else int(self._load_bounded())
+        threads = self._threads if self._threads > 0 else self._load_bounded() and default_threads()
         try:
             if threads > 0:
                 with BlasThreads.limit(threads):

@@ -6,10 +6,11 @@ run). onnxflow's compiled kernels (:mod:`onnxflow.native`) run on the caller's t
 no threads of their own (no OpenMP, nothing that spins), so the bound is the whole of a run's
 threads: the caller's, plus at most that many BLAS threads.
 
-Left at 0, the bound follows the machine's load (:func:`default_threads`): measured on a 2-core
-machine (docs/scaling.md), one BLAS thread ran GEMM-bound models 2-12x faster than OpenBLAS's
-default of one thread per core while other processes kept the cores busy, and small models the
-same within noise; on an idle machine BLAS's own default can win on GEMM-bound models.
+Left at 0, the bound follows the machine's load (:func:`default_threads`): BLAS gets the cores
+the load leaves idle. Measured on a 2-core machine (docs/scaling.md), one BLAS thread ran
+GEMM-bound models 1.7-12x faster than OpenBLAS's default of a thread per core once the load
+average reached 1, and small models the same within noise; on an idle machine BLAS's own default
+can win on GEMM-bound models.
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ _reading = [float("-inf"), 0]
 
 
 def default_threads() -> int:
-    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: one thread while the
-    1-minute load average is at or above the CPU count (BLAS's threads would queue behind other
-    processes' and spin waiting for each other), else 0, BLAS's own default."""
+    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: the cores the 1-minute
+    load average leaves idle, at least one (``max(1, cpus - int(load))``), or 0 (BLAS's own
+    default, a thread per core) while every core is idle. On 2 cores: 0 below a load of 1, one
+    thread from 1 on (BLAS's threads would queue behind other processes' and spin waiting for
+    each other)."""
     now = time.monotonic()
     if now - _reading[0] > LOAD_TTL:
+        cpus = os.cpu_count() or 1
         try:
-            loaded = os.getloadavg()[0] >= (os.cpu_count() or 1)
+            idle = cpus - int(os.getloadavg()[0])
         except (AttributeError, OSError):  # no load average here (Windows)
-            loaded = False
-        _reading[:] = [now, 1 if loaded else 0]
+            idle = cpus
+        _reading[:] = [now, 0 if idle >= cpus else max(1, idle)]
     return int(_reading[1])
