@@ -1,12 +1,14 @@
-"""Time onnxflow, onnxruntime and onnx.reference side by side, and report medians.
+"""Time onnxflow, onnxruntime and onnx.reference on the workloads, and report medians.
 
-Per workload: each engine builds its session (not timed) and runs once (a warm-up whose outputs
-are checked: onnxflow's against onnxruntime's, else against onnx.reference's). Each engine then
-gets a number of calls per sample so that one sample lasts about ``target`` seconds, and the
-repeats interleave the engines: every repeat takes one sample of each, in rotating order. The
-reported time is the median per-call time of an engine's samples. After each onnxruntime
-sample the harness pauses (``COOL_DOWN``) so that its spinning thread pool does not slow the
-next engine's sample. onnx.reference is slow, so it
+:mod:`onnxflow.bench.tier` runs each engine in a process of its own, which calls
+:func:`one_row` with that engine alone; with several engines in one process (as the functions
+here allow), they interleave as follows. Per workload: each engine builds its session (not
+timed) and runs once (a warm-up whose outputs are checked: onnxflow's against onnxruntime's,
+else against onnx.reference's). Each engine then gets a number of calls per sample so that one
+sample lasts about ``target`` seconds, and the repeats interleave the engines: every repeat
+takes one sample of each, in rotating order. The reported time is the median per-call time of
+an engine's samples. After each onnxruntime sample the harness pauses (``COOL_DOWN``) so that
+its spinning thread pool does not slow the next engine's sample. onnx.reference is slow, so it
 takes at most ``REF_CAP`` samples, and on the big workloads a single run with no warm-up.
 Loop linearity compares two sizes of one Loop, so those two are sampled alternately in the same
 repeats (:func:`linearity_row`).

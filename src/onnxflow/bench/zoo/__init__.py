@@ -2,13 +2,17 @@
 
     python -m onnxflow.bench --zoo                     # every zoo model that can be made here
     python -m onnxflow.bench --zoo --only ppocr_cls    # one model (names or prefixes)
+    python -m onnxflow.bench --zoo --list              # the models, their kinds and sizes
+    python -m onnxflow.bench --zoo --threads 1         # every engine on one intra-op thread
 
 Each engine runs each model in a process of its own (:mod:`.engine`): it builds its session,
 runs once (the warm-up, whose outputs are checked against onnxruntime's), then times steady
 runs. The engines take turns, in two rounds in opposite order, so a slow spell of the machine
 falls on more than one of them; the time is the median over both rounds' samples. Because no two
 engines share a process, onnxruntime's spinning threads and OpenBLAS's threads never compete
-for the two cores within one measurement. onnx.reference gets one short round.
+for the two cores within one measurement. onnx.reference gets one short round, reported as
+ref/flow. Every engine process runs without the OpenBLAS pin (:mod:`onnxflow.bench.process`),
+and each reports its session creation and first run, the "first run" columns.
 """
 
 from __future__ import annotations
