@@ -157,7 +157,8 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="the most threads BLAS uses (onnxflow's compiled kernels use the caller's thread "
-        "only); default 0: one while the machine is loaded, else BLAS's own default",
+        "only); default 0: the session's default, which gives BLAS the cores the load leaves "
+        "idle from a session's third run on (docs/scaling.md)",
     )
 
 
