@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from onnxflow.bench.cli import NAMES, select
+from onnxflow.bench.cli import NAMES, parse_args, select
 from onnxflow.bench.harness import Report, Row
 from onnxflow.bench.report import render
 
 
-def _bench(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
-    code = f"{prelude}from onnxflow.bench.cli import main; raise SystemExit(main({list(args)!r}))"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def _bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    code = f"from onnxflow.bench.cli import main; raise SystemExit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 
 
 def _table_rows(text: str) -> dict[str, list[str]]:
@@ -69,9 +71,16 @@ def test_only_takes_names_and_prefixes_in_bench_order() -> None:
         select(["nope"])
 
 
-def test_optional_packages_missing_are_skipped_with_a_note() -> None:
-    hide = "import sys; sys.modules.update(onnxruntime=None, sklearn=None, skl2onnx=None); "
-    proc = _bench("--quick", "--only", "dispatch,knn", prelude=hide)
+def test_optional_packages_missing_are_skipped_with_a_note(tmp_path: Path) -> None:
+    # The engines run in processes of their own: the packages are hidden from every process
+    # by stand-ins on PYTHONPATH that fail to import.
+    for package in ("onnxruntime", "sklearn", "skl2onnx"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            f"raise ModuleNotFoundError('hidden', name={package!r})\n"
+        )
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    proc = _bench("--quick", "--only", "dispatch,knn", env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr
     rows = _table_rows(proc.stdout)
     assert rows["dispatch"][3] == "skipped: not installed"
@@ -124,3 +133,50 @@ def test_the_machine_line_names_numpys_blas_not_scipys() -> None:
     if built.get("name") != "scipy-openblas":
         pytest.skip(f"NumPy built with {built.get('name')}, not the OpenBLAS wheel")
     assert f" {built['version']} " in f"{_blas()} "
+
+
+PIN = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1048576"}
+
+
+def test_engine_processes_run_without_the_openblas_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's environment loses both variables; this process (the tests, CI) keeps them."""
+    from onnxflow.bench.process import engine_env, run_engine
+
+    for name, value in PIN.items():
+        monkeypatch.setenv(name, value)
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    child = json.loads(run_engine(["-c", code]).stdout)
+    assert not set(PIN) & set(child)
+    assert child["PATH"] == os.environ["PATH"]  # the rest is passed on
+    assert all(os.environ[name] == value for name, value in PIN.items())
+    assert engine_env({"A": "1", **PIN}) == {"A": "1"}
+
+
+def test_the_machine_line_reports_the_blas_of_an_engine_process() -> None:
+    pytest.importorskip("threadpoolctl", reason="the BLAS is named through threadpoolctl")
+    from onnxflow.bench.process import BLAS_KEYS, blas_text, engine_blas
+
+    info = engine_blas()
+    assert {"library", "internal_api", "version", "num_threads"} <= set(info)
+    assert set(info) <= {"library", *BLAS_KEYS}
+    text = blas_text(info)
+    assert text.startswith(f"{info['internal_api']} {info['version']} (")
+    assert "without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE" in text
+
+
+def test_the_bench_takes_a_thread_count() -> None:
+    assert parse_args(["--threads", "1"]).threads == 1
+    assert parse_args(["--zoo", "--threads", "2"]).threads == 2
+    assert parse_args([]).threads == 0
+    from onnxflow.bench.cli import main
+
+    with pytest.raises(SystemExit, match="--threads"):
+        main(["--threads", "-1", "--only", "dispatch"])
+
+
+def test_each_engines_process_reports_its_own_row(quick_run: tuple[str, dict]) -> None:
+    """Merged rows: every engine's time, from its process; none says another's failure."""
+    _, data = quick_run
+    (row,) = [r for r in data["rows"] if r["name"] == "dispatch"]
+    assert set(row["values"]) == {"onnxflow", "onnxruntime", "onnx.reference"}
+    assert row["failures"] == {} and row["match"] == "✓"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -54,8 +55,11 @@ def test_the_tier_measures_each_engine_in_its_own_process() -> None:
     assert set(row.values) == {"onnxflow", "onnxruntime"}, row.failures
     assert all(v > 0 for v in row.values.values())
     assert row.match == "✓"
+    # session creation + first run, in a fresh process, for the first-run columns
+    assert set(row.first) == {"onnxflow", "onnxruntime"} and all(row.first.values())
     table = render([row])
     assert "| streaming_standin | streaming |" in table
+    assert "first run: flow | first run: ort" in table
     assert "Geometric mean onnxflow / onnxruntime" in table
 
 
@@ -96,6 +100,8 @@ def test_selection_and_summary() -> None:
         "ppocr_cls_fp16_f32",
         "ppocr_cls_qdq",
         "ppocr_cls_dynamic",
+        "ppocr_cls_qop",
+        "ppocr_cls_ort_fused",
     ]
     assert select([]) == list(ZOO)
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
@@ -147,3 +153,80 @@ def test_a_zoo_models_options_reach_onnxflows_session(tmp_path: Path) -> None:
     assert subprocess.run(cmd, capture_output=True).returncode == 0
     assert "float16_rounding" in json.loads(out.read_text())["error"]
     assert dict(BY_NAME["ppocr_cls_fp16_f32"].options) == {"float16_rounding": "outputs"}
+
+
+#: The models issue 30 adds, and their kinds.
+ADDED = {
+    "sklearn_forest_pipeline": "trees",
+    "xgboost_regressor": "trees",
+    "ppocr_cls_qop": "quantized",
+    "ppocr_cls_ort_fused": "conv",
+    "gpt2_tiny_ts_fp16": "float16",
+    "transformer_standin_fp16": "float16",
+    "transformer_standin_past": "transformer",
+    "transformer_standin_generate": "transformer",
+}
+
+
+def test_the_zoo_knows_the_kinds_that_are_slow_today() -> None:
+    assert {name: BY_NAME[name].kind for name in ADDED} == ADDED
+    kinds = {"quantized", "float16", "transformer", "conv", "streaming", "trees"}
+    assert {m.kind for m in ZOO} == kinds
+
+
+def test_the_zoo_lists_its_models() -> None:
+    code = "from onnxflow.bench.cli import main; raise SystemExit(main(['--zoo', '--list']))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    listed = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()}
+    assert listed == {m.name: m.kind for m in ZOO}
+
+
+def test_a_builder_whose_package_is_missing_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    with pytest.raises(Unavailable, match="needs xgboost"):
+        BY_NAME["xgboost_regressor"].path()
+
+
+def test_the_float16_standin_is_float16_throughout_and_matches_onnxruntime() -> None:
+    from onnxflow.bench.zoo.transformer import transformer_standin_fp16
+
+    model = transformer_standin_fp16()
+    f32 = [t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    assert f32 == []
+    feeds = transformer_standin_feeds()
+    (got,) = onnxflow.InferenceSession(model).run(None, feeds)
+    assert got.dtype == np.float16
+    try:
+        (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    except Exception as exc:  # an operator onnxruntime's CPU provider lacks in float16
+        pytest.skip(f"onnxruntime cannot run it: {exc}")
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), 2e-2, 2e-2)
+
+
+def test_the_standin_with_past_decodes_as_the_full_sequence_does(tmp_path: Path) -> None:
+    """Token by token with the cache fed back, the logits are the full model's."""
+    from onnxflow.bench.zoo import transformer as t
+    from onnxflow.bench.zoo.engine import generation
+
+    full = onnxflow.InferenceSession(t.transformer_standin())
+    ids = np.random.default_rng(1).integers(0, t.VOCAB, (1, 6)).astype(np.int64)
+    (want,) = full.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    model = t.transformer_standin_past()
+    step = onnxflow.InferenceSession(model)
+    names = [o.name for o in model.graph.output]
+    empty = np.zeros((1, t.HEADS, 0, t.HIDDEN // t.HEADS), np.float32)
+    past = {n.replace("present", "past"): empty for n in names[1:]}
+    for i in range(ids.shape[1]):
+        feeds = {"input_ids": ids[:, i : i + 1], "attention_mask": np.ones((1, i + 1), np.int64)}
+        outputs = dict(zip(names, step.run(None, {**feeds, **past}), strict=True))
+        np.testing.assert_allclose(outputs["logits"][:, -1], want[:, i], rtol=1e-4, atol=1e-4)
+        past = {n.replace("present", "past"): v for n, v in outputs.items() if n != "logits"}
+    feeds = t.transformer_standin_past_feeds()
+    onnx.save(model, tmp_path / "past.onnx")
+    loop = generation(lambda f: step.run(None, f), str(tmp_path / "past.onnx"), 3)
+    assert loop(feeds)[1].shape[2] == t.PAST + 3  # three steps grew the cache by three
+    got = step.run(None, feeds)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

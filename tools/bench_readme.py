@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 from onnxflow.bench.cli import select
-from onnxflow.bench.harness import report_from_json, run_bench
+from onnxflow.bench.harness import report_from_json
 from onnxflow.bench.report import render
+from onnxflow.bench.tier import run_bench
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"

@@ -242,8 +242,10 @@ class InferenceSession(OrtSessionAPI):
 
     def _plain_runs(self) -> bool:
         """Whether a run needs only the plan: no initializer a feed may override, no profile,
-        no BLAS thread bound."""
-        return self._default_plan is None and self._api_plain
+        no BLAS thread bound (neither asked for nor the default one of a loaded machine), and
+        not one of the first two runs (the second is timed for that default)."""
+        plain = self._default_plan is None and self._api_plain and self._runs >= 2
+        return plain and not self._load_bounded()
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> Plan:
         """The plan for a run: with the initializers as constants when no feed overrides one."""

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import onnxflow.bench
-from onnxflow.bench.harness import report_to_json, run_bench
+from onnxflow.bench.harness import report_to_json
 from onnxflow.bench.report import render
+from onnxflow.bench.tier import run_bench
 from onnxflow.bench.workloads import TIMED
 from onnxflow.logs import show_on_stderr
 
@@ -50,6 +51,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--seconds", type=float, default=4.0, help="zoo: seconds of samples per engine and model"
     )
+    parser.add_argument(
+        "--list", action="store_true", help="zoo: list the models (name, kind, size) and stop"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="intra_op_num_threads of onnxflow's and onnxruntime's sessions (default 0: each "
+        "engine's own default)",
+    )
     return parser.parse_args(argv)
 
 
@@ -60,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (2 if args.quick else 7)
     if repeats < 1:
         raise SystemExit("--repeats must be at least 1")
+    if args.threads < 0:
+        raise SystemExit("--threads must be 0 (the default) or more")
     if args.zoo:
         return _zoo(args)
-    report = run_bench(select(args.only), repeats, args.quick)
+    report = run_bench(select(args.only), repeats, args.quick, args.threads)
     print(render(report))
     if args.json:
         args.json.write_text(json.dumps(report_to_json(report), indent=1, ensure_ascii=False))
@@ -77,12 +91,17 @@ def _zoo(args: argparse.Namespace) -> int:
     from onnxflow.bench.zoo.run import run_zoo, zoo_text
     from onnxflow.bench.zoo.run import select as select_models
 
-    rows = run_zoo(select_models(args.only), args.seconds)
+    if args.list:
+        for model in select_models(args.only):
+            print(f"{model.name:24} {model.kind:12} {model.size}")
+        return 0
+    rows = run_zoo(select_models(args.only), args.seconds, threads=args.threads)
     machine = machine_info()
     machine["tract"] = _version("tract")
     print(zoo_text(rows, machine, args.seconds))
     if args.json:
         data = {"machine": machine, "seconds": args.seconds, "rows": [asdict(r) for r in rows]}
+        data["threads"] = args.threads
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     return 0
 

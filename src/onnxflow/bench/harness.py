@@ -1,12 +1,14 @@
-"""Time onnxflow, onnxruntime and onnx.reference side by side, and report medians.
+"""Time onnxflow, onnxruntime and onnx.reference on the workloads, and report medians.
 
-Per workload: each engine builds its session (not timed) and runs once (a warm-up whose outputs
-are checked: onnxflow's against onnxruntime's, else against onnx.reference's). Each engine then
-gets a number of calls per sample so that one sample lasts about ``target`` seconds, and the
-repeats interleave the engines: every repeat takes one sample of each, in rotating order. The
-reported time is the median per-call time of an engine's samples. After each onnxruntime
-sample the harness pauses (``COOL_DOWN``) so that its spinning thread pool does not slow the
-next engine's sample. onnx.reference is slow, so it
+:mod:`onnxflow.bench.tier` runs each engine in a process of its own, which calls
+:func:`one_row` with that engine alone; with several engines in one process (as the functions
+here allow), they interleave as follows. Per workload: each engine builds its session (not
+timed) and runs once (a warm-up whose outputs are checked: onnxflow's against onnxruntime's,
+else against onnx.reference's). Each engine then gets a number of calls per sample so that one
+sample lasts about ``target`` seconds, and the repeats interleave the engines: every repeat
+takes one sample of each, in rotating order. The reported time is the median per-call time of
+an engine's samples. After each onnxruntime sample the harness pauses (``COOL_DOWN``) so that
+its spinning thread pool does not slow the next engine's sample. onnx.reference is slow, so it
 takes at most ``REF_CAP`` samples, and on the big workloads a single run with no warm-up.
 Loop linearity compares two sizes of one Loop, so those two are sampled alternately in the same
 repeats (:func:`linearity_row`).
@@ -19,8 +21,6 @@ import logging
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnxflow.bench.process import blas_info, blas_text, engine_blas, run_engine
 from onnxflow.bench.workloads import LIGHT_MODELS, TIMED, SkipWorkload, Workload, light_model
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,17 @@ class Report:
     rows: list[Row]
 
 
-def engine_builders() -> tuple[dict[str, Builder], dict[str, str]]:
-    """Session builders of the installed engines, and why any engine is skipped."""
+def engine_builders(threads: int = 0) -> tuple[dict[str, Builder], dict[str, str]]:
+    """Session builders of the installed engines, and why any engine is skipped; ``threads``:
+    onnxflow's and onnxruntime's ``intra_op_num_threads`` (0: their default)."""
     import onnx.reference
 
     import onnxflow
 
+    options = onnxflow.SessionOptions()
+    options.intra_op_num_threads = threads
     builders: dict[str, Builder] = {
-        "onnxflow": lambda m: _runner(onnxflow.InferenceSession(m)),
+        "onnxflow": lambda m: _runner(onnxflow.InferenceSession(m, options)),
         "onnx.reference": lambda m: _runner(onnx.reference.ReferenceEvaluator(m)),
     }
     try:
@@ -82,8 +86,10 @@ def engine_builders() -> tuple[dict[str, Builder], dict[str, str]]:
     except ImportError:
         return builders, {"onnxruntime": "not installed"}
     ort.set_default_logger_severity(3)
+    ort_options = ort.SessionOptions()
+    ort_options.intra_op_num_threads = threads
     builders["onnxruntime"] = lambda m: _runner(
-        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(m.SerializeToString(), ort_options, providers=["CPUExecutionProvider"])
     )
     return {e: builders[e] for e in ENGINES}, {}
 
@@ -158,12 +164,13 @@ def _interleave(
     """
     names = list(runners)
     samples: dict[str, list[float]] = {e: [] for e in names}
+    shared = len({key.split("/")[0] for key in names}) > 1  # engines sharing this process
     for r in range(repeats):
         shift = r % len(names) if names else 0
         for key in names[shift:] + names[:shift]:
             if len(samples[key]) < caps[key]:
                 samples[key].append(_sample(runners[key], feeds[key], calls[key]))
-                if key.split("/")[0] == "onnxruntime":
+                if shared and key.split("/")[0] == "onnxruntime":
                     time.sleep(COOL_DOWN)
     return samples
 
@@ -196,11 +203,20 @@ def _calls(target: float, first: float) -> int:
     return max(1, min(MAX_CALLS, round(target / max(first, 1e-9))))
 
 
-def time_workload(w: Workload, builders: dict[str, Builder], repeats: int, target: float) -> Row:
-    """Run ``w`` on every engine: check outputs, then interleave the timed repeats."""
+def time_workload(
+    w: Workload,
+    builders: dict[str, Builder],
+    repeats: int,
+    target: float,
+    keep: dict[str, list] | None = None,
+) -> Row:
+    """Run ``w`` on every engine: check outputs, then interleave the timed repeats.
+    ``keep``: where to put each engine's warm-up outputs (for a check across processes)."""
     row = Row(w.name, w.size, units=w.units, unit=w.unit, note=w.note)
     runners, outputs, first = _first_runs(w, builders, row)
     row.match = _match(outputs, w.tolerance, w.ref_wrong)
+    if keep is not None:
+        keep.update(outputs)
     del outputs
     once = {e: [first[e]] for e in runners if e == "onnx.reference" and w.ref_runs == 1}
     timed = {e: r for e, r in runners.items() if e not in once}
@@ -260,8 +276,8 @@ def memory_row(model: str, skipped: dict[str, str]) -> Row:
         for engine in ("onnxflow", "onnxruntime"):
             if engine in row.failures:
                 continue
-            cmd = [sys.executable, "-m", "onnxflow.bench.memory", engine, str(path), name]
-            proc = subprocess.run([*cmd, f"{tmp}/x.npy"], capture_output=True, text=True)
+            cmd = ["-m", "onnxflow.bench.memory", engine, str(path), name, f"{tmp}/x.npy"]
+            proc = run_engine(cmd)
             if proc.returncode == 0:
                 row.values[engine] = float(proc.stdout.split()[-1])
             else:
@@ -270,7 +286,8 @@ def memory_row(model: str, skipped: dict[str, str]) -> Row:
 
 
 def machine_info() -> dict[str, str]:
-    """CPU count, load, platform and the versions of every package the bench uses."""
+    """CPU count, load, platform, the versions of every package the bench uses, and the BLAS
+    as an engine process sees it (:mod:`onnxflow.bench.process`: without the OpenBLAS pin)."""
     info = {
         "cpus": str(os.cpu_count()),
         "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
@@ -278,10 +295,8 @@ def machine_info() -> dict[str, str]:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "onnx": onnx.__version__,
+        "blas": blas_text(engine_blas()),
     }
-    blas = _blas()
-    if blas:
-        info["blas"] = blas
     for package in ("onnxruntime", "sklearn", "skl2onnx"):
         try:
             info[package] = __import__(package).__version__
@@ -291,48 +306,27 @@ def machine_info() -> dict[str, str]:
 
 
 def _blas() -> str | None:
-    """NumPy's BLAS and the CPU kernels it chose (they set the speed of every MatMul and Conv).
-
-    ``OPENBLAS_CORETYPE`` in the environment overrides OpenBLAS's own choice, so it is shown
-    when set: on an AVX-512 machine forced to ``Haswell`` kernels, GEMM runs at about half speed.
-    Needs ``threadpoolctl`` (scikit-learn brings it); without it the line says nothing of BLAS.
-    """
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
+    """NumPy's BLAS in this process and the CPU kernels it chose (they set the speed of every
+    MatMul and Conv); ``OPENBLAS_CORETYPE``, which overrides OpenBLAS's own choice, is shown
+    when set. None without threadpoolctl."""
+    info = blas_info()
+    if not info:
         return None
-    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
-    # SciPy (under scikit-learn) may load a BLAS of its own: name NumPy's, which onnxflow calls
-    ours = [p for p in pools if "numpy" in os.path.basename(os.path.dirname(p["filepath"]))]
-    if not (chosen := ours or pools):
-        return None
-    pool = chosen[0]
-    text = f"{pool.get('internal_api')} {pool.get('version')} {pool.get('architecture')}"
+    text = f"{info.get('internal_api')} {info.get('version')} {info.get('architecture')}"
     forced = os.environ.get("OPENBLAS_CORETYPE")
     return f"{text} (OPENBLAS_CORETYPE={forced})" if forced else text
 
 
-def run_bench(names: list[str], repeats: int, quick: bool) -> Report:
-    """Run the named workloads (``peak_memory`` included) and collect their rows."""
-    builders, skipped = engine_builders()
-    target = 0.01 if quick else 0.1
-    rows = []
-    for i, name in enumerate(names, 1):
-        log.info("[%d/%d] %s ...", i, len(names), name)
-        start = time.perf_counter()
-        rows.append(_one(name, builders, skipped, repeats, target, quick))
-        log.info("    %.1f s", time.perf_counter() - start)
-    return Report(machine_info(), repeats, quick, rows)
-
-
-def _one(
+def one_row(
     name: str,
     builders: dict[str, Builder],
     skipped: dict[str, str],
     repeats: int,
-    target: float,
     quick: bool,
+    keep: dict[str, list] | None = None,
 ) -> Row:
+    """The row of workload ``name`` on the engines of ``builders``."""
+    target = 0.01 if quick else 0.1
     if name == "peak_memory":
         return memory_row("squeezenet" if quick else "resnet50", skipped)
     if name == "loop_linearity":
@@ -341,7 +335,9 @@ def _one(
         workload = TIMED[name](quick)
     except SkipWorkload as exc:
         return Row(name, "—", note=f"skipped: {exc}")
-    row = time_workload(workload, builders, repeats, target)
+    row = time_workload(workload, builders, repeats, target, keep)
+    if keep is not None:
+        keep["__check__"] = [workload.tolerance, workload.ref_wrong]
     row.failures.update({e: f"skipped: {r}" for e, r in skipped.items()})
     return row
 

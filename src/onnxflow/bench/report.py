@@ -94,12 +94,12 @@ def linearity(rows: list[Row]) -> str | None:
 def render(report: Report) -> str:
     """The machine line, the table and the notes on method, as markdown."""
     notes = [
-        f"Times are medians of per-call times over {report.repeats} interleaved repeats (each "
-        "repeat samples every engine once, in rotating order; a sample averages enough calls "
-        f"to last about {'10 ms' if report.quick else '0.1 s'}); onnx.reference takes at most "
-        f"{REF_CAP} samples. After each onnxruntime sample the harness pauses 0.2 s, so its "
-        "thread pool's default spinning does not slow the next engine. flow/ort and ref/flow "
-        "are ratios of medians. match: onnxflow's outputs allclose to onnxruntime's.",
+        "Each engine runs every workload in a process of its own (one after another), without "
+        "the OpenBLAS pin (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE). Times are medians of per-call "
+        f"times over {report.repeats} repeats (a sample averages enough calls to last about "
+        f"{'10 ms' if report.quick else '0.1 s'}); onnx.reference takes at most {REF_CAP} "
+        "samples. flow/ort and ref/flow are ratios of medians. match: onnxflow's warm-up "
+        "outputs allclose to onnxruntime's.",
     ]
     lin = linearity(report.rows)
     if lin:

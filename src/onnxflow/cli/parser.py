@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        code = int(args.func(args))
+        code = int(_with_threads(args))
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except OnnxflowError as exc:
@@ -39,6 +39,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a file that cannot be read or written: its name and why
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _with_threads(args: argparse.Namespace) -> int:
+    """Run the subcommand, with BLAS bounded to ``--threads`` threads if given."""
+    threads = getattr(args, "threads", 0) or 0
+    if threads <= 0:
+        return args.func(args)
+    from onnxflow.ort_api.threads import BlasThreads
+
+    with BlasThreads.limit(threads):
+        return args.func(args)
 
 
 #: What ``onnxflow --help`` says above the commands.
@@ -142,3 +153,20 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
         "repeatable",
     )
     command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+    command.add_argument(
+        "--threads",
+        type=_threads,
+        default=0,
+        metavar="N",
+        help="the most threads BLAS uses (onnxflow's compiled kernels use the caller's thread "
+        "only); default 0: the session's default, which gives BLAS the cores the load leaves "
+        "idle from a session's third run on (docs/scaling.md)",
+    )
+
+
+def _threads(text: str) -> int:
+    """``--threads``: a count of 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, found {value}")
+    return value

@@ -1,8 +1,23 @@
-"""The bound on BLAS's threads a session's ``intra_op_num_threads`` asks for."""
+"""The bound on BLAS's threads a session's ``intra_op_num_threads`` asks for, and the default
+bound of a session that leaves it at 0.
+
+One thread budget: ``intra_op_num_threads`` bounds BLAS (through threadpoolctl, around each
+run). onnxflow's compiled kernels (:mod:`onnxflow.native`) run on the caller's thread and start
+no threads of their own (no OpenMP, nothing that spins), so the bound is the whole of a run's
+threads: the caller's, plus at most that many BLAS threads.
+
+Left at 0, the bound follows the machine's load (:func:`default_threads`): BLAS gets the cores
+the load leaves idle. Measured on a 2-core machine (docs/scaling.md), one BLAS thread ran
+GEMM-bound models 1.7-12x faster than OpenBLAS's default of a thread per core once the load
+average reached 1, and small models the same within noise; on an idle machine BLAS's own default
+can win on GEMM-bound models.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,3 +68,25 @@ class BlasThreads:
         cls._limiter.restore_original_limits()
         OpenBLASController.clear_controlling_thread()
         cls._limiter = cls._owner = None
+
+
+#: Seconds one reading of the load average is reused (reading it costs about a microsecond).
+LOAD_TTL = 1.0
+_reading = [float("-inf"), 0]
+
+
+def default_threads() -> int:
+    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: the cores the 1-minute
+    load average leaves idle, at least one (``max(1, cpus - int(load))``), or 0 (BLAS's own
+    default, a thread per core) while every core is idle. On 2 cores: 0 below a load of 1, one
+    thread from 1 on (BLAS's threads would queue behind other processes' and spin waiting for
+    each other)."""
+    now = time.monotonic()
+    if now - _reading[0] > LOAD_TTL:
+        cpus = os.cpu_count() or 1
+        try:
+            idle = cpus - int(os.getloadavg()[0])
+        except (AttributeError, OSError):  # no load average here (Windows)
+            idle = cpus
+        _reading[:] = [now, 0 if idle >= cpus else max(1, idle)]
+    return int(_reading[1])

@@ -2,13 +2,17 @@
 
     python -m onnxflow.bench --zoo                     # every zoo model that can be made here
     python -m onnxflow.bench --zoo --only ppocr_cls    # one model (names or prefixes)
+    python -m onnxflow.bench --zoo --list              # the models, their kinds and sizes
+    python -m onnxflow.bench --zoo --threads 1         # every engine on one intra-op thread
 
 Each engine runs each model in a process of its own (:mod:`.engine`): it builds its session,
 runs once (the warm-up, whose outputs are checked against onnxruntime's), then times steady
 runs. The engines take turns, in two rounds in opposite order, so a slow spell of the machine
 falls on more than one of them; the time is the median over both rounds' samples. Because no two
 engines share a process, onnxruntime's spinning threads and OpenBLAS's threads never compete
-for the two cores within one measurement. onnx.reference gets one short round.
+for the two cores within one measurement. onnx.reference gets one short round, reported as
+ref/flow. Every engine process runs without the OpenBLAS pin (:mod:`onnxflow.bench.process`),
+and each reports its session creation and first run, the "first run" columns.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ class ZooModel:
     size: str
     tolerance: tuple[float, float] = (1e-3, 1e-4)
     tags: tuple[str, ...] = field(default=())
-    #: SessionOptions fields onnxflow's session is made with (the other engines have none).
-    options: tuple[tuple[str, str], ...] = ()
+    #: SessionOptions fields onnxflow's session is made with (the other engines have none),
+    #: and ``("steps", N)``: every engine times a generation loop of N calls (engine.generation).
+    options: tuple[tuple[str, object], ...] = ()
 
     def path(self) -> str:
         """The model file, made on first use (may raise sources.Unavailable)."""
@@ -91,6 +96,8 @@ def _half(feeds: Feeds) -> Feeds:
     }
 
 
+#: Tokens the generation-loop row generates per timed call.
+GENERATED = 16
 _SILERO = "silero-vad", "6.2.3"
 _RAPIDOCR = "rapidocr-onnxruntime", "1.4.4"
 _CLS = Wheel(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
@@ -99,6 +106,10 @@ _CLS_FEEDS = _image(48, 192)
 
 def _cls_path() -> str:
     return str(model_path("ppocr_cls", _CLS))
+
+
+def _gpt2_tiny_path() -> str:
+    return str(model_path("gpt2_tiny_ts", BY_NAME["gpt2_tiny_ts"].source))
 
 
 def _cls_fp16(name: str, rounding: str) -> ZooModel:
@@ -197,6 +208,67 @@ ZOO: tuple[ZooModel, ...] = (
     _hf("gpt2", "tiny", "dynamo"),
     _hf("bert", "base", "torchscript"),
     _hf("gpt2", "base", "dynamo"),
+    ZooModel(
+        "gpt2_tiny_ts_fp16",
+        "float16",
+        Built(builders.float16_of(_gpt2_tiny_path)),
+        _tokens,
+        f"gpt2_tiny_ts in float16 (onnxconverter-common), {builders.SEQUENCE} tokens",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "sklearn_forest_pipeline",
+        "trees",
+        Built(builders.forest_pipeline),
+        _tree_feeds,
+        "StandardScaler + 100 trees depth 10 x 3 classes, 1000 rows, skl2onnx (ZipMap)",
+    ),
+    ZooModel(
+        "xgboost_regressor",
+        "trees",
+        Built(builders.xgboost_regressor),
+        _tree_feeds,
+        "100 trees depth 6, 1000 rows",
+    ),
+    ZooModel(
+        "ppocr_cls_qop",
+        "quantized",
+        Built(builders.quantized_of(_cls_path, "qoperator", _CLS_FEEDS)),
+        _CLS_FEEDS,
+        "1x3x48x192, static QOperator u8/s8 (QLinearConv)",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "ppocr_cls_ort_fused",
+        "conv",
+        Built(builders.ort_optimized_of(_cls_path)),
+        _CLS_FEEDS,
+        "1x3x48x192, saved by onnxruntime at ORT_ENABLE_EXTENDED (FusedConv)",
+    ),
+    ZooModel(
+        "transformer_standin_past",
+        "transformer",
+        Code(transformer.transformer_standin_past),
+        transformer.transformer_standin_past_feeds,
+        f"in code: one decode step, 1 token after {transformer.PAST} cached (past key/values)",
+    ),
+    ZooModel(
+        "transformer_standin_generate",
+        "transformer",
+        Code(transformer.transformer_standin_past),
+        transformer.transformer_standin_past_feeds,
+        f"in code: a greedy generation loop of {GENERATED} tokens after {transformer.PAST} "
+        "cached, present key/values fed back as past",
+        options=(("steps", GENERATED),),
+    ),
+    ZooModel(
+        "transformer_standin_fp16",
+        "float16",
+        Code(transformer.transformer_standin_fp16),
+        transformer.transformer_standin_feeds,
+        "in code: the transformer stand-in in float16",
+        tolerance=(2e-2, 2e-2),
+    ),
     ZooModel(
         "streaming_standin",
         "streaming",

@@ -1,5 +1,6 @@
 """Builders of zoo models made the way users make them. Each imports its framework when it runs
-(lightgbm, xgboost, catboost, onnxmltools, onnxruntime.quantization, onnxconverter-common):
+(lightgbm, xgboost, catboost, onnxmltools, scikit-learn, skl2onnx, onnxruntime.quantization,
+onnxruntime's optimizer, onnxconverter-common, torch, transformers):
 none of them is a dependency of onnxflow, and a missing one makes the model unavailable, not
 the bench fail.
 """
@@ -57,6 +58,57 @@ def xgboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> None
     onnx.save(onx, target)
 
 
+def xgboost_regressor(target: Path, trees: int = 100) -> None:
+    """An xgboost regressor converted by onnxmltools (a TreeEnsembleRegressor)."""
+    import xgboost
+    from onnxmltools import convert_xgboost
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    x, _ = _tree_data(3)
+    y = x[:, :3] @ np.array([1.0, -2.0, 0.5], np.float32) + 0.3 * x[:, 3] * x[:, 4]
+    model = xgboost.XGBRegressor(n_estimators=trees, max_depth=6).fit(x, y)
+    onx = convert_xgboost(
+        model,
+        initial_types=[("input", FloatTensorType([None, TREE_FEATURES]))],
+        target_opset=15,
+    )
+    onnx.save(onx, target)
+
+
+def forest_pipeline(target: Path, classes: int = 3, trees: int = 100) -> None:
+    """A scikit-learn pipeline, StandardScaler then RandomForestClassifier, converted by
+    skl2onnx with its defaults (labels, and probabilities through a ZipMap)."""
+    from skl2onnx import to_onnx
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = _tree_data(classes)
+    forest = RandomForestClassifier(n_estimators=trees, max_depth=10, random_state=0)
+    pipe = make_pipeline(StandardScaler(), forest).fit(x, y)
+    onx = to_onnx(pipe, x[:1], target_opset={"": 18, "ai.onnx.ml": 3})
+    onx.graph.input[0].name = "input"  # skl2onnx names it X; the feeds say input
+    for node in onx.graph.node:
+        node.input[:] = ["input" if i == "X" else i for i in node.input]
+    onnx.save(onx, target)
+
+
+def ort_optimized_of(base: Callable[[], Path]) -> Callable[[Path], None]:
+    """A builder of ``base``'s model as onnxruntime saves it after its extended optimizations
+    (``optimized_model_filepath`` at ``ORT_ENABLE_EXTENDED``): Conv with its activation fused
+    into ``com.microsoft`` ``FusedConv``, as users ship "ort-optimized" models."""
+
+    def build(target: Path) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = str(target)
+        ort.InferenceSession(str(base()), so, providers=["CPUExecutionProvider"])
+
+    return build
+
+
 def catboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> None:
     """A catboost multiclass classifier saved by catboost's own ONNX exporter (oblivious trees
     as a TreeEnsembleClassifier, a ZipMap of probabilities)."""
@@ -86,8 +138,9 @@ def quantized_of(
     base: Callable[[], Path], mode: str, feeds: Callable[[], dict]
 ) -> Callable[[Path], None]:
     """A builder of ``base``'s model quantized by onnxruntime.quantization: ``"dynamic"``
-    (MatMulInteger / ConvInteger, int8 weights) or ``"qdq"`` (static QuantizeLinear /
-    DequantizeLinear pairs, calibrated on ``feeds``)."""
+    (MatMulInteger / ConvInteger, int8 weights), ``"qdq"`` (static QuantizeLinear /
+    DequantizeLinear pairs) or ``"qoperator"`` (static, QLinearConv and the other QLinear*
+    operators), the static ones calibrated on four draws of ``feeds``."""
 
     def build(target: Path) -> None:
         from onnxruntime.quantization import (
@@ -116,7 +169,7 @@ def quantized_of(
             str(prepared),
             str(target),
             Reader(),
-            quant_format=QuantFormat.QDQ,
+            quant_format=QuantFormat.QOperator if mode == "qoperator" else QuantFormat.QDQ,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
         )

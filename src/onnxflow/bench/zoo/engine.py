@@ -2,6 +2,7 @@
 outputs are saved for the correctness check), then time samples of steady runs.
 
     python -m onnxflow.bench.zoo.engine ENGINE MODEL.onnx FEEDS.npz OUT.json [--seconds S]
+        [--threads N] [--steps N] [--options JSON]
 
 Writes ``{"build": s, "first": s, "samples": [s per call, ...], "outputs": "OUT.npz"}``, or
 ``{"error": "..."}`` when the engine cannot load or run the model. Each sample is the mean of
@@ -27,29 +28,40 @@ SAMPLE_SECONDS = 0.2
 MIN_SAMPLES = 3
 
 
-def _onnxflow(path: str, feeds: dict[str, np.ndarray], **options: Any) -> Runner:
+def _onnxflow(path: str, feeds: dict[str, np.ndarray], threads: int = 0, **options: Any) -> Runner:
+    """``options``: SessionOptions fields, keyword arguments or (onnxruntime's) attributes."""
+    import inspect
+
     import onnxflow
 
-    sess = onnxflow.InferenceSession(path, onnxflow.SessionOptions(**options))
+    keywords = inspect.signature(onnxflow.SessionOptions).parameters
+    so = onnxflow.SessionOptions(**{k: v for k, v in options.items() if k in keywords})
+    for name, value in options.items():
+        if name not in keywords:
+            setattr(so, name, value)
+    so.intra_op_num_threads = threads or so.intra_op_num_threads
+    sess = onnxflow.InferenceSession(path, so)
     return lambda f: sess.run(None, f)
 
 
-def _onnxruntime(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+def _onnxruntime(path: str, feeds: dict[str, np.ndarray], threads: int = 0) -> Runner:
     import onnxruntime as ort
 
     ort.set_default_logger_severity(3)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     return lambda f: sess.run(None, f)
 
 
-def _reference(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+def _reference(path: str, feeds: dict[str, np.ndarray], threads: int = 0) -> Runner:
     import onnx.reference
 
     sess = onnx.reference.ReferenceEvaluator(path)
     return lambda f: sess.run(None, f)
 
 
-def _tract(path: str, feeds: dict[str, np.ndarray]) -> Runner:
+def _tract(path: str, feeds: dict[str, np.ndarray], threads: int = 0) -> Runner:
     import onnx
     import tract
 
@@ -88,17 +100,48 @@ ENGINES: dict[str, Callable[..., Runner]] = {
 }
 
 
+def generation(run: Runner, path: str, steps: int) -> Runner:
+    """``run`` as a greedy generation loop of ``steps`` calls: each call's ``present_*``
+    key/values and most likely next token are the next call's ``past_*`` and ``input_ids``.
+    Returns the last call's outputs."""
+    import onnx
+
+    names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+
+    def loop(feeds: dict[str, np.ndarray]) -> list[Any]:
+        outputs: dict[str, Any] = {}
+        for _ in range(steps):
+            outputs = dict(zip(names, run(feeds), strict=True))
+            batch, seen = feeds["attention_mask"].shape
+            feeds = {
+                "input_ids": np.argmax(outputs["logits"][:, -1:], axis=-1).astype(np.int64),
+                "attention_mask": np.ones((batch, seen + 1), np.int64),
+            }
+            for name, value in outputs.items():
+                if name.startswith("present"):
+                    feeds[name.replace("present", "past", 1)] = value
+        return list(outputs.values())
+
+    return loop
+
+
 def measure(
     engine: str,
     model: str,
     feeds: dict[str, np.ndarray],
     seconds: float,
     options: dict[str, Any] | None = None,
+    threads: int = 0,
+    steps: int = 0,
 ) -> dict:
     """Build, warm up and time ``engine`` on ``model``; the result as written to OUT.json.
-    ``options``: the engine's session options (onnxflow's SessionOptions fields)."""
+    ``options``: the engine's session options (onnxflow's SessionOptions fields);
+    ``threads``: its intra-op threads (0: the engine's default); ``steps``: time a
+    :func:`generation` loop of that many calls instead of one call."""
     start = time.perf_counter()
-    run = ENGINES[engine](model, feeds, **(options or {}))
+    run = ENGINES[engine](model, feeds, threads=threads, **(options or {}))
+    if steps:
+        run = generation(run, model, steps)
     built = time.perf_counter() - start
     start = time.perf_counter()
     outputs = run(feeds)
@@ -136,11 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--options", type=json.loads, default=None, help="SessionOptions, JSON")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: default)")
+    parser.add_argument("--steps", type=int, default=0, help="a generation loop of N calls")
     args = parser.parse_args(argv)
     with np.load(args.feeds) as data:
         feeds = {k: data[k] for k in data.files}
     try:
-        result = measure(args.engine, args.model, feeds, args.seconds, args.options)
+        result = measure(
+            args.engine, args.model, feeds, args.seconds, args.options, args.threads, args.steps
+        )
     except Exception as exc:  # an engine that cannot run the model is reported, not fatal
         lines = f"{type(exc).__name__}: {exc}".strip().splitlines()
         args.out.write_text(json.dumps({"error": lines[0][:200], "trace": traceback.format_exc()}))

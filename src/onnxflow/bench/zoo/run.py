@@ -7,13 +7,13 @@ import logging
 import math
 import statistics
 import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from onnxflow.bench.process import TIMEOUT, run_engine
 from onnxflow.bench.report import format_seconds
 from onnxflow.bench.zoo import ZOO, ZooModel
 from onnxflow.bench.zoo.engine import ENGINES
@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 #: The engines timed in rounds (onnx.reference is timed once, briefly, after them).
 TIMED = ("onnxflow", "onnxruntime", "tract")
-#: Seconds a process may take before the engine counts as failing on the model.
-TIMEOUT = 600
+#: The engines whose first run (session creation + first run, in a fresh process) is shown.
+FIRST = ("onnxflow", "onnxruntime")
 
 
 @dataclass
@@ -37,6 +37,8 @@ class ZooRow:
     values: dict[str, float] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     match: str = "—"
+    #: Per engine, the fastest of its processes' session creation + first run (seconds).
+    first: dict[str, float] = field(default_factory=dict)
 
 
 def select(only: list[str]) -> list[ZooModel]:
@@ -46,13 +48,19 @@ def select(only: list[str]) -> list[ZooModel]:
 
 
 def run_zoo(
-    models: list[ZooModel], seconds: float, engines: tuple[str, ...] = tuple(ENGINES)
+    models: list[ZooModel],
+    seconds: float,
+    engines: tuple[str, ...] = tuple(ENGINES),
+    threads: int = 0,
 ) -> list[ZooRow]:
-    """Measure ``models`` on ``engines``; ``seconds`` of samples per engine and round."""
+    """Measure ``models`` on ``engines``; ``seconds`` of samples per engine and round;
+    ``threads``: each engine's intra-op thread count (0: its default)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnxflow-zoo-") as tmp:
         for model in models:
             log.info("[zoo] %s ...", model.name)
+            if threads:
+                model = replace(model, options=(*model.options, ("threads", threads)))
             rows.append(_measure_model(model, Path(tmp), seconds, engines))
     return rows
 
@@ -74,7 +82,7 @@ def _measure_model(model: ZooModel, tmp: Path, seconds: float, engines: tuple[st
             if engine not in row.failures:
                 _one(engine, path, feeds, tmp, seconds / 2, row, samples, outputs, model.options)
     if "onnx.reference" in engines:
-        _one("onnx.reference", path, feeds, tmp, 0.0, row, samples, outputs)
+        _one("onnx.reference", path, feeds, tmp, 0.0, row, samples, outputs, model.options)
     row.values = {e: statistics.median(s) for e, s in samples.items() if s}
     row.match = _match(outputs, model.tolerance)
     return row
@@ -89,26 +97,20 @@ def _one(
     row: ZooRow,
     samples: dict[str, list[float]],
     outputs: dict[str, Path],
-    options: tuple[tuple[str, str], ...] = (),
+    options: tuple[tuple[str, object], ...] = (),
 ) -> None:
     """One process of ``engine`` on the model: its samples, outputs, or failure go on ``row``.
-    ``options``: onnxflow's SessionOptions fields."""
+    ``options``: onnxflow's SessionOptions fields, and ``threads`` and ``steps`` (a generation
+    loop) for every engine."""
     out = tmp / f"{row.name}.{engine}.{len(samples[engine])}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "onnxflow.bench.zoo.engine",
-        engine,
-        path,
-        str(feeds),
-        str(out),
-        "--seconds",
-        str(seconds),
-    ]
-    if engine == "onnxflow" and options:
-        cmd += ["--options", json.dumps(dict(options))]
+    cmd = ["-m", "onnxflow.bench.zoo.engine", engine, path, str(feeds), str(out)]
+    cmd += ["--seconds", str(seconds)]
+    chosen = dict(options)
+    cmd += ["--threads", str(chosen.pop("threads", 0)), "--steps", str(chosen.pop("steps", 0))]
+    if engine == "onnxflow" and chosen:
+        cmd += ["--options", json.dumps(chosen)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        done = run_engine(cmd, TIMEOUT)
     except subprocess.TimeoutExpired:
         row.failures[engine] = f"over {TIMEOUT} s"
         return
@@ -122,6 +124,8 @@ def _one(
         return
     samples[engine].extend(result["samples"])
     outputs.setdefault(engine, Path(result["outputs"]))
+    first = result["build"] + result["first"]  # a fresh process: imports, session, one run
+    row.first[engine] = min(first, row.first.get(engine, first))
 
 
 def _match(outputs: dict[str, Path], tolerance: tuple[float, float]) -> str:
@@ -147,7 +151,20 @@ def _match(outputs: dict[str, Path], tolerance: tuple[float, float]) -> str:
     return "✓"
 
 
-HEADER = ("model", "kind", "size", *ENGINES, "flow/ort", "flow/tract", "ref/flow", "match")
+#: The engines whose steady time is a column (onnx.reference is shown as ref/flow only).
+SHOWN = ("onnxflow", "onnxruntime", "tract")
+HEADER = (
+    "model",
+    "kind",
+    "size",
+    *SHOWN,
+    "flow/ort",
+    "flow/tract",
+    "ref/flow",
+    "first run: flow",
+    "first run: ort",
+    "match",
+)
 
 
 def _ratio(row: ZooRow, a: str, b: str) -> float | None:
@@ -163,6 +180,12 @@ def _cell(row: ZooRow, engine: str) -> str:
     return f"fails: {reason}" if reason else "—"
 
 
+def _first(row: ZooRow, engine: str) -> str:
+    if engine in row.first:
+        return format_seconds(row.first[engine])
+    return "—"
+
+
 def geomean(values: list[float]) -> float | None:
     """The geometric mean, or None for no values."""
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -175,7 +198,9 @@ def zoo_text(rows: list[ZooRow], machine: dict[str, str], seconds: float) -> str
     versions = ", ".join(f"{k} {v}" for k, v in m.items())
     return (
         f"{head}; {versions}. Zoo: each engine in its own process, {seconds:g} s of samples "
-        "per engine and model over two rounds in opposite order.\n\n" + render(rows)
+        "per engine and model over two rounds in opposite order; ref/flow is onnx.reference's "
+        "time over onnxflow's; first run: session creation and the first run in a fresh "
+        "process (imports included), the faster of two processes.\n\n" + render(rows)
     )
 
 
@@ -196,8 +221,9 @@ def render(rows: list[ZooRow]) -> str:
             _ratio(row, "onnxflow", "tract"),
             _ratio(row, "onnx.reference", "onnxflow"),
         ]
-        cells = [row.name, row.kind, row.size, *(_cell(row, e) for e in ENGINES)]
+        cells = [row.name, row.kind, row.size, *(_cell(row, e) for e in SHOWN)]
         cells += ["—" if r is None else f"{r:.2f}x" for r in ratios]
+        cells += [_first(row, e) for e in FIRST]
         lines.append("| " + " | ".join([*cells, row.match]) + " |")
     lines.append("")
     lines.extend(_summary(rows))

@@ -209,3 +209,107 @@ def transformer_standin_feeds(batch: int = 1, sequence: int = SEQUENCE) -> dict[
     mask[0, sequence - sequence // 4 :] = 0
     ids = rng.integers(0, VOCAB, (batch, sequence)).astype(np.int64)
     return {"input_ids": ids, "attention_mask": mask}
+
+
+def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` in float16 throughout, as converters write it: every float initializer, input
+    and output, and every Cast to float, in float16 (no Cast left at the edges)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    for i, tensor in enumerate(graph.initializer):
+        if tensor.data_type == F:
+            half = numpy_helper.to_array(tensor).astype(np.float16)
+            graph.initializer[i].CopyFrom(numpy_helper.from_array(half, tensor.name))
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        if value.type.tensor_type.elem_type == F:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == F:
+                attr.i = TensorProto.FLOAT16
+    return out
+
+
+def transformer_standin_fp16() -> onnx.ModelProto:
+    """The decoder in float16 (:func:`to_float16`), as GPT-2 is shipped for smaller files."""
+    return to_float16(transformer_standin())
+
+
+#: Tokens already in the cache when the stand-in with past key/values takes its next token.
+PAST = 32
+
+
+def _embed_with_past() -> list[NodeProto]:
+    """:func:`_embed` for a step after ``past_len`` cached tokens: positions from past_len on,
+    and a causal mask of (new tokens) x (all tokens), shifted by past_len."""
+    nodes = [
+        _node("Shape", ["past_key_0"], "past_shape"),
+        _node("Gather", ["past_shape", "c2"], "past_len", axis=0),
+        _node("Shape", ["attention_mask"], "mask_shape"),
+        _node("Gather", ["mask_shape", "c1"], "total_len", axis=0),
+        _node("Unsqueeze", ["total_len", "c0_1d"], "total_1d"),
+    ]
+    for node in _embed():
+        if node.op_type == "Range":
+            node.input[:] = ["past_len", "total_len", "c1"]
+        elif node.op_type == "Concat":
+            node.input[:] = ["in_s", "total_1d"]
+        elif node.op_type == "Trilu":
+            node.input[:] = ["ones", "past_len"]
+        nodes.append(node)
+    return nodes
+
+
+def _cached(p: str, i: int, node: NodeProto) -> list[NodeProto]:
+    """The heads' Transpose ``node`` of K or V in layer ``p``, with the cache: the new keys
+    (values) appended to ``past_key_i`` (``past_value_i``) as ``present_*``."""
+    kind = {f"{p}_K": "key", f"{p}_V": "value"}.get(node.output[0])
+    if kind is None:
+        return [node]
+    final = node.output[0]
+    node.output[0] = node.name = f"{final}_new"
+    node.attribute[0].ints[:] = [0, 2, 1, 3]  # (B, heads, S, d), the cache's layout
+    present = f"present_{kind}_{i}"
+    nodes = [node, _node("Concat", [f"past_{kind}_{i}", f"{final}_new"], present, axis=2)]
+    perm = [0, 1, 3, 2] if kind == "key" else [0, 1, 2, 3]
+    return [*nodes, _node("Transpose", [present], final, perm=perm)]
+
+
+def transformer_standin_past() -> onnx.ModelProto:
+    """The decoder as generation runs it: one step with past key/values in, present out."""
+    model = transformer_standin()
+    nodes = _embed_with_past()
+    embed_outputs = {o for n in _embed() for o in n.output}
+    for node in model.graph.node:
+        if node.output[0] not in embed_outputs:
+            layer = node.output[0].split("_")[0]
+            i = int(layer[1:]) if layer[:1] == "l" and layer[1:].isdigit() else -1
+            nodes += _cached(layer, i, node) if i >= 0 else [node]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.graph.initializer.append(numpy_helper.from_array(np.array(2, np.int64), "c2"))
+    cache = ["batch", HEADS, "past", HIDDEN // HEADS]
+    grown = ["batch", HEADS, "total", HIDDEN // HEADS]
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            model.graph.input.append(helper.make_tensor_value_info(f"past_{kind}_{i}", F, cache))
+            model.graph.output.append(
+                helper.make_tensor_value_info(f"present_{kind}_{i}", F, grown)
+            )
+    model.graph.input[1].type.tensor_type.shape.dim[1].dim_param = "total"
+    return model
+
+
+def transformer_standin_past_feeds() -> dict[str, np.ndarray]:
+    """One new token after :data:`PAST` cached ones (a random cache), no padding."""
+    rng = np.random.default_rng(0)
+    feeds = {
+        "input_ids": rng.integers(0, VOCAB, (1, 1)).astype(np.int64),
+        "attention_mask": np.ones((1, PAST + 1), np.int64),
+    }
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            cache = rng.standard_normal((1, HEADS, PAST, HIDDEN // HEADS)) * 0.5
+            feeds[f"past_{kind}_{i}"] = cache.astype(np.float32)
+    return feeds

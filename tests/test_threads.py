@@ -1,0 +1,113 @@
+"""One thread budget: ``intra_op_num_threads`` and the default bound of a loaded machine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import onnxflow
+from onnxflow.cli.parser import _parser
+from onnxflow.ort_api import session_api, threads
+from onnxflow.spec_models import rnn_scan
+
+
+@pytest.fixture
+def load(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The 1-minute load average the session sees (set the list's item), on 2 CPUs."""
+    value = [0.0]
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (value[0], 0.0, 0.0))
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
+    monkeypatch.setattr(threads, "LOAD_TTL", -1.0)  # read the load on every call
+    return value
+
+
+@pytest.fixture
+def bounds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The BLAS bounds the runs asked for, in order."""
+    asked: list[int] = []
+
+    @contextmanager
+    def limit(cls: type, n: int) -> Iterator[None]:
+        asked.append(n)
+        yield
+
+    monkeypatch.setattr(threads.BlasThreads, "limit", classmethod(limit))
+    return asked
+
+
+def _session(n: int = 0) -> onnxflow.InferenceSession:
+    options = onnxflow.SessionOptions()
+    options.intra_op_num_threads = n
+    return onnxflow.InferenceSession(rnn_scan(8, 4, 0), options)
+
+
+FEEDS = {"H_0": np.zeros((1, 8), np.float32), "X": np.ones((3, 1, 4), np.float32)}
+
+
+def test_the_default_gives_blas_the_idle_cores(load: list[float], monkeypatch) -> None:
+    assert threads.default_threads() == 0  # all idle: BLAS's own default
+    load[0] = 0.9
+    assert threads.default_threads() == 0
+    load[0] = 1.2
+    assert threads.default_threads() == 1
+    load[0] = 7.0
+    assert threads.default_threads() == 1  # at least one
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 8)
+    load[0] = 3.5
+    assert threads.default_threads() == 5
+
+
+def test_a_small_model_never_pays_for_the_default_bound(load: list[float], bounds: list[int]):
+    load[0] = 5.0
+    sess = _session()
+    for _ in range(4):
+        sess.run(None, FEEDS)
+    assert bounds == []  # no threadpoolctl call (and so no scan of the libraries)
+
+
+def test_a_heavy_model_takes_one_blas_thread_while_loaded(
+    load: list[float], bounds: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_api, "HEAVY_RUN_NS", 0)  # every run counts as heavy
+    load[0] = 5.0
+    sess = _session()
+    first = sess.run(None, FEEDS)
+    sess.run(None, FEEDS)
+    assert bounds == []  # the first two runs are never bounded by the default
+    third = sess.run(None, FEEDS)
+    assert bounds == [1]
+    for a, b in zip(first, third, strict=True):
+        np.testing.assert_array_equal(a, b)
+    load[0] = 0.5
+    sess.run(None, FEEDS)
+    assert bounds == [1]  # quiet again: BLAS's own default
+
+
+def test_an_explicit_count_bounds_every_run(load: list[float], bounds: list[int]) -> None:
+    sess = _session(3)
+    sess.run(None, FEEDS)
+    sess.run(None, FEEDS)
+    assert bounds == [3, 3]
+
+
+@pytest.mark.parametrize("command", ["run", "profile", "code", "compare"])
+def test_the_cli_commands_that_run_a_model_take_threads(command: str) -> None:
+    assert _parser().parse_args([command, "m.onnx", "--threads", "2"]).threads == 2
+    assert _parser().parse_args([command, "m.onnx"]).threads == 0
+    with pytest.raises(SystemExit):
+        _parser().parse_args([command, "m.onnx", "--threads", "-1"])
+
+
+def test_the_cli_bounds_blas_for_the_whole_command(bounds: list[int], tmp_path) -> None:
+    import onnx
+
+    from onnxflow.cli import main
+
+    path = tmp_path / "rnn.onnx"
+    onnx.save(rnn_scan(8, 4, 0), path)
+    assert main(["run", str(path), "--dim", "S=3", "--threads", "1", "--no-progress"]) == 0
+    assert bounds[0] == 1
