@@ -15,10 +15,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import PerDtype, accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
+
+#: The compiled loops (float32 computed in double, rounded once): ``_math``, or None.
+_MATH = compiled.module("_math")
 
 
 def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -166,7 +170,22 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 
 
 # -- smooth activations -----------------------------------------------------------------------
-@op("Sigmoid", 1, 6, 13, traits=Traits(static_shape=True, elementwise=True))
+def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Sigmoid's compiled form: float32 in one pass, within 1 ulp; other dtypes in NumPy."""
+    if x.dtype != np.float32:
+        return sigmoid(x)
+    return compiled.elementwise(x, _MATH.sigmoid_f32)
+
+
+@op(
+    "Sigmoid",
+    *(1, 6, 13),
+    traits=Traits(
+        static_shape=True,
+        elementwise=True,
+        native=native_form(compiled.when(_MATH, _sigmoid_compiled)),
+    ),
+)
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return 1 / (1 + exp(-x))."""
     return _like(_sigmoid(x), x)
@@ -212,7 +231,16 @@ def mish(x: np.ndarray) -> np.ndarray:
     return _like(x * np.tanh(_softplus(x)), x)
 
 
-@op("Gelu", 20)
+def _gelu_compiled(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
+    """Gelu's compiled form: float32 in one pass, within 1 ulp of x * Phi(x) (or of the tanh
+    form, as x / (1 + exp(-2 inner))); other dtypes and attributes in NumPy."""
+    loops = {"none": _MATH.gelu_f32, "tanh": _MATH.gelu_tanh_f32}
+    if x.dtype != np.float32 or approximate not in loops:
+        return gelu(x, approximate=approximate)
+    return compiled.elementwise(x, lambda a, out: loops[approximate](a, None, out))
+
+
+@op("Gelu", 20, traits=Traits(native=native_form(compiled.when(_MATH, _gelu_compiled))))
 def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """Return x * Phi(x) (Phi the normal CDF), or its tanh approximation."""
     c = x.dtype.type
@@ -224,7 +252,16 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     raise ValueError(f"Gelu attribute approximate must be 'none' or 'tanh', found {approximate!r}")
 
 
-@op("Swish", 24)
+def _swish_compiled(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Swish's compiled form: float32 in one pass, x / (1 + exp(-alpha x)) with alpha a
+    float32 taken exactly; other dtypes in NumPy."""
+    if x.dtype != np.float32:
+        return swish(x, alpha=alpha)
+    a = float(np.float32(alpha))
+    return compiled.elementwise(x, lambda v, out: _MATH.swish_f32(v, out, a))
+
+
+@op("Swish", 24, traits=Traits(native=native_form(compiled.when(_MATH, _swish_compiled))))
 def swish(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """Return x * sigmoid(alpha * x)."""
     return _like(x * _sigmoid(x * x.dtype.type(alpha)), x)
@@ -282,7 +319,33 @@ def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     return _on_2d(_softmax, x, axis)
 
 
-@op("Softmax", 13, traits=Traits(static_shape=True))
+def _last_axis_f32(x: np.ndarray, axis: int) -> bool:
+    """Whether the compiled row loops take x along ``axis``: float32, non-empty, last axis."""
+    return x.dtype == np.float32 and x.size > 0 and x.ndim > 0 and axis in (-1, x.ndim - 1)
+
+
+def _softmax_rows(x: np.ndarray, log_form: bool) -> np.ndarray:
+    """(Log)softmax of float32 x along its last axis through the compiled row loop."""
+    h = x.shape[-1]
+    return compiled.elementwise(x, lambda v, out: _MATH.softmax_f32(v, out, h, log_form))
+
+
+def _softmax_compiled(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """Softmax's compiled form on float32 along the last axis (in double, rounded once);
+    NumPy elsewhere."""
+    return _softmax_rows(x, False) if _last_axis_f32(x, axis) else softmax(x, axis=axis)
+
+
+def _log_softmax_compiled(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """LogSoftmax's compiled form, as :func:`_softmax_compiled`'s."""
+    return _softmax_rows(x, True) if _last_axis_f32(x, axis) else log_softmax(x, axis=axis)
+
+
+@op(
+    "Softmax",
+    13,
+    traits=Traits(static_shape=True, native=native_form(compiled.when(_MATH, _softmax_compiled))),
+)
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return exp(x) / sum(exp(x)) along axis."""
     return _on_axis(_softmax, x, axis)
@@ -294,7 +357,9 @@ def log_softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     return _on_2d(_log_softmax, x, axis)
 
 
-@op("LogSoftmax", 13)
+@op(
+    "LogSoftmax", 13, traits=Traits(native=native_form(compiled.when(_MATH, _log_softmax_compiled)))
+)
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return x - log(sum(exp(x))) along axis."""
     return _on_axis(_log_softmax, x, axis)

@@ -1,0 +1,281 @@
+/* Float32 math in one pass: each result computed in double and rounded once to float32.
+ *
+ * The inner loops have no branches and call no libm function, so that GCC vectorizes them;
+ * target_clones picks AVX-512, AVX2 or the baseline at load time. Every clone does the same
+ * operations in the same order (setup.py builds with -ffp-contract=off, and reductions keep
+ * eight partial sums in a fixed order), so results do not depend on the machine.
+ *
+ * exp: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by its Taylor polynomial to degree 12 (relative
+ * error below 1e-15), 2^n built in the exponent bits. erf and erfc: polynomials fitted here
+ * (least squares on Chebyshev nodes, relative error below 3e-12), see the constants.
+ */
+#ifndef ONNXFLOW_MATHKERN_H
+#define ONNXFLOW_MATHKERN_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* No floating-point trap is observed here: GCC may then evaluate both sides of a select, which
+ * is what lets it vectorize loops with selects for AVX2 and SSE2 (values are unchanged). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define OF_CLONES __attribute__((target_clones("avx2", "avx512f", "default")))
+#else
+#define OF_CLONES
+#endif
+
+#define OF_LOG2E 1.4426950408889634
+#define OF_LN2_HI 0.693147180369123816490 /* ln 2 in 32 bits: n * OF_LN2_HI is exact */
+#define OF_LN2_LO 1.90821492927058770002e-10
+#define OF_SHIFTER 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
+#define OF_SQRT_HALF 0.70710678118654752440
+#define OF_SQRT_2_OVER_PI 0.79788456080286535588
+
+/* erf(x) = x * P(x * x) on [0, 1]; relative error 8.4e-13. */
+static const double OF_ERF_P[9] = {
+    1.1283791670945653,    -0.37612638888248295,   0.11283791280145934,
+    -0.026866130999821644, 0.005223774825495184,   -0.0008542455687417033,
+    0.00011954430224065073, -1.3896333520774197e-05, 1.0557111969832355e-06,
+};
+/* erfc(x) * exp(x * x) = Q(t), t = 1 / (1 + x / 2), on [1, 11]; relative error 2.3e-12. */
+static const double OF_ERFCX_Q[14] = {
+    -8.865552712214738e-08, 0.2820984003487934,   0.2820290778322509,   0.2475393984020868,
+    0.1713335063222612,     0.10777849048443447,  -0.08497100808653593, 0.12677860932447038,
+    -0.3141210958179617,    0.15415972463334948,  0.18637981789760136,  -0.25194153290752297,
+    0.10865295899610301,    -0.015686214247239212,
+};
+
+static inline double of_bits_to_double(uint64_t b) {
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+static inline uint64_t of_double_to_bits(double d) {
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+/* expm1(r) for |r| <= ln2 / 2: r + r^2/2! + ... + r^12/12!. */
+static inline double of_expm1_reduced(double r) {
+    double p = 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    return (p * r) * r + r;
+}
+
+/* x = n ln2 + r: returns r, and 2^n in *scale (x within [-708, 709]). */
+static inline double of_reduce(double x, double *scale) {
+    double t = x * OF_LOG2E + OF_SHIFTER;
+    double n = t - OF_SHIFTER;
+    uint64_t k = of_double_to_bits(t) - of_double_to_bits(OF_SHIFTER);
+    *scale = of_bits_to_double((k + 1023) << 52);
+    return (x - n * OF_LN2_HI) - n * OF_LN2_LO;
+}
+
+/* exp(x) for every double x (inf, 0 and NaN where libm gives them). */
+static inline double of_exp(double x) {
+    double c = x < -708.0 ? -708.0 : x;
+    c = c > 709.0 ? 709.0 : c;
+    double scale;
+    double r = of_reduce(c, &scale);
+    double e = (of_expm1_reduced(r) + 1.0) * scale;
+    e = x > 709.0 ? INFINITY : e;
+    return x < -708.0 ? 0.0 : e;
+}
+
+/* expm1(x) for x >= 0 up to 709 (relative error about 1e-15, exact 0 at 0). */
+static inline double of_expm1_pos(double x) {
+    double scale;
+    double r = of_reduce(x, &scale);
+    return of_expm1_reduced(r) * scale + (scale - 1.0);
+}
+
+/* erf(a) for 0 <= a < 1. */
+static inline double of_erf_small(double a) {
+    double u = a * a, p = OF_ERF_P[8];
+    for (int k = 7; k >= 0; k--) p = p * u + OF_ERF_P[k];
+    return a * p;
+}
+
+/* erfc(a) for a >= 1 (0 beyond 11, where it is below 1.5e-54; NaN for NaN). */
+static inline double of_erfc_tail(double a) {
+    double c = a > 11.0 ? 11.0 : a;
+    double t = 1.0 / (1.0 + 0.5 * c), q = OF_ERFCX_Q[13];
+    for (int k = 12; k >= 0; k--) q = q * t + OF_ERFCX_Q[k];
+    double e = of_exp(-(c * c)) * q;
+    return a > 11.0 ? 0.0 : e;
+}
+
+static inline double of_erf(double x) {
+    double a = fabs(x);
+    double e = a < 1.0 ? of_erf_small(a) : 1.0 - of_erfc_tail(a);
+    return copysign(e, x);
+}
+
+/* The standard normal CDF: erfc(-x / sqrt 2) / 2, from the small side of erf or erfc. */
+static inline double of_phi(double x) {
+    double z = -x * OF_SQRT_HALF, a = fabs(z);
+    double upper = a < 1.0 ? 1.0 - of_erf_small(a) : of_erfc_tail(a); /* erfc(|z|) */
+    return z >= 0.0 ? 0.5 * upper : 1.0 - 0.5 * upper;
+}
+
+static inline double of_tanh(double x) {
+    double a = fabs(x);
+    a = a > 20.0 ? 20.0 : a; /* tanh(20) is 1 in double: NaN passes through */
+    double m = of_expm1_pos(2.0 * a);
+    return copysign(m / (m + 2.0), x);
+}
+
+static inline double of_sigmoid(double x) { return 1.0 / (1.0 + of_exp(-x)); }
+
+/* x * Phi(x) */
+static inline double of_gelu(double x) { return x * of_phi(x); }
+
+/* x * (1 + tanh(u)) / 2 = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
+static inline double of_gelu_tanh(double x) {
+    double u = OF_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x));
+    return x / (1.0 + of_exp(-2.0 * u));
+}
+
+/* Elementwise kernels: y[r, j] = f(x[r, j] + bias[j]) over rows of h (bias may be NULL),
+ * f(v, alpha). */
+#define OF_ELEMENTWISE(name, expr)                                                            \
+    OF_CLONES void name(const float *x, const float *bias, float *y, long rows, long h,      \
+                        double alpha) {                                                       \
+        (void)alpha;                                                                          \
+        for (long r = 0; r < rows; r++) {                                                     \
+            const float *xr = x + r * h;                                                      \
+            float *yr = y + r * h;                                                            \
+            if (bias) {                                                                       \
+                for (long j = 0; j < h; j++) {                                                \
+                    double v = (double)xr[j] + (double)bias[j];                               \
+                    yr[j] = (float)(expr);                                                    \
+                }                                                                             \
+            } else {                                                                          \
+                for (long j = 0; j < h; j++) {                                                \
+                    double v = (double)xr[j];                                                 \
+                    yr[j] = (float)(expr);                                                    \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+OF_ELEMENTWISE(of_erf_f32, of_erf(v))
+OF_ELEMENTWISE(of_tanh_f32, of_tanh(v))
+OF_ELEMENTWISE(of_sigmoid_f32, of_sigmoid(v))
+OF_ELEMENTWISE(of_swish_f32, v / (1.0 + of_exp(-(alpha * v))))
+OF_ELEMENTWISE(of_gelu_f32, of_gelu(v))
+OF_ELEMENTWISE(of_gelu_tanh_f32, of_gelu_tanh(v))
+
+#define OF_LANES 8
+
+/* max over a row (NaN ignored: exp of a NaN makes the row NaN anyway). */
+static inline float of_row_max(const float *x, long h) {
+    float m[OF_LANES];
+    for (int k = 0; k < OF_LANES; k++) m[k] = -INFINITY;
+    long j = 0;
+    for (; j + OF_LANES <= h; j += OF_LANES)
+        for (int k = 0; k < OF_LANES; k++) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
+    float best = -INFINITY;
+    for (; j < h; j++) best = x[j] > best ? x[j] : best;
+    for (int k = 0; k < OF_LANES; k++) best = m[k] > best ? m[k] : best;
+    return best;
+}
+
+/* Eight partial sums of s[j] (mode 0), s[j]^2 (mode 1) or (s[j] - c)^2 (mode 2), combined
+ * in a fixed order. */
+static inline double of_row_sum(const double *s, long h, int mode, double c) {
+    double acc[OF_LANES] = {0};
+    long j = 0;
+    for (; j + OF_LANES <= h; j += OF_LANES)
+        for (int k = 0; k < OF_LANES; k++) {
+            double v = mode == 2 ? s[j + k] - c : s[j + k];
+            acc[k] += mode == 0 ? v : v * v;
+        }
+    double tail = 0.0;
+    for (; j < h; j++) {
+        double v = mode == 2 ? s[j] - c : s[j];
+        tail += mode == 0 ? v : v * v;
+    }
+    return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+           tail;
+}
+
+/* Softmax (log_form 0) or LogSoftmax (1) of each row of h. 0 on success, -1 out of memory. */
+OF_CLONES int of_softmax_f32(const float *x, float *y, long rows, long h, int log_form) {
+    double *e = malloc((size_t)(h > 0 ? h : 1) * sizeof(double));
+    if (!e) return -1;
+    for (long r = 0; r < rows; r++) {
+        const float *xr = x + r * h;
+        float *yr = y + r * h;
+        double m = (double)of_row_max(xr, h);
+        for (long j = 0; j < h; j++) e[j] = of_exp((double)xr[j] - m);
+        double total = of_row_sum(e, h, 0, 0.0);
+        if (log_form) {
+            double shift = m + log(total);
+            for (long j = 0; j < h; j++) yr[j] = (float)((double)xr[j] - shift);
+        } else {
+            double inv = 1.0 / total;
+            for (long j = 0; j < h; j++) yr[j] = (float)(e[j] * inv);
+        }
+    }
+    free(e);
+    return 0;
+}
+
+/* Layer norm (rms 0) or RMS norm (rms 1) of each row of s = x + skip + bias (skip, bias,
+ * beta may be NULL; skip has skip_rows rows, repeated): y = (s - mean) * inv * gamma + beta,
+ * inv = 1 / sqrt(var + eps) (RMS: y = s * inv * gamma, inv = 1 / sqrt(mean(s^2) + eps)).
+ * mean, inv (one per row) and sum (s, rows of h) are written where not NULL. */
+OF_CLONES int of_norm_f32(const float *x, const float *skip, long skip_rows, const float *bias,
+                          const float *gamma, const float *beta, float *y, float *mean_out,
+                          float *inv_out, float *sum_out, long rows, long h, double eps, int rms) {
+    double *s = malloc((size_t)(h > 0 ? h : 1) * sizeof(double));
+    if (!s) return -1;
+    for (long r = 0; r < rows; r++) {
+        const float *xr = x + r * h;
+        float *yr = y + r * h;
+        for (long j = 0; j < h; j++) s[j] = (double)xr[j];
+        if (skip) {
+            const float *kr = skip + (r % skip_rows) * h;
+            for (long j = 0; j < h; j++) s[j] += (double)kr[j];
+        }
+        if (bias)
+            for (long j = 0; j < h; j++) s[j] += (double)bias[j];
+        if (sum_out)
+            for (long j = 0; j < h; j++) sum_out[r * h + j] = (float)s[j];
+        double mean = rms ? 0.0 : of_row_sum(s, h, 0, 0.0) / (double)h;
+        double inv = 1.0 / sqrt(of_row_sum(s, h, rms ? 1 : 2, mean) / (double)h + eps);
+        if (mean_out) mean_out[r] = (float)mean;
+        if (inv_out) inv_out[r] = (float)inv;
+        if (beta)
+            for (long j = 0; j < h; j++)
+                yr[j] = (float)((s[j] - mean) * inv * (double)gamma[j] + (double)beta[j]);
+        else
+            for (long j = 0; j < h; j++) yr[j] = (float)((s[j] - mean) * inv * (double)gamma[j]);
+    }
+    free(s);
+    return 0;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+#endif
