@@ -161,7 +161,7 @@ def test_bias_then_activation(op, exact):
     x = (rng.standard_normal((3, 5, 96)) * 3).astype(np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
     (compiled,), (numpy_form,) = node_forms(op, [x, bias], 1, domain=MS)
-    v = x.astype(np.float64) + bias
+    v = (x + bias).astype(np.float64)  # A + B is a float32 tensor
     _within_ulp(compiled, exact(v), UNARY_ULP)
     gap = np.abs(compiled.astype(np.float64) - numpy_form)
     assert (gap <= GELU_FORMS_ABS * EPS32 * np.maximum(1, np.abs(v))).all()

@@ -153,8 +153,8 @@ static inline double of_gelu_tanh(double x) {
     return x / (1.0 + of_exp(-2.0 * u));
 }
 
-/* Elementwise kernels: y[r, j] = f(x[r, j] + bias[j]) over rows of h (bias may be NULL),
- * f(v, alpha). */
+/* Elementwise kernels: y[r, j] = f(x[r, j] + bias[j]) over rows of h (bias may be NULL; the
+ * sum rounded to float32, as the operators define it), f(v, alpha). */
 #define OF_ELEMENTWISE(name, expr)                                                            \
     OF_CLONES void name(const float *x, const float *bias, float *y, long rows, long h,      \
                         double alpha) {                                                       \
@@ -164,7 +164,7 @@ static inline double of_gelu_tanh(double x) {
             float *yr = y + r * h;                                                            \
             if (bias) {                                                                       \
                 for (long j = 0; j < h; j++) {                                                \
-                    double v = (double)xr[j] + (double)bias[j];                               \
+                    double v = (double)(xr[j] + bias[j]); /* A + B: a float32 tensor */ \
                     yr[j] = (float)(expr);                                                    \
                 }                                                                             \
             } else {                                                                          \
