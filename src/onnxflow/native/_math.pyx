@@ -13,7 +13,6 @@ ctypedef void (*Elementwise)(const float*, const float*, float*, long, long, dou
 
 cdef extern from "_mathkern.h" nogil:
     void of_erf_f32(const float*, const float*, float*, long, long, double)
-    void of_tanh_f32(const float*, const float*, float*, long, long, double)
     void of_sigmoid_f32(const float*, const float*, float*, long, long, double)
     void of_swish_f32(const float*, const float*, float*, long, long, double)
     void of_gelu_f32(const float*, const float*, float*, long, long, double)
@@ -40,11 +39,6 @@ cdef void _run(Elementwise fn, const float[::1] x, const float[::1] bias, float[
 def erf_f32(const float[::1] x, float[::1] out):
     """out = erf(x) (x and out may be the same array)."""
     _run(of_erf_f32, x, None, out, 0.0)
-
-
-def tanh_f32(const float[::1] x, float[::1] out):
-    """out = tanh(x)."""
-    _run(of_tanh_f32, x, None, out, 0.0)
 
 
 def sigmoid_f32(const float[::1] x, float[::1] out):

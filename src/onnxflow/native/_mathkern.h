@@ -99,13 +99,6 @@ static inline double of_exp(double x) {
     return x < -708.0 ? 0.0 : e;
 }
 
-/* expm1(x) for x >= 0 up to 709 (relative error about 1e-15, exact 0 at 0). */
-static inline double of_expm1_pos(double x) {
-    double scale;
-    double r = of_reduce(x, &scale);
-    return of_expm1_reduced(r) * scale + (scale - 1.0);
-}
-
 /* erf(a) for 0 <= a < 1. */
 static inline double of_erf_small(double a) {
     double u = a * a, p = OF_ERF_P[8];
@@ -133,13 +126,6 @@ static inline double of_phi(double x) {
     double z = -x * OF_SQRT_HALF, a = fabs(z);
     double upper = a < 1.0 ? 1.0 - of_erf_small(a) : of_erfc_tail(a); /* erfc(|z|) */
     return z >= 0.0 ? 0.5 * upper : 1.0 - 0.5 * upper;
-}
-
-static inline double of_tanh(double x) {
-    double a = fabs(x);
-    a = a > 20.0 ? 20.0 : a; /* tanh(20) is 1 in double: NaN passes through */
-    double m = of_expm1_pos(2.0 * a);
-    return copysign(m / (m + 2.0), x);
 }
 
 static inline double of_sigmoid(double x) { return 1.0 / (1.0 + of_exp(-x)); }
@@ -177,7 +163,6 @@ static inline double of_gelu_tanh(double x) {
     }
 
 OF_ELEMENTWISE(of_erf_f32, of_erf(v))
-OF_ELEMENTWISE(of_tanh_f32, of_tanh(v))
 OF_ELEMENTWISE(of_sigmoid_f32, of_sigmoid(v))
 OF_ELEMENTWISE(of_swish_f32, v / (1.0 + of_exp(-(alpha * v))))
 OF_ELEMENTWISE(of_gelu_f32, of_gelu(v))

@@ -337,10 +337,7 @@ _UNARY: tuple[tuple[str, Callable[[np.ndarray], np.ndarray], tuple[int, ...]], .
 
 _MATH = compiled.module("_math")
 #: The unary operators with a compiled form: their loops by dtype.
-_COMPILED_UNARY = {
-    "Erf": compiled.loops(_MATH, float32="erf_f32", float64="erf_f64"),
-    "Tanh": compiled.loops(_MATH, float32="tanh_f32"),
-}
+_COMPILED_UNARY = {"Erf": compiled.loops(_MATH, float32="erf_f32", float64="erf_f64")}
 
 for _name, _fn, _versions in _UNARY:
     _unary(_name, _fn, *_versions, loops=_COMPILED_UNARY.get(_name))
