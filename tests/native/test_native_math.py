@@ -32,6 +32,7 @@ FORMS_TESTED = [
     ("com.microsoft", "BiasGelu"),
     ("com.microsoft", "FastGelu"),
     ("com.microsoft", "QuickGelu"),
+    ("com.microsoft", "FusedGemm"),
     ("com.microsoft", "SkipLayerNormalization"),
     ("com.microsoft", "SkipSimplifiedLayerNormalization"),
 ]
@@ -281,3 +282,19 @@ def test_norm_other_inputs_run_numpy():
     compiled, numpy_form = node_forms("LayerNormalization", [x, gamma, beta], 17, 3)
     for c, n in zip(compiled, numpy_form, strict=True):
         assert np.array_equal(c, n)
+
+
+@pytest.mark.parametrize("activation", ["Sigmoid", "Relu"])
+def test_fused_gemm_activation(activation):
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((6, 40), (40, 32)))
+    c = rng.standard_normal(32).astype(np.float32)
+    (compiled,), (numpy_form,) = node_forms(
+        "FusedGemm", [a, b, c], 1, domain=MS, activation=activation
+    )
+    if activation == "Relu":  # no compiled form: the NumPy activation, bit for bit
+        assert np.array_equal(compiled, numpy_form)
+        return
+    product = a @ b + c  # float32, as Gemm rounds it before the activation
+    _within_ulp(compiled, expit(product.astype(np.float64)), UNARY_ULP)
+    assert ulp_distance(compiled, numpy_form).max() <= UNARY_FORMS_ULP["Sigmoid"]
