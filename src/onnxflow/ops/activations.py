@@ -313,56 +313,65 @@ def _on_2d(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
     return _on_axis(fn, flat, 1).reshape(x.shape)
 
 
-@op("Softmax", 1, 11, traits=Traits(static_shape=True))
+def _compiled_rows(x: np.ndarray, axis: int, coerced: bool) -> int | None:
+    """The row length the compiled (log)softmax loop takes x in along ``axis`` (float32,
+    non-empty): the last axis (opset 13 on), or every axis from ``axis`` on when ``coerced``
+    (x coerced to 2-D, before opset 13); None when it does not take x."""
+    if x.dtype != np.float32 or x.size == 0 or x.ndim == 0:
+        return None
+    if coerced:
+        return math.prod(x.shape[axis:]) if -x.ndim <= axis <= x.ndim else None
+    return x.shape[-1] if axis in (-1, x.ndim - 1) else None
+
+
+def _softmax_form(
+    kernel: Callable[..., np.ndarray], log_form: bool, coerced: bool
+) -> Callable[..., np.ndarray] | None:
+    """The compiled form of the (log)softmax ``kernel``: float32 rows in one pass, in double
+    and rounded once; other inputs to ``kernel``. None when ``_math`` is not built."""
+
+    def form(x: np.ndarray, *, axis: int = 1 if coerced else -1) -> np.ndarray:
+        h = _compiled_rows(x, axis, coerced)
+        if h is None:
+            return kernel(x, axis=axis)
+        return compiled.elementwise(x, lambda v, out: _MATH.softmax_f32(v, out, h, log_form))
+
+    name = f"{kernel.__name__}_compiled"
+    form.__name__ = form.__qualname__ = name
+    form.__doc__ = f"{name}: float32 rows in one pass (in double, rounded once), else NumPy."
+    return compiled.when(_MATH, form)
+
+
 def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return softmax over the columns of x coerced to 2-D at axis."""
     return _on_2d(_softmax, x, axis)
 
 
-def _last_axis_f32(x: np.ndarray, axis: int) -> bool:
-    """Whether the compiled row loops take x along ``axis``: float32, non-empty, last axis."""
-    return x.dtype == np.float32 and x.size > 0 and x.ndim > 0 and axis in (-1, x.ndim - 1)
-
-
-def _softmax_rows(x: np.ndarray, log_form: bool) -> np.ndarray:
-    """(Log)softmax of float32 x along its last axis through the compiled row loop."""
-    h = x.shape[-1]
-    return compiled.elementwise(x, lambda v, out: _MATH.softmax_f32(v, out, h, log_form))
-
-
-def _softmax_compiled(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
-    """Softmax's compiled form on float32 along the last axis (in double, rounded once);
-    NumPy elsewhere."""
-    return _softmax_rows(x, False) if _last_axis_f32(x, axis) else softmax(x, axis=axis)
-
-
-def _log_softmax_compiled(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
-    """LogSoftmax's compiled form, as :func:`_softmax_compiled`'s."""
-    return _softmax_rows(x, True) if _last_axis_f32(x, axis) else log_softmax(x, axis=axis)
-
-
-@op(
-    "Softmax",
-    13,
-    traits=Traits(static_shape=True, native=native_form(compiled.when(_MATH, _softmax_compiled))),
-)
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return exp(x) / sum(exp(x)) along axis."""
     return _on_axis(_softmax, x, axis)
 
 
-@op("LogSoftmax", 1, 11)
 def log_softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return log-softmax over the columns of x coerced to 2-D at axis."""
     return _on_2d(_log_softmax, x, axis)
 
 
-@op(
-    "LogSoftmax", 13, traits=Traits(native=native_form(compiled.when(_MATH, _log_softmax_compiled)))
-)
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return x - log(sum(exp(x))) along axis."""
     return _on_axis(_log_softmax, x, axis)
+
+
+for _kernel, _log, _coerced, _versions, _traits in (
+    (softmax_2d, False, True, (1, 11), Traits(static_shape=True)),
+    (softmax, False, False, (13,), Traits(static_shape=True)),
+    (log_softmax_2d, True, True, (1, 11), Traits()),
+    (log_softmax, True, False, (13,), Traits()),
+):
+    _native = native_form(_softmax_form(_kernel, _log, _coerced))
+    op("LogSoftmax" if _log else "Softmax", *_versions, traits=_traits.replace(native=_native))(
+        _kernel
+    )
 
 
 @op("Hardmax", 1, 11)
