@@ -3,7 +3,7 @@
  * The inner loops have no branches and call no libm function, so that GCC vectorizes them;
  * target_clones picks AVX-512, AVX2 or the baseline at load time. Every clone does the same
  * operations in the same order (setup.py builds with -ffp-contract=off, and reductions keep
- * eight partial sums in a fixed order), so results do not depend on the machine.
+ * partial sums in a fixed order), so results do not depend on the machine.
  *
  * exp: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a polynomial of degree 7, 2^n built in the
  * exponent bits. exp, erf and erfc use polynomials fitted here (least squares on Chebyshev
@@ -163,7 +163,15 @@ OF_ELEMENTWISE(of_swish_f32, v / (1.0 + of_exp(-(alpha * v))))
 OF_ELEMENTWISE(of_gelu_f32, of_gelu(v))
 OF_ELEMENTWISE(of_gelu_tanh_f32, of_gelu_tanh(v))
 
-#define OF_LANES 8
+/* Reductions keep this many partial results (several vector registers: an add's latency is
+ * not a row's critical path), combined pairwise in a fixed order. */
+#define OF_LANES 32
+
+static inline double of_combine(double *acc) {
+    for (int width = OF_LANES / 2; width > 0; width /= 2)
+        for (int k = 0; k < width; k++) acc[k] += acc[k + width];
+    return acc[0];
+}
 
 /* max over a row (NaN ignored: exp of a NaN makes the row NaN anyway). */
 static inline float of_row_max(const float *x, long h) {
@@ -178,8 +186,8 @@ static inline float of_row_max(const float *x, long h) {
     return best;
 }
 
-/* Eight partial sums of s[j] (mode 0), s[j]^2 (mode 1) or (s[j] - c)^2 (mode 2), combined
- * in a fixed order. */
+/* The sum of s[j] (mode 0), s[j]^2 (mode 1) or (s[j] - c)^2 (mode 2), from OF_LANES partial
+ * sums. */
 static inline double of_row_sum(const double *s, long h, int mode, double c) {
     double acc[OF_LANES] = {0};
     long j = 0;
@@ -193,8 +201,7 @@ static inline double of_row_sum(const double *s, long h, int mode, double c) {
         double v = mode == 2 ? s[j] - c : s[j];
         tail += mode == 0 ? v : v * v;
     }
-    return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
-           tail;
+    return of_combine(acc) + tail;
 }
 
 /* Softmax (log_form 0) or LogSoftmax (1) of each row of h. 0 on success, -1 out of memory. */
@@ -219,6 +226,26 @@ OF_CLONES int of_softmax_f32(const float *x, float *y, long rows, long h, int lo
     return 0;
 }
 
+/* s = x + skip + bias in double (skip, bias NULL: none), written rounded to sum when not
+ * NULL; returns the sum of s (of s^2 with squares). */
+static inline double of_row_load(const float *x, const float *skip, const float *bias, double *s,
+                                 float *sum, long h, int squares) {
+    double acc[OF_LANES] = {0};
+    double tail = 0.0;
+    for (long j = 0; j < h; j++) {
+        double v = (double)x[j];
+        if (skip) v += (double)skip[j];
+        if (bias) v += (double)bias[j];
+        s[j] = v;
+        if (sum) sum[j] = (float)v;
+    }
+    long j = 0;
+    for (; j + OF_LANES <= h; j += OF_LANES)
+        for (int k = 0; k < OF_LANES; k++) acc[k] += squares ? s[j + k] * s[j + k] : s[j + k];
+    for (; j < h; j++) tail += squares ? s[j] * s[j] : s[j];
+    return of_combine(acc) + tail;
+}
+
 /* Layer norm (rms 0) or RMS norm (rms 1) of each row of s = x + skip + bias (skip, bias,
  * beta may be NULL; skip has skip_rows rows, repeated): y = (s - mean) * inv * gamma + beta,
  * inv = 1 / sqrt(var + eps) (RMS: y = s * inv * gamma, inv = 1 / sqrt(mean(s^2) + eps)).
@@ -231,17 +258,11 @@ OF_CLONES int of_norm_f32(const float *x, const float *skip, long skip_rows, con
     for (long r = 0; r < rows; r++) {
         const float *xr = x + r * h;
         float *yr = y + r * h;
-        for (long j = 0; j < h; j++) s[j] = (double)xr[j];
-        if (skip) {
-            const float *kr = skip + (r % skip_rows) * h;
-            for (long j = 0; j < h; j++) s[j] += (double)kr[j];
-        }
-        if (bias)
-            for (long j = 0; j < h; j++) s[j] += (double)bias[j];
-        if (sum_out)
-            for (long j = 0; j < h; j++) sum_out[r * h + j] = (float)s[j];
-        double mean = rms ? 0.0 : of_row_sum(s, h, 0, 0.0) / (double)h;
-        double inv = 1.0 / sqrt(of_row_sum(s, h, rms ? 1 : 2, mean) / (double)h + eps);
+        const float *kr = skip ? skip + (r % skip_rows) * h : NULL;
+        double first = of_row_load(xr, kr, bias, s, sum_out ? sum_out + r * h : NULL, h, rms);
+        double mean = rms ? 0.0 : first / (double)h;
+        double spread = rms ? first : of_row_sum(s, h, 2, mean);
+        double inv = 1.0 / sqrt(spread / (double)h + eps);
         if (mean_out) mean_out[r] = (float)mean;
         if (inv_out) inv_out[r] = (float)inv;
         if (beta)
