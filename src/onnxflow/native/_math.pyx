@@ -31,7 +31,9 @@ cdef void _run(Elementwise fn, const float[::1] x, const float[::1] bias, float[
         return
     if out.shape[0] != n or n % h:
         raise ValueError("buffer sizes do not match")
-    cdef const float *b = NULL if bias is None else &bias[0]
+    cdef const float *b = NULL
+    if bias is not None:
+        b = &bias[0]
     with nogil:
         fn(&x[0], b, &out[0], n // h, h, alpha)
 
@@ -76,7 +78,9 @@ def softmax_f32(const float[::1] x, float[::1] out, long h, bint log_form):
 
 
 cdef const float *_ptr(const float[::1] a):
-    return NULL if a is None or a.shape[0] == 0 else &a[0]
+    if a is None or a.shape[0] == 0:
+        return NULL
+    return &a[0]
 
 
 cdef float *_out(float[::1] a):
