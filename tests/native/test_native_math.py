@@ -1,4 +1,11 @@
-"""Compiled float math against the NumPy forms and against float64 rounded once."""
+"""Compiled float math against the NumPy forms and against float64 rounded once.
+
+The compiled float32 loops compute in double and round once, so each is held within a stated
+ulp bound of float64 math rounded once (the math written out here with NumPy and SciPy in
+float64). Against the NumPy form, which computes in float32, the bound is that form's own error:
+an ulp count where it is relative, an absolute one (times float32's epsilon) where the NumPy
+form cancels (1 + erf near -1, a normalized value near 0).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +14,75 @@ import math
 import numpy as np
 import pytest
 from native_forms import node_forms, ulp_distance
+from scipy.special import expit, ndtr
 
-FORMS_TESTED = [("", "Erf")]
+MS = "com.microsoft"
+
+FORMS_TESTED = [
+    ("", "Erf"),
+    ("", "Sigmoid"),
+    ("", "Swish"),
+    ("", "Gelu"),
+    ("", "Softmax"),
+    ("", "LogSoftmax"),
+    ("", "LayerNormalization"),
+    ("", "RMSNormalization"),
+    ("", "SimplifiedLayerNormalization"),
+    ("com.microsoft", "Gelu"),
+    ("com.microsoft", "BiasGelu"),
+    ("com.microsoft", "FastGelu"),
+    ("com.microsoft", "QuickGelu"),
+    ("com.microsoft", "FusedGemm"),
+    ("com.microsoft", "SkipLayerNormalization"),
+    ("com.microsoft", "SkipSimplifiedLayerNormalization"),
+]
+
+EPS32 = float(np.finfo(np.float32).eps)
 
 #: The compiled erf is float64 erf rounded once: within 1 ulp of the exact value rounded.
 ERF_ULP = 1
 #: How far the two forms may differ: the NumPy form's own error (measured: 3 ulp in float32, 83
 #: in float64, where its polynomials are sized for 1e-16 relative error) plus the compiled one's.
 ERF_FORMS_ULP = {np.float32: 4, np.float64: 100}
+#: sigmoid, swish, both GELUs: double math (polynomial errors below 3e-12) rounded once.
+UNARY_ULP = 1
+#: The NumPy form's float32 error (measured: sigmoid 3.2 ulp), plus the compiled form's 1.
+UNARY_FORMS_ULP = {"Sigmoid": 4}
+#: Swish and QuickGelu in NumPy round alpha * x to float32 before the exponential: that error
+#: (half an ulp of alpha * x) grows the result's relative error by up to |alpha * x| ulp.
+SWISH_FORMS_ULP = 4
+#: Where the NumPy form computes 1 + erf(x / sqrt 2) or 1 + tanh(u) in float32, it cancels for
+#: negative x: the two forms then differ by up to a few float32 epsilons times |x|.
+GELU_FORMS_ABS = 8
+#: Softmax and log-softmax in double rounded once: within 1 ulp of float64 math rounded.
+SOFTMAX_ULP = 1
+#: The NumPy form's float32 sums and subtraction: a few epsilons of the row's largest value.
+SOFTMAX_FORMS_ABS = 8
+#: Layer/RMS norm in double rounded once. The statistics are summed in another order than
+#: NumPy's float64 reference, so 1 ulp of the result, plus an absolute 1e-12 of scale for
+#: results that cancel to near 0 (normalized * gamma + beta).
+NORM_ULP = 1
+#: The NumPy form's float32 statistics and its rounding of normalized values before scaling:
+#: a few float32 epsilons of the output's scale (|normalized| * |gamma| + |beta|).
+NORM_FORMS_ABS = 16
+
+
+def _values(n: int = 20000, seed: int = 1) -> np.ndarray:
+    """Normal and wide uniform float32 values, tiny ones, and the special values."""
+    rng = np.random.default_rng(seed)
+    tiny = np.geomspace(1e-30, 1e-3, 200)
+    special = [0.0, -0.0, 0.5, -0.5, 4.0, 10.0, -10.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan]
+    parts = [rng.standard_normal(n) * 3, rng.uniform(-30, 30, n), tiny, -tiny, special]
+    return np.concatenate(parts).astype(np.float32)
+
+
+def _within_ulp(got: np.ndarray, exact: np.ndarray, bound: int) -> None:
+    """got is within ``bound`` ulp of ``exact`` (float64) rounded to got's dtype, NaN where it
+    is NaN."""
+    want = exact.astype(got.dtype)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert ulp_distance(got, want).max() <= bound
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -35,3 +103,200 @@ def test_erf_nan_and_other_dtypes():
     x = np.array([np.nan, 1.0, -2.0], np.float16)
     (compiled,), (numpy_form,) = node_forms("Erf", [x], 13)
     assert np.isnan(compiled[0]) and np.array_equal(compiled[1:], numpy_form[1:])
+
+
+def _gelu_tanh(v: np.ndarray) -> np.ndarray:
+    """GELU's tanh form in float64, as v / (1 + exp(-2u)) (no cancellation)."""
+    u = math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)
+    with np.errstate(all="ignore"):
+        return v / (1 + np.exp(-2 * u))
+
+
+def _times(fn):
+    def product(v: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return v * fn(v)
+
+    return product
+
+
+#: QuickGelu's default alpha, 1.702, as the float32 attribute holds it.
+QUICK_ALPHA = float(np.float32(1.702))
+
+#: (op, opset, domain, attributes, float64 math, NumPy-form bound: (ulp, ulp per unit of |x|),
+#: or None for GELU_FORMS_ABS)
+UNARY = [
+    ("Sigmoid", 13, "", {}, expit, (UNARY_FORMS_ULP["Sigmoid"], 0)),
+    ("Swish", 24, "", {"alpha": 1.5}, _times(lambda v: expit(1.5 * v)), (SWISH_FORMS_ULP, 1.5)),
+    ("Gelu", 20, "", {}, _times(ndtr), None),
+    ("Gelu", 20, "", {"approximate": "tanh"}, _gelu_tanh, None),
+    ("Gelu", 1, MS, {}, _times(ndtr), None),
+    ("FastGelu", 1, MS, {}, _gelu_tanh, None),
+    ("QuickGelu", 1, MS, {}, _times(lambda v: expit(QUICK_ALPHA * v)), (SWISH_FORMS_ULP, 1.702)),
+]
+
+
+@pytest.mark.parametrize(("op", "opset", "domain", "attrs", "exact", "forms_ulp"), UNARY)
+def test_unary(op, opset, domain, attrs, exact, forms_ulp):
+    x = _values()
+    (compiled,), (numpy_form,) = node_forms(op, [x], opset, domain=domain, **attrs)
+    _within_ulp(compiled, exact(x.astype(np.float64)), UNARY_ULP)
+    finite = np.isfinite(x)
+    if forms_ulp is not None:
+        bound = forms_ulp[0] + forms_ulp[1] * np.abs(x[finite])
+        assert (ulp_distance(compiled[finite], numpy_form[finite]) <= bound).all()
+    else:
+        gap = np.abs(compiled[finite].astype(np.float64) - numpy_form[finite])
+        assert (gap <= GELU_FORMS_ABS * EPS32 * np.maximum(1, np.abs(x[finite]))).all()
+    assert np.array_equal(np.isnan(compiled), np.isnan(numpy_form))
+    zeros = x == 0
+    assert np.array_equal(np.signbit(compiled[zeros]), np.signbit(numpy_form[zeros]))
+
+
+@pytest.mark.parametrize(("op", "exact"), [("BiasGelu", _times(ndtr)), ("FastGelu", _gelu_tanh)])
+def test_bias_then_activation(op, exact):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 5, 96)) * 3).astype(np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+    (compiled,), (numpy_form,) = node_forms(op, [x, bias], 1, domain=MS)
+    v = (x + bias).astype(np.float64)  # A + B is a float32 tensor
+    _within_ulp(compiled, exact(v), UNARY_ULP)
+    gap = np.abs(compiled.astype(np.float64) - numpy_form)
+    assert (gap <= GELU_FORMS_ABS * EPS32 * np.maximum(1, np.abs(v))).all()
+
+
+def test_unary_other_dtypes_run_numpy():
+    x = np.array([np.nan, 1.0, -2.0, 0.25], np.float64)
+    for op, opset, domain in [("Sigmoid", 13, ""), ("Gelu", 20, ""), ("BiasGelu", 1, MS)]:
+        inputs = [x, x] if op == "BiasGelu" else [x]
+        (compiled,), (numpy_form,) = node_forms(op, inputs, opset, domain=domain)
+        assert np.array_equal(compiled, numpy_form, equal_nan=True)
+
+
+def _softmax64(x: np.ndarray, log_form: bool) -> np.ndarray:
+    s = x.astype(np.float64) - x.max(-1, keepdims=True)
+    total = np.exp(s).sum(-1, keepdims=True)
+    return s - np.log(total) if log_form else np.exp(s) / total
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(("opset", "axis"), [(13, -1), (11, 1), (11, 2), (1, 1)])
+def test_softmax(op, opset, axis):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 7, 77)) * 6).astype(np.float32)
+    x[0, 0, :] = -np.inf
+    x[0, 1, 3] = np.inf
+    x[0, 2, 5] = np.nan
+    x[1, 0, :] = 0
+    (compiled,), (numpy_form,) = node_forms(op, [x], opset, axis=axis)
+    rows = x.reshape(math.prod(x.shape[:axis]), -1)  # the rows the opset normalizes
+    with np.errstate(invalid="ignore"):
+        exact = _softmax64(rows, op == "LogSoftmax").reshape(x.shape)
+    _within_ulp(compiled, exact, SOFTMAX_ULP)
+    assert np.array_equal(np.isnan(compiled), np.isnan(numpy_form))
+    ok = ~np.isnan(compiled)
+    scale = np.maximum(1, np.abs(rows)).max(-1, keepdims=True) * np.ones_like(rows)
+    gap = np.abs(compiled[ok].astype(np.float64) - numpy_form[ok])
+    assert (gap <= SOFTMAX_FORMS_ABS * EPS32 * scale.reshape(x.shape)[ok]).all()
+
+
+def test_softmax_other_axes_run_numpy():
+    x = np.random.default_rng(4).standard_normal((3, 4, 5)).astype(np.float32)
+    for op in ("Softmax", "LogSoftmax"):
+        (compiled,), (numpy_form,) = node_forms(op, [x], 13, axis=1)
+        assert np.array_equal(compiled, numpy_form)
+
+
+def _norm64(s: np.ndarray, axes: tuple[int, ...], epsilon: float, rms: bool):
+    """(normalized, mean, inverse deviation) of float64 s over ``axes``."""
+    mean = 0 if rms else s.mean(axes, keepdims=True)
+    inv = 1 / np.sqrt(((s - mean) ** 2).mean(axes, keepdims=True) + np.float32(epsilon))
+    return (s - mean) * inv, mean, inv
+
+
+def _close_norm(got: np.ndarray, numpy_form: np.ndarray, exact: np.ndarray, scale) -> None:
+    """got within NORM_ULP of ``exact`` (or 1e-12 of ``scale``), and NORM_FORMS_ABS float32
+    epsilons of ``scale`` from the NumPy form."""
+    want = exact.astype(np.float32)
+    near = np.abs(got.astype(np.float64) - exact) <= 1e-12 * scale
+    assert ((ulp_distance(got, want) <= NORM_ULP) | near).all()
+    assert (np.abs(got.astype(np.float64) - numpy_form) <= NORM_FORMS_ABS * EPS32 * scale).all()
+
+
+def _params(rng, *shape):
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_normalization(axis):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 6, 40)) * 3 + 2).astype(np.float32)
+    gamma, beta, _ = _params(rng, *x.shape[axis:])
+    compiled, numpy_form = node_forms("LayerNormalization", [x, gamma, beta], 17, 3, axis=axis)
+    axes = tuple(range(axis % 3, 3))
+    normalized, mean, inv = _norm64(x.astype(np.float64), axes, 1e-5, False)
+    scale = np.abs(normalized * gamma) + np.abs(beta)
+    _close_norm(compiled[0], numpy_form[0], normalized * gamma + beta, scale)
+    _close_norm(compiled[1], numpy_form[1], mean, np.abs(x).max())
+    _close_norm(compiled[2], numpy_form[2], inv, inv)
+
+
+RMS_OPS = [("RMSNormalization", 23, 1), ("SimplifiedLayerNormalization", 1, 2)]
+
+
+@pytest.mark.parametrize(("op", "opset", "n_out"), RMS_OPS)
+def test_rms_normalization(op, opset, n_out):
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((3, 4, 48)) * 3).astype(np.float32)
+    gamma = _params(rng, 48)[0]
+    compiled, numpy_form = node_forms(op, [x, gamma], opset, n_out)
+    normalized, _, inv = _norm64(x.astype(np.float64), (2,), 1e-5, True)
+    _close_norm(compiled[0], numpy_form[0], normalized * gamma, np.abs(normalized * gamma))
+    if n_out == 2:
+        _close_norm(compiled[1], numpy_form[1], inv, inv)
+
+
+@pytest.mark.parametrize("skip_shape", [(2, 5, 64), (1, 5, 64), (5, 64)])
+@pytest.mark.parametrize("rms", [False, True])
+def test_skip_layer_normalization(skip_shape, rms):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 5, 64)) * 3 + 1).astype(np.float32)
+    skip = rng.standard_normal(skip_shape).astype(np.float32)
+    gamma, beta, bias = _params(rng, 64)
+    op = "SkipSimplifiedLayerNormalization" if rms else "SkipLayerNormalization"
+    inputs = [x, skip, gamma, bias] if rms else [x, skip, gamma, beta, bias]
+    compiled, numpy_form = node_forms(op, inputs, 1, 4, domain=MS)
+    s = x.astype(np.float64) + skip + bias
+    normalized, mean, inv = _norm64(s, (2,), 1e-12, rms)
+    shift = 0 if rms else beta
+    terms = np.abs(x) + np.abs(skip) + np.abs(bias)  # the NumPy form's float32 sum errs by these
+    scale = (np.abs(normalized) + terms * inv) * np.abs(gamma) + np.abs(shift)
+    _close_norm(compiled[0], numpy_form[0], normalized * gamma + shift, scale)
+    _close_norm(compiled[1], numpy_form[1], mean * np.ones((2, 5, 1)), np.abs(s).max())
+    _close_norm(compiled[2], numpy_form[2], inv, inv)
+    _close_norm(compiled[3], numpy_form[3], s, terms)
+
+
+def test_norm_other_inputs_run_numpy():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 8))
+    gamma, beta, _ = (p.astype(np.float64) for p in _params(rng, 8))
+    compiled, numpy_form = node_forms("LayerNormalization", [x, gamma, beta], 17, 3)
+    for c, n in zip(compiled, numpy_form, strict=True):
+        assert np.array_equal(c, n)
+
+
+@pytest.mark.parametrize("activation", ["Sigmoid", "Relu"])
+def test_fused_gemm_activation(activation):
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((6, 40), (40, 32)))
+    c = rng.standard_normal(32).astype(np.float32)
+    (compiled,), (numpy_form,) = node_forms(
+        "FusedGemm", [a, b, c], 1, domain=MS, activation=activation
+    )
+    if activation == "Relu":  # no compiled form: the NumPy activation, bit for bit
+        assert np.array_equal(compiled, numpy_form)
+        return
+    product = a @ b + c  # float32, as Gemm rounds it before the activation
+    _within_ulp(compiled, expit(product.astype(np.float64)), UNARY_ULP)
+    assert ulp_distance(compiled, numpy_form).max() <= UNARY_FORMS_ULP["Sigmoid"]

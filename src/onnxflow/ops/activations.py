@@ -15,10 +15,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import PerDtype, accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
+
+#: The compiled loops (float32 computed in double, rounded once): ``_math``, or None.
+_MATH = compiled.module("_math")
 
 
 def _like(result: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -167,7 +171,22 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 
 
 # -- smooth activations -----------------------------------------------------------------------
-@op("Sigmoid", 1, 6, 13, traits=Traits(static_shape=True, elementwise=True))
+def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Sigmoid's compiled form: float32 in one pass, within 1 ulp; other dtypes in NumPy."""
+    if x.dtype != np.float32:
+        return sigmoid(x)
+    return compiled.elementwise(x, _MATH.sigmoid_f32)
+
+
+@op(
+    "Sigmoid",
+    *(1, 6, 13),
+    traits=Traits(
+        static_shape=True,
+        elementwise=True,
+        native=native_form(compiled.when(_MATH, _sigmoid_compiled)),
+    ),
+)
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
     """Return 1 / (1 + exp(-x))."""
     return _like(_sigmoid(x), x)
@@ -213,7 +232,16 @@ def mish(x: np.ndarray) -> np.ndarray:
     return _like(x * np.tanh(_softplus(x)), x)
 
 
-@op("Gelu", 20)
+def _gelu_compiled(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
+    """Gelu's compiled form: float32 in one pass, within 1 ulp of x * Phi(x) (or of the tanh
+    form, as x / (1 + exp(-2 inner))); other dtypes and attributes in NumPy."""
+    loops = {"none": _MATH.gelu_f32, "tanh": _MATH.gelu_tanh_f32}
+    if x.dtype != np.float32 or approximate not in loops:
+        return gelu(x, approximate=approximate)
+    return compiled.elementwise(x, lambda a, out: loops[approximate](a, None, out))
+
+
+@op("Gelu", 20, traits=Traits(native=native_form(compiled.when(_MATH, _gelu_compiled))))
 def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """Return x * Phi(x) (Phi the normal CDF), or its tanh approximation."""
     c = x.dtype.type
@@ -225,7 +253,16 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     raise ValueError(f"Gelu attribute approximate must be 'none' or 'tanh', found {approximate!r}")
 
 
-@op("Swish", 24)
+def _swish_compiled(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """Swish's compiled form: float32 in one pass, x / (1 + exp(-alpha x)) with alpha a
+    float32 taken exactly; other dtypes in NumPy."""
+    if x.dtype != np.float32:
+        return swish(x, alpha=alpha)
+    a = float(np.float32(alpha))
+    return compiled.elementwise(x, lambda v, out: _MATH.swish_f32(v, out, a))
+
+
+@op("Swish", 24, traits=Traits(native=native_form(compiled.when(_MATH, _swish_compiled))))
 def swish(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """Return x * sigmoid(alpha * x)."""
     return _like(x * _sigmoid(x * x.dtype.type(alpha)), x)
@@ -277,28 +314,65 @@ def _on_2d(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
     return _on_axis(fn, flat, 1).reshape(x.shape)
 
 
-@op("Softmax", 1, 11, traits=Traits(static_shape=True))
+def _compiled_rows(x: np.ndarray, axis: int, coerced: bool) -> int | None:
+    """The row length the compiled (log)softmax loop takes x in along ``axis`` (float32,
+    non-empty): the last axis (opset 13 on), or every axis from ``axis`` on when ``coerced``
+    (x coerced to 2-D, before opset 13); None when it does not take x."""
+    if x.dtype != np.float32 or x.size == 0 or x.ndim == 0:
+        return None
+    if coerced:
+        return math.prod(x.shape[axis:]) if -x.ndim <= axis <= x.ndim else None
+    return x.shape[-1] if axis in (-1, x.ndim - 1) else None
+
+
+def _softmax_form(
+    kernel: Callable[..., np.ndarray], log_form: bool, coerced: bool
+) -> Callable[..., np.ndarray] | None:
+    """The compiled form of the (log)softmax ``kernel``: float32 rows in one pass, in double
+    and rounded once; other inputs to ``kernel``. None when ``_math`` is not built."""
+
+    def form(x: np.ndarray, *, axis: int = 1 if coerced else -1) -> np.ndarray:
+        h = _compiled_rows(x, axis, coerced)
+        if h is None:
+            return kernel(x, axis=axis)
+        return compiled.elementwise(x, lambda v, out: _MATH.softmax_f32(v, out, h, log_form))
+
+    name = f"{kernel.__name__}_compiled"
+    form.__name__ = form.__qualname__ = name
+    form.__doc__ = f"{name}: float32 rows in one pass (in double, rounded once), else NumPy."
+    return compiled.when(_MATH, form)
+
+
 def softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return softmax over the columns of x coerced to 2-D at axis."""
     return _on_2d(_softmax, x, axis)
 
 
-@op("Softmax", 13, traits=Traits(static_shape=True))
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return exp(x) / sum(exp(x)) along axis."""
     return _on_axis(_softmax, x, axis)
 
 
-@op("LogSoftmax", 1, 11)
 def log_softmax_2d(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return log-softmax over the columns of x coerced to 2-D at axis."""
     return _on_2d(_log_softmax, x, axis)
 
 
-@op("LogSoftmax", 13)
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """Return x - log(sum(exp(x))) along axis."""
     return _on_axis(_log_softmax, x, axis)
+
+
+for _kernel, _log, _coerced, _versions, _traits in (
+    (softmax_2d, False, True, (1, 11), Traits(static_shape=True)),
+    (softmax, False, False, (13,), Traits(static_shape=True)),
+    (log_softmax_2d, True, True, (1, 11), Traits()),
+    (log_softmax, True, False, (13,), Traits()),
+):
+    _native = native_form(_softmax_form(_kernel, _log, _coerced))
+    op("LogSoftmax" if _log else "Softmax", *_versions, traits=_traits.replace(native=_native))(
+        _kernel
+    )
 
 
 @op("Hardmax", 1, 11)

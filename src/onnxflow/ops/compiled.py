@@ -57,3 +57,27 @@ def loops(mod: ModuleType | None, **by_dtype: str) -> dict[Any, Loop]:
     if mod is None:
         return {}
     return {np.dtype(dt): getattr(mod, fn) for dt, fn in by_dtype.items()}
+
+
+def when(mod: ModuleType | None, form: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``form`` when ``mod`` (the compiled module it calls) was built, else None."""
+    return None if mod is None else form
+
+
+def elementwise(x: np.ndarray, fill: Callable[[np.ndarray, np.ndarray], Any]) -> np.ndarray:
+    """A new array of x's shape and dtype, ``fill(x_flat, out_flat)`` over contiguous
+    one-dimensional views."""
+    out = np.empty(x.shape, x.dtype)
+    fill(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    return out
+
+
+def row_vector(x: np.ndarray, v: np.ndarray | None) -> bool:
+    """Whether ``v`` is absent or a float32 vector over x's last axis (a bias a row loop
+    takes)."""
+    return v is None or (v.dtype == np.float32 and x.ndim >= 1 and v.shape == x.shape[-1:])
+
+
+def flat32(v: np.ndarray | None) -> np.ndarray | None:
+    """``v`` as a contiguous one-dimensional float32 buffer (None stays None)."""
+    return None if v is None else np.ascontiguousarray(v, np.float32).reshape(-1)

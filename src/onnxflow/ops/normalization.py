@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
-from onnxflow.traits import NONE, RANDOM, Built, Traits
+from onnxflow.traits import NONE, RANDOM, Built, Traits, native_form
 from onnxflow.values import np_dtype
 
 
@@ -184,7 +185,69 @@ def instance_normalization(
     return (normalized * s + b).astype(x.dtype, copy=False)
 
 
-@op("LayerNormalization", 17)
+#: The compiled row loops (float32 statistics in double, rounded once): ``_math``, or None.
+_MATH = compiled.module("_math")
+
+
+def _trailing_rows(
+    x: np.ndarray, axis: int, stash_type: int, *params: np.ndarray | None
+) -> int | None:
+    """The length of the rows [axis, rank) that the compiled loop normalizes, when it takes
+    these inputs (all float32, stash float32, each parameter shaped as those axes); else None."""
+    first = normalize_axes([axis], x.ndim)[0]
+    tail = x.shape[first:]
+    fits = all(p is None or (p.dtype == np.float32 and p.shape == tail) for p in params)
+    if x.dtype != np.float32 or stash_type != 1 or x.size == 0 or not fits:
+        return None
+    return math.prod(tail)
+
+
+def normalized_rows(
+    x: np.ndarray,
+    axis: int,
+    epsilon: float,
+    rms: bool,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Y, Mean, InvStdDev) by the compiled loop over the rows [axis, rank) of float32 x (see
+    :func:`_trailing_rows`); with ``rms``, Y is RMS-normalized, Mean is 0 and the last the
+    inverse root mean square. The statistics are float32, shaped as x with those axes 1."""
+    first = normalize_axes([axis], x.ndim)[0]
+    stat_shape = x.shape[:first] + (1,) * (x.ndim - first)
+    y = np.empty(x.shape, np.float32)
+    mean, inv = np.empty(stat_shape, np.float32), np.empty(stat_shape, np.float32)
+    flat = compiled.flat32
+    _MATH.norm_f32(
+        flat(x), None, None, flat(scale), flat(bias), y.reshape(-1), mean.reshape(-1),
+        inv.reshape(-1), None, float(np.float32(epsilon)), rms,
+    )  # fmt: skip
+    return y, mean, inv
+
+
+def _layer_norm_compiled(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    stash_type: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LayerNormalization's compiled form: float32 rows in one pass, statistics in double;
+    other inputs in NumPy."""
+    if _trailing_rows(x, axis, stash_type, scale, bias) is None:
+        return layer_normalization(
+            x, scale, bias, axis=axis, epsilon=epsilon, stash_type=stash_type
+        )
+    return normalized_rows(x, axis, epsilon, False, scale, bias)
+
+
+#: LayerNormalization's compiled form (None when ``_math`` is not built).
+LAYER_NORM_COMPILED = native_form(compiled.when(_MATH, _layer_norm_compiled))
+
+
+@op("LayerNormalization", 17, traits=Traits(native=LAYER_NORM_COMPILED))
 def layer_normalization(
     x: np.ndarray,
     scale: np.ndarray,
@@ -246,7 +309,20 @@ def group_normalization(
     return _group_norm(x, scale, bias, num_groups, epsilon, np_dtype(stash_type))
 
 
-@op("RMSNormalization", 23)
+def _rms_norm_compiled(
+    x: np.ndarray, scale: np.ndarray, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
+) -> np.ndarray:
+    """RMSNormalization's compiled form: float32 rows in one pass, rounded once."""
+    if _trailing_rows(x, axis, stash_type, scale) is None:
+        return rms_normalization(x, scale, axis=axis, epsilon=epsilon, stash_type=stash_type)
+    return normalized_rows(x, axis, epsilon, True, scale)[0]
+
+
+@op(
+    "RMSNormalization",
+    23,
+    traits=Traits(native=native_form(compiled.when(_MATH, _rms_norm_compiled))),
+)
 def rms_normalization(
     x: np.ndarray, scale: np.ndarray, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
 ) -> np.ndarray:

@@ -29,12 +29,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops.conv import conv
 from onnxflow.ops.linalg import gemm, matmul
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.pool import max_pool
 from onnxflow.ops.registry import REGISTRY, op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -68,11 +69,14 @@ _GEMM_ACTIVATIONS: dict[str, int] = {
 }
 
 
-def _kernel(name: str, opset: int, what: str) -> Callable[..., np.ndarray]:
+def _kernel(name: str, opset: int, what: str, native: bool = False) -> Callable[..., np.ndarray]:
+    """The default-domain kernel ``name`` at ``opset``; with ``native``, its compiled form
+    when it declares one."""
     kernel = REGISTRY.lookup("", name, opset)
     if kernel is None or kernel.build:
         raise ValueError(f"{what}: no plain kernel computes {name} at opset {opset}")
-    return kernel.fn
+    form = kernel.traits.native
+    return form.fn if native and form is not None else kernel.fn
 
 
 def mlas_activation(name: str | None, params: Sequence[float] | None) -> Activation | None:
@@ -134,39 +138,60 @@ def fused_conv(
 
 
 # -- matrix products ----------------------------------------------------------------------------
-@op("FusedGemm", 1, domain=MS_DOMAIN, build=True)
-def fused_gemm(
-    node: NodeContext,
-    *,
-    activation: str | None = None,
-    activation_alpha: float | None = None,
-    activation_beta: float | None = None,
-    activation_gamma: float | None = None,
-    alpha: float = 1.0,
-    beta: float = 1.0,
-    transA: int = 0,
-    transB: int = 0,
-) -> Callable[..., np.ndarray]:
-    """activation(alpha * A' @ B' + beta * C), the activation's attributes those the node sets
-    as ``activation_alpha``/``_beta``/``_gamma`` (one the activation does not take is ignored,
-    as onnxruntime does)."""
-    act = None
-    if activation is not None:
-        if activation not in _GEMM_ACTIVATIONS:
-            raise ValueError(
-                f"activation {activation!r} is not one of {', '.join(_GEMM_ACTIVATIONS)}"
-            )
-        kernel = _kernel(activation, _GEMM_ACTIVATIONS[activation], "activation")
+def _gemm_activation(
+    activation: str | None, given: dict[str, float | None], native: bool
+) -> Activation | None:
+    """FusedGemm's activation (None: none) with the ``given`` attributes it takes bound; with
+    ``native``, the activation kernel's compiled form where it has one."""
+    if activation is None:
+        return None
+    if activation not in _GEMM_ACTIVATIONS:
+        raise ValueError(f"activation {activation!r} is not one of {', '.join(_GEMM_ACTIVATIONS)}")
+    kernel = _kernel(activation, _GEMM_ACTIVATIONS[activation], "activation", native)
+    takes = inspect.signature(kernel).parameters
+    bound = {k: v for k, v in given.items() if v is not None and k in takes}
+    return lambda y: kernel(y, **bound)
+
+
+def _fused_gemm(native: bool) -> Callable[..., Callable[..., np.ndarray]]:
+    """FusedGemm's builder; ``native``: its activation runs the compiled form it declares
+    (the NumPy form's activation otherwise)."""
+
+    def build(
+        node: NodeContext,
+        *,
+        activation: str | None = None,
+        activation_alpha: float | None = None,
+        activation_beta: float | None = None,
+        activation_gamma: float | None = None,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+        transA: int = 0,
+        transB: int = 0,
+    ) -> Callable[..., np.ndarray]:
+        """activation(alpha * A' @ B' + beta * C), the activation's attributes those the node
+        sets as ``activation_alpha``/``_beta``/``_gamma`` (one the activation does not take is
+        ignored, as onnxruntime does)."""
         given = {"alpha": activation_alpha, "beta": activation_beta, "gamma": activation_gamma}
-        takes = inspect.signature(kernel).parameters
-        bound = {k: v for k, v in given.items() if v is not None and k in takes}
-        act = lambda y: kernel(y, **bound)  # noqa: E731
+        act = _gemm_activation(activation, given, native)
 
-    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-        y = gemm(a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)
-        return _apply(y, act)
+        def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+            y = gemm(a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)
+            return _apply(y, act)
 
-    return run
+        return run
+
+    build.__name__ = build.__qualname__ = "fused_gemm_compiled" if native else "fused_gemm"
+    return build
+
+
+#: FusedGemm's compiled form: the same product, its activation's compiled form where one
+#: exists (Sigmoid's); none when the compiled math (``_math``) is not built.
+_FUSED_GEMM_COMPILED = native_form(compiled.when(compiled.module("_math"), _fused_gemm(True)))
+
+fused_gemm = op(
+    "FusedGemm", 1, domain=MS_DOMAIN, build=True, traits=Traits(native=_FUSED_GEMM_COMPILED)
+)(_fused_gemm(native=False))
 
 
 def _operand(x: np.ndarray, trans: int, trans_batch: int) -> np.ndarray:

@@ -29,24 +29,43 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import accumulation_dtype, float_compute_dtype
 from onnxflow.ops.microsoft import MS_DOMAIN
-from onnxflow.ops.normalization import _standardize, layer_normalization
+from onnxflow.ops.normalization import (
+    LAYER_NORM_COMPILED,
+    _standardize,
+    _trailing_rows,
+    layer_normalization,
+    normalized_rows,
+)
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Native, Traits, native_form
 
 Kernel = Callable[..., tuple[np.ndarray, ...]]
 
+#: The compiled row loops (float32 statistics in double, rounded once): ``_math``, or None.
+_MATH = compiled.module("_math")
 
-def _registered(op_type: str, domain: str = MS_DOMAIN) -> Callable[[Kernel], Kernel]:
-    """Register a kernel returning every output of ``op_type`` (since 1)."""
-    return op(op_type, 1, domain=domain, traits=Traits(static_shape=True, several=True))
+
+def _registered(
+    op_type: str, domain: str = MS_DOMAIN, native: Native | None = None
+) -> Callable[[Kernel], Kernel]:
+    """Register a kernel returning every output of ``op_type`` (since 1), with its compiled
+    form ``native``."""
+    traits = Traits(static_shape=True, several=True, native=native)
+    return op(op_type, 1, domain=domain, traits=traits)
+
+
+def _compiled(form: Kernel) -> Native | None:
+    """``form`` as a compiled form, None when ``_math`` is not built."""
+    return native_form(compiled.when(_MATH, form))
 
 
 #: onnx LayerNormalization-17's semantics are onnxruntime's since-1 registration's (the same
 #: attributes, inputs and outputs), so its kernel serves both.
-_registered("LayerNormalization", "")(layer_normalization)
+_registered("LayerNormalization", "", LAYER_NORM_COMPILED)(layer_normalization)
 
 
 def _work(x: np.ndarray) -> np.ndarray:
@@ -79,8 +98,17 @@ def _check_hidden(hidden: int, **params: np.ndarray | None) -> None:
 
 
 def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """input + skip (+ bias) in the statistics dtype; skip is (B, S, H), (1, S, H) or (S, H)
-    for an input (B, S, H), or (S, H) for an input (S, H)."""
+    """input + skip (+ bias) in the statistics dtype (shapes as :func:`_check_skip`)."""
+    _check_skip(x, skip)
+    total = _work(x) + _work(skip)
+    if bias is not None:
+        np.add(total, _work(bias), out=total)
+    return total
+
+
+def _check_skip(x: np.ndarray, skip: np.ndarray) -> None:
+    """skip is (B, S, H), (1, S, H) or (S, H) for an input (B, S, H), or (S, H) for an input
+    (S, H)."""
     if x.ndim not in (2, 3):
         raise ValueError(f"input must be (batch, sequence, hidden) or 2-D, found shape {x.shape}")
     fits = skip.ndim in (2, 3) and skip.ndim <= x.ndim and skip.shape[-2:] == x.shape[-2:]
@@ -89,13 +117,66 @@ def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None) -> np.nd
             f"skip must have shape {x.shape}, (1, {x.shape[-2]}, {x.shape[-1]}) or "
             f"{x.shape[-2:]} for an input of shape {x.shape}, found {skip.shape}"
         )
-    total = _work(x) + _work(skip)
-    if bias is not None:
-        np.add(total, _work(bias), out=total)
-    return total
 
 
-@_registered("SkipLayerNormalization")
+def _skip_compiled(
+    x: np.ndarray,
+    skip: np.ndarray,
+    params: tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None],
+    epsilon: float,
+    rms: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The four outputs of the skip layer norm (RMS norm if ``rms``) of float32 inputs with
+    float32 (H,) ``params`` (gamma, beta, bias) by the compiled loop in one pass over the rows;
+    None for other inputs."""
+    _check_hidden(x.shape[-1], **dict(zip(("gamma", "beta", "bias"), params, strict=True)))
+    _check_skip(x, skip)
+    if x.dtype != np.float32 or skip.dtype != np.float32 or x.size == 0:
+        return None
+    if not all(compiled.row_vector(x, p) for p in params):
+        return None
+    gamma, beta, bias = (compiled.flat32(p) for p in params)
+    y, total = np.empty_like(x), np.empty_like(x)
+    mean, inv = (np.zeros((*x.shape[:-1], 1), np.float32) for _ in range(2))
+    _MATH.norm_f32(
+        compiled.flat32(x), compiled.flat32(skip), bias, gamma, beta, y.reshape(-1),
+        mean.reshape(-1), inv.reshape(-1), total.reshape(-1), float(np.float32(epsilon)), rms,
+    )  # fmt: skip
+    return y, mean, inv, total
+
+
+def _skip_layer_norm_compiled(
+    x: np.ndarray,
+    skip: np.ndarray,
+    gamma: np.ndarray,
+    beta: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    *,
+    epsilon: float = 1e-12,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """SkipLayerNormalization's compiled form: float32 in one pass, statistics in double."""
+    out = _skip_compiled(x, skip, (gamma, beta, bias), epsilon, False)
+    if out is None:
+        return skip_layer_normalization(x, skip, gamma, beta, bias, epsilon=epsilon)
+    return out
+
+
+def _skip_simplified_compiled(
+    x: np.ndarray,
+    skip: np.ndarray,
+    gamma: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    epsilon: float = 1e-12,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """SkipSimplifiedLayerNormalization's compiled form, as :func:`_skip_layer_norm_compiled`."""
+    out = _skip_compiled(x, skip, (gamma, None, bias), epsilon, True)
+    if out is None:
+        return skip_simplified_layer_normalization(x, skip, gamma, bias, epsilon=epsilon)
+    return out
+
+
+@_registered("SkipLayerNormalization", native=_compiled(_skip_layer_norm_compiled))
 def skip_layer_normalization(
     x: np.ndarray,
     skip: np.ndarray,
@@ -114,7 +195,7 @@ def skip_layer_normalization(
     return y.astype(x.dtype), mean, inv_std, total.astype(x.dtype, copy=False)
 
 
-@_registered("SkipSimplifiedLayerNormalization")
+@_registered("SkipSimplifiedLayerNormalization", native=_compiled(_skip_simplified_compiled))
 def skip_simplified_layer_normalization(
     x: np.ndarray,
     skip: np.ndarray,
@@ -136,7 +217,24 @@ def skip_simplified_layer_normalization(
 # -- SimplifiedLayerNormalization (default domain) ---------------------------------------------
 
 
-@_registered("SimplifiedLayerNormalization", "")
+def _simplified_compiled(
+    x: np.ndarray,
+    scale: np.ndarray,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    stash_type: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SimplifiedLayerNormalization's compiled form: float32 rows in one pass."""
+    if _trailing_rows(x, axis, 1, scale) is None:
+        return simplified_layer_normalization(
+            x, scale, axis=axis, epsilon=epsilon, stash_type=stash_type
+        )
+    y, _, inv_rms = normalized_rows(x, axis, epsilon, True, scale)
+    return y, inv_rms
+
+
+@_registered("SimplifiedLayerNormalization", "", _compiled(_simplified_compiled))
 def simplified_layer_normalization(
     x: np.ndarray,
     scale: np.ndarray,
