@@ -13,20 +13,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_mathkern.h" /* of_erf, of_sigmoid: the compiled Erf's and Sigmoid's own functions */
+
 #define PW_CHUNK 1024 /* the most elements a chunk holds */
 
 enum {
     PW_ADD = 0, PW_SUB, PW_MUL, PW_DIV, PW_MAX, PW_MIN,      /* binary */
-    PW_NEG, PW_ABS, PW_SQRT, PW_RECIPROCAL, PW_RELU, PW_ERF, /* unary */
+    PW_NEG, PW_ABS, PW_SQRT, PW_RECIPROCAL, PW_RELU, PW_ERF, PW_SIGMOID, /* unary */
     PW_CLIP,                                                /* x, lo, hi */
     PW_CODES
 };
+
+/* As in _mathkern.h: without it GCC does not vectorize loops with selects (erf's two ranges,
+ * max, min); it changes no value (the loops raise no floating-point flags anyone reads). */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
 
 /* NumPy's maximum and minimum: a NaN operand gives NaN; of two equal values, the second. */
 static inline float pw_max(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline float pw_min(float a, float b) { return (a < b || a != a) ? a : b; }
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx2", "avx512f", "default")))
 static void pw_op(int code, const float *a, const float *b, const float *c, float *d, long m)
 {
     long i;
@@ -42,7 +49,8 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
     case PW_SQRT: for (i = 0; i < m; i++) d[i] = sqrtf(a[i]); break;
     case PW_RECIPROCAL: for (i = 0; i < m; i++) d[i] = 1.0f / a[i]; break;
     case PW_RELU: for (i = 0; i < m; i++) d[i] = pw_max(a[i], 0.0f); break;
-    case PW_ERF: for (i = 0; i < m; i++) d[i] = (float)erf((double)a[i]); break;
+    case PW_ERF: for (i = 0; i < m; i++) d[i] = (float)of_erf((double)a[i]); break;
+    case PW_SIGMOID: for (i = 0; i < m; i++) d[i] = (float)of_sigmoid((double)a[i]); break;
     case PW_CLIP: /* an omitted bound (NULL) does not clip */
         if (b != NULL && c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(pw_max(a[i], b[i]), c[i]);
         else if (b != NULL) for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);
@@ -51,6 +59,8 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
         break;
     }
 }
+
+#pragma GCC pop_options
 
 /* Elements [start, start + m) of an operand broadcast with (inner, period), into buf. */
 static void pw_load(const float *src, long inner, long period, long start, long m, float *buf)

@@ -185,6 +185,7 @@ def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None
         static_shape=True,
         elementwise=True,
         native=native_form(compiled.when(_MATH, _sigmoid_compiled)),
+        pointwise="sigmoid",
     ),
 )
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
