@@ -9,17 +9,20 @@ and its output is zero.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from onnxflow.ops import activations as act
+from onnxflow.ops import compiled
 from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.microsoft.experimental import affine, scaled_tanh
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -48,19 +51,24 @@ _ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], tuple[str, ...]]] = {
 }
 
 
-def _activations(
+#: An activation resolved: its name (lower case) and the attribute values given for it.
+Chosen = tuple[str, dict[str, float]]
+
+
+def _chosen_activations(
     names: list[str] | None,
     alphas: list[float] | None,
     betas: list[float] | None,
-    defaults: list[str],
+    defaults: Iterable[str],
     n_dirs: int,
-) -> list[list[Activation]]:
-    """Resolve the activation list into one list of callables per direction.
+) -> list[list[Chosen]]:
+    """The activation list resolved per direction: each function's name and the alpha and beta
+    values given for it.
 
     ``activation_alpha``/``activation_beta`` are consumed in order by the functions that take
-    them (the kernels convert them to their input's dtype); a list naming only one
-    direction's functions serves both directions.
+    them; a list naming only one direction's functions serves both directions.
     """
+    defaults = list(defaults)
     names = list(defaults) if not names else list(names)
     per_dir = len(defaults)
     if len(names) == per_dir and n_dirs == 2:
@@ -71,16 +79,33 @@ def _activations(
             f"x {n_dirs} direction(s)"
         )
     given = {"alpha": iter(alphas or []), "beta": iter(betas or [])}
-    resolved: list[Activation] = []
+    resolved: list[Chosen] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
         if entry is None:
             raise ValueError(f"unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}")
-        kernel, attributes = entry
-        values = {a: next(given[a], None) for a in attributes}
-        bound = {a: v for a, v in values.items() if v is not None}
-        resolved.append(functools.partial(kernel, **bound) if bound else kernel)
+        values = {a: next(given[a], None) for a in entry[1]}
+        resolved.append((name.lower(), {a: v for a, v in values.items() if v is not None}))
     return [resolved[d * per_dir : (d + 1) * per_dir] for d in range(n_dirs)]
+
+
+def _activations(
+    names: list[str] | None,
+    alphas: list[float] | None,
+    betas: list[float] | None,
+    defaults: list[str],
+    n_dirs: int,
+) -> list[list[Activation]]:
+    """Resolve the activation list into one list of callables per direction (the kernels
+    convert alpha and beta to their input's dtype), see :func:`_chosen_activations`."""
+    chosen = _chosen_activations(names, alphas, betas, defaults, n_dirs)
+    return [[_bound(*c) for c in per_dir] for per_dir in chosen]
+
+
+def _bound(name: str, values: dict[str, float]) -> Activation:
+    """The activation ``name`` with the attribute ``values`` given for it."""
+    kernel = _ACTIVATIONS[name][0]
+    return functools.partial(kernel, **values) if values else kernel
 
 
 @dataclass
@@ -143,6 +168,117 @@ class _Recurrence:
 
 _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
 
+_NATIVE = compiled.module("_rnn")
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """A node's compiled time loop (:func:`onnxflow.native._rnn.recur`): its cell, each
+    direction's activations (codes, alphas, betas), clip (NaN: none) and flag (LSTM's
+    input_forget, GRU's linear_before_reset). It serves float32 weights of the shapes it
+    reads; the NumPy cell serves the rest."""
+
+    kind: str
+    activations: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    clip: float
+    flag: int
+
+    def serves(self, q: _Weights, states: list[np.ndarray], lens: np.ndarray) -> bool:
+        """Whether the compiled loop takes these weights, states and sequence lengths."""
+        _, batch, width = q.xw.shape
+        hidden = states[0].shape[-1]
+        return (
+            q.xw.dtype == np.float32
+            and q.rt.shape == (hidden, width)
+            and q.rb.shape == (width,)
+            and (q.p is None or q.p.shape == (3 * hidden,))
+            and lens.shape == (batch,)
+        )
+
+    def run(
+        self,
+        d: int,
+        q: _Weights,
+        states: list[np.ndarray],
+        lens: np.ndarray,
+        backwards: bool,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Direction ``d`` through time: Y (T, B, H) and the final states (``states``, which
+        the loop overwrites)."""
+        seq, batch, _ = q.xw.shape
+        y = np.empty((seq, batch, states[0].shape[-1]), np.float32)
+        peep = _NO_PEEPHOLES if q.p is None else q.p
+        codes, alphas, betas = self.activations[d]
+        _NATIVE.recur(
+            _NATIVE.KINDS[self.kind],
+            np.ascontiguousarray(q.xw),
+            q.rt,
+            q.rb,
+            peep,
+            *(states * 2)[:2],  # h, and c (RNN and GRU have none: h stands in)
+            np.ascontiguousarray(lens, np.int64),
+            y,
+            backwards,
+            codes,
+            alphas,
+            betas,
+            self.clip,
+            self.flag,
+        )
+        return y, states
+
+
+_NO_PEEPHOLES = np.zeros(0, np.float32)
+
+
+def _loop(kind: _CellKind, spec: _Recurrence, clip: float | None, flag: int) -> _Loop | None:
+    """The compiled loop of a node of ``kind`` (None when its module was not built or the
+    direction is not one the spec names: the NumPy form then says what is wrong)."""
+    if _NATIVE is None or spec.direction not in _DIRECTIONS:
+        return None
+    listed = [None if v is None else tuple(v) for v in (spec.activations, spec.alphas, spec.betas)]
+    return _made_loop(kind, len(_DIRECTIONS[spec.direction]), *listed, clip, flag)
+
+
+@functools.cache
+def _made_loop(
+    kind: _CellKind,
+    n_dirs: int,
+    names: tuple[str, ...] | None,
+    alphas: tuple[float, ...] | None,
+    betas: tuple[float, ...] | None,
+    clip: float | None,
+    flag: int,
+) -> _Loop:
+    """:func:`_loop`'s value, made once for each set of attributes."""
+    chosen = _chosen_activations(
+        None if names is None else list(names),
+        None if alphas is None else list(alphas),
+        None if betas is None else list(betas),
+        kind.default_activations,
+        n_dirs,
+    )
+    name = {_RNN: "RNN", _LSTM: "LSTM", _GRU: "GRU"}[kind]
+    bound = np.nan if clip is None else float(clip)
+    return _Loop(name, [_native_activations(c) for c in chosen], bound, flag)
+
+
+def _native_activations(chosen: list[Chosen]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One direction's activations as the compiled loop takes them: codes, alphas, betas (the
+    values the NumPy kernels use: given or their defaults, in float32)."""
+    codes, values = [], {"alpha": [], "beta": []}
+    for name, given in chosen:
+        codes.append(_NATIVE.ACTIVATIONS[name])
+        parameters = inspect.signature(_ACTIVATIONS[name][0]).parameters
+        for a, out in values.items():
+            default = parameters[a].default if a in parameters else 0.0
+            out.append(float(np.float32(given.get(a, default))))
+    return (
+        np.array(codes, np.intc),
+        np.array(values["alpha"], np.float64),
+        np.array(values["beta"], np.float64),
+    )
+
 
 def _run(
     cell: Cell,
@@ -151,9 +287,11 @@ def _run(
     spec: _Recurrence,
     peepholes: np.ndarray | None = None,
     memo: WeightMemo[list[_Static]] | None = None,
+    loop: _Loop | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``cell`` over the sequence in each direction; return Y, Y_h (and Y_c for LSTM).
-    ``memo``: where the weights prepared for the arrays given last are kept."""
+    ``memo``: where the weights prepared for the arrays given last are kept; ``loop``: the
+    compiled time loop, run instead of ``cell`` where it serves."""
     x, w, r, b, seq_lens, *initial = inputs
     if spec.direction not in _DIRECTIONS:
         raise ValueError(
@@ -180,7 +318,10 @@ def _run(
     for d, backwards in enumerate(directions):
         weights = statics[d].weights(xs)
         states = _initial_states(initial, d, kind.n_states, (batch, r.shape[-1]), work)
-        y, states = _over_time(cell, weights, states, functions[d], lens, backwards)
+        if loop is not None and loop.serves(weights, states, lens):
+            y, states = loop.run(d, weights, states, lens, backwards)
+        else:
+            y, states = _over_time(cell, weights, states, functions[d], lens, backwards)
         ys.append(y)
         finals.append(states)
     outs = [np.stack(ys, axis=1)]  # (T, D, B, H)
@@ -380,14 +521,33 @@ def _gru_cell(
     return [(1 - z) * cand + z * h]
 
 
-@op(
-    "RNN",
-    1,
-    7,
-    14,
-    22,
-    traits=Traits(stateful=lambda: functools.partial(rnn, weights_memo=WeightMemo())),
-)
+Kernel = Callable[..., tuple[np.ndarray, ...]]
+
+
+def recurrent(op_type: str, *versions: int, domain: str = "") -> Callable[[Kernel], Kernel]:
+    """Register a recurrent kernel (which takes ``weights_memo`` and ``compiled``) with its
+    stateful form (keeping its weights prepared) and its compiled form, ``<kernel>_compiled``:
+    the same kernel with its time loop compiled (when :mod:`onnxflow.native._rnn` was built)."""
+
+    def register(kernel: Kernel) -> Kernel:
+        def form(*args: Any, **attrs: Any) -> tuple[np.ndarray, ...]:
+            return kernel(*args, compiled=True, **attrs)
+
+        functools.update_wrapper(form, kernel)
+        form.__name__ = form.__qualname__ = f"{kernel.__name__}_compiled"
+        native = native_form(
+            form if _NATIVE is not None else None,
+            stateful=lambda: functools.partial(form, weights_memo=WeightMemo()),
+        )
+        traits = Traits(
+            stateful=lambda: functools.partial(kernel, weights_memo=WeightMemo()), native=native
+        )
+        return op(op_type, *versions, domain=domain, traits=traits)(kernel)
+
+    return register
+
+
+@recurrent("RNN", 1, 7, 14, 22)
 def rnn(
     x: np.ndarray,
     w: np.ndarray,
@@ -405,6 +565,7 @@ def rnn(
     layout: int = 0,
     output_sequence: int = 0,
     weights_memo: WeightMemo[list[_Static]] | None = None,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """Simple RNN: Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb); returns (Y, Y_h)."""
     spec = _Recurrence(
@@ -412,17 +573,11 @@ def rnn(
     )
     cell = functools.partial(_rnn_cell, _clipper(clip))
     inputs = (x, w, r, b, sequence_lens, initial_h)
-    return _run(cell, _RNN, inputs, spec, memo=weights_memo)
+    loop = _loop(_RNN, spec, clip, 0) if compiled else None
+    return _run(cell, _RNN, inputs, spec, memo=weights_memo, loop=loop)
 
 
-@op(
-    "LSTM",
-    1,
-    7,
-    14,
-    22,
-    traits=Traits(stateful=lambda: functools.partial(lstm, weights_memo=WeightMemo())),
-)
+@recurrent("LSTM", 1, 7, 14, 22)
 def lstm(
     x: np.ndarray,
     w: np.ndarray,
@@ -443,6 +598,7 @@ def lstm(
     layout: int = 0,
     output_sequence: int = 0,
     weights_memo: WeightMemo[list[_Static]] | None = None,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """LSTM with gates i, o, f, c, optional peepholes and coupled input/forget; (Y, Y_h, Y_c)."""
     spec = _Recurrence(
@@ -452,18 +608,11 @@ def lstm(
     if p is None and clip is None and not input_forget and activations is None:
         cell = _lstm_default_cell
     inputs = (x, w, r, b, sequence_lens, initial_h, initial_c)
-    return _run(cell, _LSTM, inputs, spec, peepholes=p, memo=weights_memo)
+    loop = _loop(_LSTM, spec, clip, input_forget) if compiled else None
+    return _run(cell, _LSTM, inputs, spec, peepholes=p, memo=weights_memo, loop=loop)
 
 
-@op(
-    "GRU",
-    1,
-    3,
-    7,
-    14,
-    22,
-    traits=Traits(stateful=lambda: functools.partial(gru, weights_memo=WeightMemo())),
-)
+@recurrent("GRU", 1, 3, 7, 14, 22)
 def gru(
     x: np.ndarray,
     w: np.ndarray,
@@ -482,6 +631,7 @@ def gru(
     linear_before_reset: int = 0,
     output_sequence: int = 0,
     weights_memo: WeightMemo[list[_Static]] | None = None,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """GRU with gates z, r, h; linear_before_reset applies R_h before the reset gate."""
     spec = _Recurrence(
@@ -489,4 +639,5 @@ def gru(
     )
     cell = functools.partial(_gru_cell, _clipper(clip), linear_before_reset)
     inputs = (x, w, r, b, sequence_lens, initial_h)
-    return _run(cell, _GRU, inputs, spec, memo=weights_memo)
+    loop = _loop(_GRU, spec, clip, linear_before_reset) if compiled else None
+    return _run(cell, _GRU, inputs, spec, memo=weights_memo, loop=loop)

@@ -1,0 +1,186 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The time loops of RNN, LSTM and GRU (and DynamicQuantizeLSTM's): one call per direction runs
+every step of every batch entry, the recurrent product and the gates.
+
+The input projection of every step (``xw``, float32, from one GEMM) comes in; each step adds
+the recurrent product in double, computes the gates in double and rounds the new states once
+to float32. A batch entry past its sequence length keeps its state and outputs zeros.
+"""
+
+from libc.math cimport exp, expm1, fabs, log1p, tanh, nearbyintf
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+
+cdef extern from "_rnn_product.h" nogil:
+    void onnxflow_rnn_product(const float *m, Py_ssize_t ld, const double *h, double *acc,
+                              Py_ssize_t rows, Py_ssize_t width)
+    void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
+                                  int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
+
+#: The activations, by the code the callers pass (onnx's names, lower case).
+ACTIVATIONS = {
+    "relu": 0, "tanh": 1, "sigmoid": 2, "affine": 3, "leakyrelu": 4, "thresholdedrelu": 5,
+    "scaledtanh": 6, "hardsigmoid": 7, "elu": 8, "softsign": 9, "softplus": 10,
+}
+#: The cells, by the code the callers pass.
+cdef enum:
+    RNN = 0
+    LSTM = 1
+    GRU = 2
+KINDS = {"RNN": RNN, "LSTM": LSTM, "GRU": GRU}
+
+
+cdef struct Cell:
+    int kind
+    Py_ssize_t hidden
+    int codes[3]
+    double alphas[3]
+    double betas[3]
+    bint has_clip
+    double clip
+    bint flag  # LSTM: input_forget; GRU: linear_before_reset
+    const float *peep  # LSTM peepholes i, o, f, or NULL
+
+
+cdef inline double activate(int code, double x, double a, double b) noexcept nogil:
+    if code == 2:
+        return 1.0 / (1.0 + exp(-x))
+    if code == 1:
+        return tanh(x)
+    if code == 0:
+        return 0.0 if x < 0 else x
+    if code == 3:
+        return a * x + b
+    if code == 4:
+        return a * x if x < 0 else x
+    if code == 5:
+        return x if x > a else 0.0
+    if code == 6:
+        return a * tanh(b * x)
+    if code == 7:
+        x = a * x + b
+        return 0.0 if x < 0 else (1.0 if x > 1 else x)
+    if code == 8:
+        return a * expm1(x) if x < 0 else x
+    if code == 9:
+        return x / (1.0 + fabs(x))
+    return x + log1p(exp(-x)) if x > 0 else log1p(exp(x))
+
+
+cdef inline double bound(const Cell *cell, double x) noexcept nogil:
+    if cell.has_clip:
+        if x < -cell.clip:
+            return -cell.clip
+        if x > cell.clip:
+            return cell.clip
+    return x
+
+
+cdef inline double f(const Cell *cell, int which, double x) noexcept nogil:
+    return activate(cell.codes[which], bound(cell, x), cell.alphas[which], cell.betas[which])
+
+
+cdef void lstm_cell(const Cell *cell, const double *acc, float *h, float *c) noexcept nogil:
+    """acc: the gate pre-activations i, o, f, c; h and c: the states, overwritten."""
+    cdef Py_ssize_t j, n = cell.hidden
+    cdef double pi = 0, po = 0, pf = 0, i, forget, cj, cn, o
+    for j in range(n):
+        cj = c[j]
+        if cell.peep != NULL:
+            pi, po, pf = cell.peep[j], cell.peep[n + j], cell.peep[2 * n + j]
+        i = f(cell, 0, acc[j] + pi * cj)
+        forget = 1.0 - i if cell.flag else f(cell, 0, acc[2 * n + j] + pf * cj)
+        cn = forget * cj + i * f(cell, 1, acc[3 * n + j])
+        o = f(cell, 0, acc[n + j] + po * cn)
+        c[j] = <float>cn
+        h[j] = <float>(o * activate(cell.codes[2], cn, cell.alphas[2], cell.betas[2]))
+
+
+cdef void gru_cell(const Cell *cell, const float *xw, const float *rt, double *acc,
+                   double *hd, float *h) noexcept nogil:
+    """acc: Rb plus h's product with R's z and r columns (and h column when linear before
+    reset); hd: h in double (overwritten)."""
+    cdef Py_ssize_t j, n = cell.hidden
+    cdef double r
+    for j in range(n):
+        acc[j] = f(cell, 0, xw[j] + acc[j])  # z
+        r = f(cell, 0, xw[n + j] + acc[n + j])
+        if cell.flag:
+            acc[2 * n + j] *= r
+        else:
+            acc[n + j] = hd[j]
+            hd[j] = r * hd[j]
+    if not cell.flag:
+        onnxflow_rnn_product(rt + 2 * n, 3 * n, hd, acc + 2 * n, n, n)
+    for j in range(n):
+        hd[j] = acc[n + j] if not cell.flag else hd[j]
+        h[j] = <float>((1.0 - acc[j]) * f(cell, 1, xw[2 * n + j] + acc[2 * n + j])
+                       + acc[j] * hd[j])
+
+
+cdef void step(const Cell *cell, const float *xw, const float *rt, const float *rb,
+               double *acc, double *hd, float *h, float *c) noexcept nogil:
+    """One batch entry's step: h (and c) overwritten with the new states."""
+    cdef Py_ssize_t j, n = cell.hidden
+    cdef Py_ssize_t width = (4 if cell.kind == LSTM else (3 if cell.kind == GRU else 1)) * n
+    for j in range(n):
+        hd[j] = h[j]
+    if cell.kind == GRU:
+        for j in range(width):
+            acc[j] = rb[j]
+        onnxflow_rnn_product(rt, width, hd, acc, n, width if cell.flag else 2 * n)
+        gru_cell(cell, xw, rt, acc, hd, h)
+        return
+    for j in range(width):
+        acc[j] = xw[j]
+    onnxflow_rnn_product(rt, width, hd, acc, n, width)
+    if cell.kind == LSTM:
+        lstm_cell(cell, acc, h, c)
+    else:
+        for j in range(n):
+            h[j] = <float>f(cell, 0, acc[j])
+
+
+cdef int setup(Cell *cell, int kind, Py_ssize_t hidden, const int[::1] codes,
+               const double[::1] alphas, const double[::1] betas, double clip, bint flag,
+               const float[::1] peep) except -1:
+    cdef Py_ssize_t a
+    if codes.shape[0] > 3 or alphas.shape[0] != codes.shape[0] or betas.shape[0] != codes.shape[0]:
+        raise ValueError("expected at most 3 activations, each with an alpha and a beta")
+    cell.kind, cell.hidden, cell.flag = kind, hidden, flag
+    cell.has_clip, cell.clip = clip == clip, clip  # NaN: no clip
+    for a in range(codes.shape[0]):
+        cell.codes[a], cell.alphas[a], cell.betas[a] = codes[a], alphas[a], betas[a]
+    cell.peep = &peep[0] if peep.shape[0] else NULL
+    return 0
+
+
+def recur(int kind, const float[:, :, ::1] xw, const float[:, ::1] rt, const float[::1] rb,
+          const float[::1] peep, float[:, ::1] h, float[:, ::1] c, const int64_t[::1] lens,
+          float[:, :, ::1] y, bint backwards, const int[::1] codes, const double[::1] alphas,
+          const double[::1] betas, double clip, bint flag):
+    """Run one direction of an RNN, LSTM or GRU (``kind``) over xw (T, B, G*H): the input
+    projection with Wb (and Rb, but GRU's), R transposed ``rt`` (H, G*H), GRU's Rb ``rb``,
+    LSTM's peepholes ``peep`` (3H or empty), the states ``h`` and ``c`` (B, H: the initial ones
+    in, the final ones out; c is LSTM's), each entry's sequence length ``lens``; writes Y
+    (T, B, H) into ``y``. Activations by code (:data:`ACTIVATIONS`) with their alphas and
+    betas; ``clip`` NaN for none; ``flag``: input_forget (LSTM), linear_before_reset (GRU)."""
+    cdef Cell cell
+    cdef Py_ssize_t seq = xw.shape[0], batch = xw.shape[1], n = h.shape[1]
+    cdef Py_ssize_t s, t, b, j, width = xw.shape[2]
+    setup(&cell, kind, n, codes, alphas, betas, clip, flag, peep)
+    cdef double *acc = <double *>malloc((width + n) * sizeof(double))
+    if acc == NULL:
+        raise MemoryError()
+    with nogil:
+        for s in range(seq):
+            t = seq - 1 - s if backwards else s
+            for b in range(batch):
+                if t >= lens[b]:
+                    for j in range(n):
+                        y[t, b, j] = 0
+                    continue
+                step(&cell, &xw[t, b, 0], &rt[0, 0], &rb[0], acc, acc + width, &h[b, 0], &c[b, 0])
+                for j in range(n):
+                    y[t, b, j] = h[b, j]
+    free(acc)
