@@ -16,6 +16,7 @@ cdef extern from "_rnn_product.h" nogil:
                               Py_ssize_t rows, Py_ssize_t width)
     void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
                                   int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
+    void onnxflow_lstm_default(const double *acc, float *h, float *c, Py_ssize_t n)
 
 #: The activations, by the code the callers pass (onnx's names, lower case).
 ACTIVATIONS = {
@@ -40,6 +41,7 @@ cdef struct Cell:
     double clip
     bint flag  # LSTM: input_forget; GRU: linear_before_reset
     const float *peep  # LSTM peepholes i, o, f, or NULL
+    bint plain  # LSTM with the default activations, no peepholes, clip or coupling
 
 
 cdef inline double tanh_(double x) noexcept nogil:
@@ -108,10 +110,10 @@ cdef void lstm_cell(const Cell *cell, const double *acc, float *h, float *c) noe
         h[j] = <float>(o * activate(cell.codes[2], cn, cell.alphas[2], cell.betas[2]))
 
 
-cdef void gru_cell(const Cell *cell, const float *xw, const float *rt, double *acc,
+cdef void gru_cell(const Cell *cell, const double *xw, const float *rt, double *acc,
                    double *hd, float *h) noexcept nogil:
-    """acc: Rb plus h's product with R's z and r columns (and h column when linear before
-    reset); hd: h in double (overwritten)."""
+    """xw: the step's input projection with Wb; acc: Rb plus h's product with R's z and r
+    columns (and h column when linear before reset); hd: h in double (overwritten)."""
     cdef Py_ssize_t j, n = cell.hidden
     cdef double r
     for j in range(n):
@@ -130,9 +132,11 @@ cdef void gru_cell(const Cell *cell, const float *xw, const float *rt, double *a
                        + acc[j] * hd[j])
 
 
-cdef void step(const Cell *cell, const float *xw, const float *rt, const float *rb,
-               double *acc, double *hd, float *h, float *c) noexcept nogil:
-    """One batch entry's step: h (and c) overwritten with the new states."""
+cdef void step(const Cell *cell, const float *xw, const float *wb, const float *rt,
+               const float *rb, double *acc, double *xb, double *hd, float *h,
+               float *c) noexcept nogil:
+    """One batch entry's step: h (and c) overwritten with the new states. acc, xb: scratch of
+    the gates' width; hd: of the hidden size."""
     cdef Py_ssize_t j, n = cell.hidden
     cdef Py_ssize_t width = (4 if cell.kind == LSTM else (3 if cell.kind == GRU else 1)) * n
     for j in range(n):
@@ -140,13 +144,16 @@ cdef void step(const Cell *cell, const float *xw, const float *rt, const float *
     if cell.kind == GRU:
         for j in range(width):
             acc[j] = rb[j]
+            xb[j] = <double>xw[j] + wb[j]
         onnxflow_rnn_product(rt, width, hd, acc, n, width if cell.flag else 2 * n)
-        gru_cell(cell, xw, rt, acc, hd, h)
+        gru_cell(cell, xb, rt, acc, hd, h)
         return
     for j in range(width):
-        acc[j] = xw[j]
+        acc[j] = <double>xw[j] + wb[j]
     onnxflow_rnn_product(rt, width, hd, acc, n, width)
-    if cell.kind == LSTM:
+    if cell.kind == LSTM and cell.plain:
+        onnxflow_lstm_default(acc, h, c, n)
+    elif cell.kind == LSTM:
         lstm_cell(cell, acc, h, c)
     else:
         for j in range(n):
@@ -164,24 +171,27 @@ cdef int setup(Cell *cell, int kind, Py_ssize_t hidden, const int[::1] codes,
     for a in range(codes.shape[0]):
         cell.codes[a], cell.alphas[a], cell.betas[a] = codes[a], alphas[a], betas[a]
     cell.peep = &peep[0] if peep.shape[0] else NULL
+    cell.plain = (kind == LSTM and cell.peep == NULL and not cell.has_clip and not flag
+                  and codes.shape[0] == 3 and codes[0] == 2 and codes[1] == 1 and codes[2] == 1)
     return 0
 
 
-def recur(int kind, const float[:, :, ::1] xw, const float[:, ::1] rt, const float[::1] rb,
-          const float[::1] peep, float[:, ::1] h, float[:, ::1] c, const int64_t[::1] lens,
-          float[:, :, ::1] y, bint backwards, const int[::1] codes, const double[::1] alphas,
-          const double[::1] betas, double clip, bint flag):
+def recur(int kind, const float[:, :, ::1] xw, const float[::1] wb, const float[:, ::1] rt,
+          const float[::1] rb, const float[::1] peep, float[:, ::1] h, float[:, ::1] c,
+          const int64_t[::1] lens, float[:, :, ::1] y, bint backwards, const int[::1] codes,
+          const double[::1] alphas, const double[::1] betas, double clip, bint flag):
     """Run one direction of an RNN, LSTM or GRU (``kind``) over xw (T, B, G*H): the input
-    projection with Wb (and Rb, but GRU's), R transposed ``rt`` (H, G*H), GRU's Rb ``rb``,
-    LSTM's peepholes ``peep`` (3H or empty), the states ``h`` and ``c`` (B, H: the initial ones
-    in, the final ones out; c is LSTM's), each entry's sequence length ``lens``; writes Y
-    (T, B, H) into ``y``. Activations by code (:data:`ACTIVATIONS`) with their alphas and
-    betas; ``clip`` NaN for none; ``flag``: input_forget (LSTM), linear_before_reset (GRU)."""
+    projection, to which the loop adds ``wb`` (G*H: Wb, and Rb but GRU's), R transposed
+    ``rt`` (H, G*H), GRU's Rb ``rb`` (G*H, zeros for the others), LSTM's peepholes ``peep``
+    (3H or empty), the states ``h`` and ``c`` (B, H: the initial ones in, the final ones out;
+    c is LSTM's), each entry's sequence length ``lens``; writes Y (T, B, H) into ``y``.
+    Activations by code (:data:`ACTIVATIONS`) with their alphas and betas; ``clip`` NaN for
+    none; ``flag``: input_forget (LSTM), linear_before_reset (GRU)."""
     cdef Cell cell
     cdef Py_ssize_t seq = xw.shape[0], batch = xw.shape[1], n = h.shape[1]
     cdef Py_ssize_t s, t, b, j, width = xw.shape[2]
     setup(&cell, kind, n, codes, alphas, betas, clip, flag, peep)
-    cdef double *acc = <double *>malloc((width + n) * sizeof(double))
+    cdef double *acc = <double *>malloc((2 * width + n) * sizeof(double))
     if acc == NULL:
         raise MemoryError()
     with nogil:
@@ -192,7 +202,8 @@ def recur(int kind, const float[:, :, ::1] xw, const float[:, ::1] rt, const flo
                     for j in range(n):
                         y[t, b, j] = 0
                     continue
-                step(&cell, &xw[t, b, 0], &rt[0, 0], &rb[0], acc, acc + width, &h[b, 0], &c[b, 0])
+                step(&cell, &xw[t, b, 0], &wb[0], &rt[0, 0], &rb[0], acc, acc + width,
+                     acc + 2 * width, &h[b, 0], &c[b, 0])
                 for j in range(n):
                     y[t, b, j] = h[b, j]
     free(acc)

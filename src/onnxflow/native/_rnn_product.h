@@ -44,3 +44,72 @@ void onnxflow_rnn_product_int(const int32_t *restrict m, ptrdiff_t ld,
             acc[g] += row[g] * qk;
     }
 }
+
+/* The gate helpers assume no floating-point trap is enabled (Python enables none), so that
+ * GCC may compute both sides of a select and vectorize their loops: values are unchanged. */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+
+/* exp(x) in double, branch-free so that loops calling it vectorize: x = n ln2 + r with
+ * |r| <= ln2/2, e^r from its Taylor series to r^11 (relative error below 1e-15), 2^n put in
+ * the exponent bits. x is held in [-708, 709] (exp's finite normal range); a NaN stays NaN. */
+static inline double onnxflow_exp(double x)
+{
+    const double shift = 0x1.8p52; /* adding it rounds to an integer, kept in the low bits */
+    x = x < -708.0 ? -708.0 : x;
+    x = x > 709.0 ? 709.0 : x;
+    double t = x * 0x1.71547652b82fep0 + shift; /* x / ln2 + shift */
+    double n = t - shift;
+    double r = (x - n * 0x1.62e42fee00000p-1) - n * 0x1.a39ef35793c76p-33; /* ln2 in two parts */
+    double p = 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t bits;
+    __builtin_memcpy(&bits, &t, sizeof bits);
+    bits = (bits + 1023) << 52; /* t's low bits hold n */
+    double scale;
+    __builtin_memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline double onnxflow_sigmoid(double x)
+{
+    return 1.0 / (1.0 + onnxflow_exp(-x));
+}
+
+/* tanh(x) = (1 - e) / (1 + e) with e = exp(-2|x|): 1 - e loses at most log2(1 / 2|x|) bits of
+ * 53, so below |x| = 1e-4 the series x (1 - x^2/3) (error x^4 relative) is taken instead. */
+static inline double onnxflow_tanh(double x)
+{
+    double m = __builtin_fabs(x);
+    double e = onnxflow_exp(-2.0 * m);
+    double big = (1.0 - e) / (1.0 + e);
+    big = __builtin_copysign(big, x);
+    return m < 1e-4 ? x * (1.0 - x * x / 3.0) : big;
+}
+
+/* One LSTM step's gates with the default activations (no peepholes, clip or coupling), from
+ * the pre-activations acc (i, o, f, c side by side): c and h overwritten, rounded once. */
+__attribute__((target_clones("avx2", "default")))
+void onnxflow_lstm_default(const double *restrict acc, float *restrict h, float *restrict c,
+                           ptrdiff_t n)
+{
+    for (ptrdiff_t j = 0; j < n; j++) {
+        double i = onnxflow_sigmoid(acc[j]), o = onnxflow_sigmoid(acc[n + j]);
+        double f = onnxflow_sigmoid(acc[2 * n + j]), g = onnxflow_tanh(acc[3 * n + j]);
+        double cn = f * (double)c[j] + i * g;
+        c[j] = (float)cn;
+        h[j] = (float)(o * onnxflow_tanh(cn));
+    }
+}
+
+#pragma GCC pop_options

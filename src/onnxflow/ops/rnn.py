@@ -183,15 +183,19 @@ class _Loop:
     clip: float
     flag: int
 
-    def serves(self, q: _Weights, states: list[np.ndarray], lens: np.ndarray) -> bool:
-        """Whether the compiled loop takes these weights, states and sequence lengths."""
-        _, batch, width = q.xw.shape
+    def serves(
+        self, q: _Static, xs: np.ndarray, states: list[np.ndarray], lens: np.ndarray
+    ) -> bool:
+        """Whether the compiled loop takes these weights, inputs, states and lengths."""
+        _, batch, size = xs.shape
         hidden = states[0].shape[-1]
+        width = q.rt.shape[-1]
         return (
             batch < _BLAS_BATCH
-            and q.xw.dtype == np.float32
+            and xs.dtype == np.float32
+            and q.wt.shape == (size, width)
+            and q.wb.shape == q.rb.shape == (width,)
             and q.rt.shape == (hidden, width)
-            and q.rb.shape == (width,)
             and (q.p is None or q.p.shape == (3 * hidden,))
             and lens.shape == (batch,)
         )
@@ -199,25 +203,29 @@ class _Loop:
     def run(
         self,
         d: int,
-        q: _Weights,
+        q: _Static,
+        xs: np.ndarray,
         states: list[np.ndarray],
         lens: np.ndarray,
         backwards: bool,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Direction ``d`` through time: Y (T, B, H) and the final states (``states``, which
-        the loop overwrites)."""
-        seq, batch, _ = q.xw.shape
+        the loop overwrites). The input projection of every step is one GEMM; its bias is
+        added in the loop."""
+        seq, batch, size = xs.shape
+        xw = np.dot(xs.reshape(seq * batch, size), q.wt).reshape(seq, batch, -1)
         y = np.empty((seq, batch, states[0].shape[-1]), np.float32)
         peep = _NO_PEEPHOLES if q.p is None else q.p
         codes, alphas, betas = self.activations[d]
         _NATIVE.recur(
             _NATIVE.KINDS[self.kind],
-            np.ascontiguousarray(q.xw),
+            xw,
+            q.wb,
             q.rt,
             q.rb,
             peep,
             *(states * 2)[:2],  # h, and c (RNN and GRU have none: h stands in)
-            np.ascontiguousarray(lens, np.int64),
+            lens,
             y,
             backwards,
             codes,
@@ -309,9 +317,16 @@ def _run(
     work = float_compute_dtype(x.dtype)
     seq, batch, _ = x.shape
     lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
-    functions = _activations(
-        spec.activations, spec.alphas, spec.betas, kind.default_activations, len(directions)
+    functions = functools.partial(
+        _activations,
+        spec.activations,
+        spec.alphas,
+        spec.betas,
+        list(kind.default_activations),
+        len(directions),
     )
+    if loop is None:
+        functions()  # the activations checked before any work
     xs = x.astype(work, copy=False)
 
     def make() -> list[_Static]:
@@ -320,16 +335,19 @@ def _run(
     statics = make() if memo is None else memo.get((w, r, b, peepholes, work), make)
     ys, finals = [], []
     for d, backwards in enumerate(directions):
-        weights = statics[d].weights(xs)
         states = _initial_states(initial, d, kind.n_states, (batch, r.shape[-1]), work)
-        if loop is not None and loop.serves(weights, states, lens):
-            y, states = loop.run(d, weights, states, lens, backwards)
+        if loop is not None and loop.serves(statics[d], xs, states, lens):
+            y, states = loop.run(d, statics[d], xs, states, lens, backwards)
         else:
-            y, states = _over_time(cell, weights, states, functions[d], lens, backwards)
+            weights = statics[d].weights(xs)
+            y, states = _over_time(cell, weights, states, functions()[d], lens, backwards)
         ys.append(y)
         finals.append(states)
-    outs = [np.stack(ys, axis=1)]  # (T, D, B, H)
-    outs += [np.stack([f[i] for f in finals]) for i in range(kind.n_states)]
+    outs = [np.stack(ys, axis=1) if len(ys) > 1 else ys[0][:, None]]  # (T, D, B, H)
+    outs += [
+        np.stack([f[i] for f in finals]) if len(finals) > 1 else finals[0][i][None]
+        for i in range(kind.n_states)
+    ]
     if spec.layout:
         outs = [outs[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in outs[1:]]
     return tuple(o.astype(x.dtype, copy=False) for o in outs)
