@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from native_forms import node_forms
 
-FORMS_TESTED = [("", "LSTM"), ("", "GRU"), ("", "RNN")]
+FORMS_TESTED = [("", "LSTM"), ("", "GRU"), ("", "RNN"), ("com.microsoft", "DynamicQuantizeLSTM")]
 
 #: How far the compiled loop may be from the NumPy form. The compiled loop sums the recurrent
 #: product and computes the gates in double, rounding each new state once to float32; the NumPy
@@ -141,3 +141,60 @@ def test_float64_runs_the_numpy_form():
     compiled, numpy_form = node_forms("LSTM", inputs, 14, 3)
     for c, n in zip(compiled, numpy_form, strict=True):
         assert c.dtype == np.float64 and np.array_equal(c, n)
+
+
+def _quantized_lstm_inputs(
+    seq: int, batch: int, hidden: int, direction: str, codes: type, per_column: bool, seed: int
+) -> list[np.ndarray | None]:
+    """DynamicQuantizeLSTM's inputs: X, 8-bit W (D, I, 4H) and R (D, H, 4H) with their scales
+    and zero points (per direction, or per direction and column), B, lengths and states."""
+    rng = np.random.default_rng(seed)
+    dirs, size = N_DIRS[direction], 6
+    info = np.iinfo(codes)
+    params = (dirs, 4 * hidden) if per_column else (dirs,)
+
+    def weights(rows: int) -> np.ndarray:
+        return rng.integers(info.min, info.max + 1, (dirs, rows, 4 * hidden)).astype(codes)
+
+    def scales(top: float) -> np.ndarray:
+        return (rng.random(params) * top + top / 4).astype(np.float32)
+
+    zero = np.full(params, (int(info.min) + int(info.max) + 1) // 2, codes)
+    lens = rng.integers(1, seq + 1, batch).astype(np.int32)
+    states = [
+        (rng.standard_normal((dirs, batch, hidden)) * 0.5).astype(np.float32) for _ in range(2)
+    ]
+    return [
+        rng.standard_normal((seq, batch, size)).astype(np.float32),
+        weights(size),
+        weights(hidden),
+        (rng.standard_normal((dirs, 8 * hidden)) * 0.1).astype(np.float32),
+        lens,
+        *states,
+        None,
+        scales(0.004),
+        zero,
+        scales(0.2 / hidden / 128),
+        zero.copy(),
+    ]
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize(("batch", "hidden"), [(1, 8), (1, 64), (16, 32)])
+@pytest.mark.parametrize("codes", [np.int8, np.uint8])
+def test_dynamic_quantize_lstm(direction, batch, hidden, codes):
+    inputs = _quantized_lstm_inputs(40, batch, hidden, direction, codes, hidden == 64, 1)
+    compiled, numpy_form = node_forms(
+        "DynamicQuantizeLSTM", inputs, 1, 3, "com.microsoft", direction=direction
+    )
+    for c, n in zip(compiled, numpy_form, strict=True):
+        np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)
+
+
+def test_dynamic_quantize_lstm_peepholes_clip_and_activations():
+    inputs = _quantized_lstm_inputs(30, 3, 8, "forward", np.int8, False, 2)
+    inputs[7] = (np.random.default_rng(3).standard_normal((1, 24)) * 0.3).astype(np.float32)
+    attrs = dict(clip=0.8, input_forget=1, activations=["HardSigmoid", "Tanh", "Softsign"])
+    compiled, numpy_form = node_forms("DynamicQuantizeLSTM", inputs, 1, 3, "com.microsoft", **attrs)
+    for c, n in zip(compiled, numpy_form, strict=True):
+        np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)

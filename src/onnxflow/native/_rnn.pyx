@@ -7,7 +7,7 @@ the recurrent product in double, computes the gates in double and rounds the new
 to float32. A batch entry past its sequence length keeps its state and outputs zeros.
 """
 
-from libc.math cimport exp, expm1, fabs, log1p
+from libc.math cimport exp, expm1, fabs, log1p, nearbyint, nearbyintf
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
@@ -207,3 +207,72 @@ def recur(int kind, const float[:, :, ::1] xw, const float[::1] wb, const float[
                 for j in range(n):
                     y[t, b, j] = h[b, j]
     free(acc)
+
+
+cdef float quantize_states(const float[:, ::1] h, int32_t *q) noexcept nogil:
+    """All of h (B, H) quantized to uint8 over its range widened to 0, as onnx
+    DynamicQuantizeLinear in float32: ``q`` gets each code less the zero point; returns the
+    scale (1 when the range is empty, every code then 0)."""
+    cdef Py_ssize_t b, j, batch = h.shape[0], n = h.shape[1]
+    cdef float low = 0, high = 0, scale, zero
+    cdef double code
+    for b in range(batch):
+        for j in range(n):
+            low = h[b, j] if h[b, j] < low else low
+            high = h[b, j] if h[b, j] > high else high
+    scale = (high - low) / <float>255
+    if scale == 0:
+        for j in range(batch * n):
+            q[j] = 0
+        return 1
+    zero = nearbyintf(min(max(-low / scale, <float>0), <float>255))
+    for b in range(batch):
+        for j in range(n):
+            code = nearbyint(<double>(h[b, j] / scale)) + zero
+            q[b * n + j] = <int32_t>min(max(code, 0.0), 255.0) - <int32_t>zero
+    return scale
+
+
+def quantized_lstm(const float[:, :, ::1] xw, const int32_t[:, ::1] rc,
+                   const float[::1] r_scale, const float[::1] rb, const float[::1] peep,
+                   float[:, ::1] h, float[:, ::1] c, const int64_t[::1] lens,
+                   float[:, :, ::1] y, const int[::1] codes, const double[::1] alphas,
+                   const double[::1] betas, double clip, bint input_forget):
+    """DynamicQuantizeLSTM's loop, forward over xw (T, B, 4H: the input projection with Wb,
+    each entry's steps already in its own order): at every step the states h (B, H) quantized
+    together, their product with R's codes less its zero points ``rc`` (H, 4H) exact in int32,
+    scaled by the states' scale times ``r_scale`` (4H) and Rb ``rb`` added, in float32 as
+    onnxruntime; then LSTM's gates (see :func:`recur`, which the other arguments follow)."""
+    cdef Cell cell
+    cdef Py_ssize_t seq = xw.shape[0], batch = xw.shape[1], n = h.shape[1]
+    cdef Py_ssize_t t, b, j, width = xw.shape[2]
+    cdef float scale
+    setup(&cell, LSTM, n, codes, alphas, betas, clip, input_forget, peep)
+    cdef double *acc = <double *>malloc(width * sizeof(double))
+    cdef int32_t *q = <int32_t *>malloc((batch * n + width) * sizeof(int32_t))
+    cdef int32_t *dot = q + batch * n
+    if acc == NULL or q == NULL:
+        free(acc)
+        free(q)
+        raise MemoryError()
+    with nogil:
+        for t in range(seq):
+            scale = quantize_states(h, q)
+            for b in range(batch):
+                if t >= lens[b]:
+                    for j in range(n):
+                        y[t, b, j] = 0
+                    continue
+                for j in range(width):
+                    dot[j] = 0
+                onnxflow_rnn_product_int(&rc[0, 0], width, q + b * n, dot, n, width)
+                for j in range(width):
+                    acc[j] = xw[t, b, j] + (<float>dot[j] * (scale * r_scale[j]) + rb[j])
+                if cell.plain:
+                    onnxflow_lstm_default(acc, &h[b, 0], &c[b, 0], n)
+                else:
+                    lstm_cell(&cell, acc, &h[b, 0], &c[b, 0])
+                for j in range(n):
+                    y[t, b, j] = h[b, j]
+    free(acc)
+    free(q)

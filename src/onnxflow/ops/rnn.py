@@ -316,7 +316,7 @@ def _run(
     _check_weights(w, r, kind, len(directions), spec)
     work = float_compute_dtype(x.dtype)
     seq, batch, _ = x.shape
-    lens = np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
+    lens = _lengths(seq_lens, seq, batch)
     functions = functools.partial(
         _activations,
         spec.activations,
@@ -343,14 +343,23 @@ def _run(
             y, states = _over_time(cell, weights, states, functions()[d], lens, backwards)
         ys.append(y)
         finals.append(states)
-    outs = [np.stack(ys, axis=1) if len(ys) > 1 else ys[0][:, None]]  # (T, D, B, H)
-    outs += [
-        np.stack([f[i] for f in finals]) if len(finals) > 1 else finals[0][i][None]
-        for i in range(kind.n_states)
-    ]
+    outs = _stacked(ys, finals)
     if spec.layout:
         outs = [outs[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in outs[1:]]
     return tuple(o.astype(x.dtype, copy=False) for o in outs)
+
+
+def _stacked(ys: list[np.ndarray], finals: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Y (T, D, B, H) and each final state (D, B, H) from every direction's (one direction's
+    as a view, no copy)."""
+    if len(ys) == 1:
+        return [ys[0][:, None]] + [s[None] for s in finals[0]]
+    return [np.stack(ys, axis=1)] + [np.stack(s) for s in zip(*finals, strict=True)]
+
+
+def _lengths(seq_lens: np.ndarray | None, seq: int, batch: int) -> np.ndarray:
+    """Each batch entry's sequence length (int64): ``seq_lens``, or ``seq`` for every one."""
+    return np.full(batch, seq) if seq_lens is None else seq_lens.astype(np.int64).reshape(-1)
 
 
 def _initial_states(
@@ -546,10 +555,18 @@ def _gru_cell(
 Kernel = Callable[..., tuple[np.ndarray, ...]]
 
 
-def recurrent(op_type: str, *versions: int, domain: str = "") -> Callable[[Kernel], Kernel]:
-    """Register a recurrent kernel (which takes ``weights_memo`` and ``compiled``) with its
-    stateful form (keeping its weights prepared) and its compiled form, ``<kernel>_compiled``:
-    the same kernel with its time loop compiled (when :mod:`onnxflow.native._rnn` was built)."""
+def _memoized(kernel: Kernel) -> Callable[[], Kernel]:
+    """What makes ``kernel``'s stateful form: the kernel with a memo of its own."""
+    return lambda: functools.partial(kernel, weights_memo=WeightMemo())
+
+
+def recurrent(
+    op_type: str, *versions: int, domain: str = "", memo: bool = True
+) -> Callable[[Kernel], Kernel]:
+    """Register a recurrent kernel (which takes ``compiled``, and ``weights_memo`` when
+    ``memo``) with its stateful form (keeping its weights prepared) and its compiled form,
+    ``<kernel>_compiled``: the same kernel with its time loop compiled (when
+    :mod:`onnxflow.native._rnn` was built)."""
 
     def register(kernel: Kernel) -> Kernel:
         def form(*args: Any, **attrs: Any) -> tuple[np.ndarray, ...]:
@@ -559,11 +576,9 @@ def recurrent(op_type: str, *versions: int, domain: str = "") -> Callable[[Kerne
         form.__name__ = form.__qualname__ = f"{kernel.__name__}_compiled"
         native = native_form(
             form if _NATIVE is not None else None,
-            stateful=lambda: functools.partial(form, weights_memo=WeightMemo()),
+            stateful=_memoized(form) if memo else None,
         )
-        traits = Traits(
-            stateful=lambda: functools.partial(kernel, weights_memo=WeightMemo()), native=native
-        )
+        traits = Traits(stateful=_memoized(kernel) if memo else None, native=native)
         return op(op_type, *versions, domain=domain, traits=traits)(kernel)
 
     return register
