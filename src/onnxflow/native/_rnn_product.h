@@ -1,30 +1,43 @@
-/* The recurrent products of onnxflow's compiled RNN, LSTM and GRU loops (_rnn.pyx).
+/* The recurrent products of onnxflow's compiled RNN, LSTM and GRU loops (_rnn.pyx), and their
+ * gates' math.
  *
- * Each adds h @ M to acc, M's rows `ld` floats apart, one row of M at a time, so that the
- * inner loop runs along acc and vectorizes without reordering any sum: every acc[g] adds its
- * terms in the order of k, whatever the vector width. target_clones picks AVX2 at run time
- * where the CPU has it (the build itself stays portable).
+ * acc += h @ M, M's rows `ld` floats apart, h rounded to float32: each column's sum in float32
+ * over k in order, as a BLAS product of the NumPy form's float32 arrays would, then added to
+ * acc in double. The loop runs along a block of columns for four rows of M at a time, so that
+ * it vectorizes (8 floats with AVX2, chosen at run time by target_clones) without reordering
+ * any sum.
  */
 #include <stddef.h>
 #include <stdint.h>
+
+#define ONNXFLOW_RNN_BLOCK 256
 
 __attribute__((target_clones("avx2", "default")))
 void onnxflow_rnn_product(const float *restrict m, ptrdiff_t ld, const double *restrict h,
                           double *restrict acc, ptrdiff_t rows, ptrdiff_t width)
 {
-    ptrdiff_t k = 0;
-    for (; k + 4 <= rows; k += 4) { /* four rows per pass over acc: a quarter of its traffic */
-        const double h0 = h[k], h1 = h[k + 1], h2 = h[k + 2], h3 = h[k + 3];
-        const float *r0 = m + k * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
-        for (ptrdiff_t g = 0; g < width; g++)
-            acc[g] = (((acc[g] + (double)r0[g] * h0) + (double)r1[g] * h1) + (double)r2[g] * h2)
-                     + (double)r3[g] * h3;
-    }
-    for (; k < rows; k++) {
-        const double hk = h[k];
-        const float *row = m + k * ld;
-        for (ptrdiff_t g = 0; g < width; g++)
-            acc[g] += (double)row[g] * hk;
+    float part[ONNXFLOW_RNN_BLOCK];
+    for (ptrdiff_t g0 = 0; g0 < width; g0 += ONNXFLOW_RNN_BLOCK) {
+        const ptrdiff_t end = width - g0 < ONNXFLOW_RNN_BLOCK ? width - g0 : ONNXFLOW_RNN_BLOCK;
+        const float *block = m + g0;
+        for (ptrdiff_t g = 0; g < end; g++)
+            part[g] = 0.0f;
+        ptrdiff_t k = 0;
+        for (; k + 4 <= rows; k += 4) {
+            const float h0 = (float)h[k], h1 = (float)h[k + 1];
+            const float h2 = (float)h[k + 2], h3 = (float)h[k + 3];
+            const float *r0 = block + k * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
+            for (ptrdiff_t g = 0; g < end; g++)
+                part[g] = (((part[g] + r0[g] * h0) + r1[g] * h1) + r2[g] * h2) + r3[g] * h3;
+        }
+        for (; k < rows; k++) {
+            const float hk = (float)h[k];
+            const float *row = block + k * ld;
+            for (ptrdiff_t g = 0; g < end; g++)
+                part[g] += row[g] * hk;
+        }
+        for (ptrdiff_t g = 0; g < end; g++)
+            acc[g0 + g] += (double)part[g];
     }
 }
 
