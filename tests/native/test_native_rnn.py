@@ -9,10 +9,10 @@ from native_forms import node_forms
 FORMS_TESTED = [("", "LSTM"), ("", "GRU"), ("", "RNN"), ("com.microsoft", "DynamicQuantizeLSTM")]
 
 #: How far the compiled loop may be from the NumPy form. The compiled loop sums the recurrent
-#: product and computes the gates in double, rounding each new state once to float32; the NumPy
-#: form rounds every product, sum and activation to float32 (its sigmoid a few ulp off). Each
-#: step therefore differs by a few float32 ulp, and a contracting recurrence (these weights)
-#: keeps that from growing over 500 steps.
+#: product in float32 in its own order (not BLAS's), computes the gates in double and rounds
+#: each new state once to float32; the NumPy form rounds every sum and activation to float32
+#: (its sigmoid a few ulp off). Each step therefore differs by a few float32 ulp, and a
+#: contracting recurrence (these weights) keeps that from growing over 500 steps.
 RTOL, ATOL = 1e-5, 1e-6
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -52,7 +52,7 @@ def _check(op: str, inputs: list[np.ndarray | None], **attrs: object) -> None:
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-@pytest.mark.parametrize("batch", [1, 5, 16])
+@pytest.mark.parametrize("batch", [1, 5, 16, 40])
 @pytest.mark.parametrize("hidden", [8, 64])
 def test_directions_lengths_and_initial_states(op, direction, batch, hidden):
     rng = np.random.default_rng(batch * 100 + hidden)

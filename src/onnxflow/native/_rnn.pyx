@@ -3,8 +3,9 @@
 every step of every batch entry, the recurrent product and the gates.
 
 The input projection of every step (``xw``, float32, from one GEMM) comes in; each step adds
-the recurrent product in double, computes the gates in double and rounds the new states once
-to float32. A batch entry past its sequence length keeps its state and outputs zeros.
+its bias and the recurrent product (summed in float32, _rnn_product.h) in double, computes the
+gates in double and rounds the new states once to float32. A batch entry past its sequence
+length keeps its state and outputs zeros.
 """
 
 from libc.math cimport exp, expm1, fabs, log1p, nearbyint, nearbyintf

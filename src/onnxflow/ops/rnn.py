@@ -191,7 +191,7 @@ class _Loop:
         hidden = states[0].shape[-1]
         width = q.rt.shape[-1]
         return (
-            batch < _BLAS_BATCH
+            batch < _BLAS_BATCH[self.kind]
             and xs.dtype == np.float32
             and q.wt.shape == (size, width)
             and q.wb.shape == q.rb.shape == (width,)
@@ -238,9 +238,10 @@ class _Loop:
 
 
 _NO_PEEPHOLES = np.zeros(0, np.float32)
-#: From this batch size on the NumPy form runs (a BLAS product per step): measured at hidden
-#: 64, the compiled loop's hand product, made for one sequence, was 2x slower at batch 8.
-_BLAS_BATCH = 8
+#: From these batch sizes on the NumPy form runs, its product one BLAS call per step: measured
+#: (one thread, hidden 32 to 128), the compiled loop was 2-4x faster for LSTM and GRU up to
+#: batch 16 and 10-25% slower at 64; RNN's few NumPy calls a step catch up by batch 4.
+_BLAS_BATCH = {"RNN": 4, "LSTM": 32, "GRU": 32}
 
 
 def _loop(kind: _CellKind, spec: _Recurrence, clip: float | None, flag: int) -> _Loop | None:
