@@ -351,10 +351,8 @@ def _run(
 
 
 def _stacked(ys: list[np.ndarray], finals: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """Y (T, D, B, H) and each final state (D, B, H) from every direction's (one direction's
-    as a view, no copy)."""
-    if len(ys) == 1:
-        return [ys[0][:, None]] + [s[None] for s in finals[0]]
+    """Y (T, D, B, H) and each final state (D, B, H) from every direction's, in new arrays
+    (which the session hands out without copying)."""
     return [np.stack(ys, axis=1)] + [np.stack(s) for s in zip(*finals, strict=True)]
 
 
