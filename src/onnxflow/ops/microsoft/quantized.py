@@ -552,6 +552,12 @@ def _time_order(lens: np.ndarray, seq: int, backwards: bool) -> np.ndarray:
     return np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
 
 
+def _in_order(steps: np.ndarray, order: np.ndarray, backwards: bool) -> np.ndarray:
+    """``steps`` (T, B, ...) taken in ``order`` (:func:`_time_order`): as they are forwards,
+    where the order is the identity."""
+    return np.take_along_axis(steps, order, axis=0) if backwards else steps
+
+
 def _quantized_initial_states(
     initial_h: np.ndarray | None, initial_c: np.ndarray | None, d: int, shape: tuple[int, int]
 ) -> list[np.ndarray]:
@@ -651,7 +657,7 @@ def dynamic_quantize_lstm(
             x_codes[0], w[d], x_codes[1], w_scale[d], x_codes[2], w_zero_point[d], bias[d, :width]
         )
         weights = _QuantizedLstmDirection(
-            np.take_along_axis(xw.reshape(seq, batch, -1), order, axis=0),
+            _in_order(xw.reshape(seq, batch, -1), order, backwards),
             (r[d], r_scale[d], r_zero_point[d]),
             bias[d, width:],
             None if p is None else p[d].astype(_F32),
@@ -661,6 +667,6 @@ def dynamic_quantize_lstm(
             y, states = _compiled_direction(loop, d, weights, states, lens)
         else:
             y, states = _over_time(cell, weights, states, functions[d], lens, False)
-        ys.append(np.take_along_axis(y, order, axis=0))
+        ys.append(_in_order(y, order, backwards))
         finals.append(states)
     return np.stack(ys, axis=1), *(np.stack([f[i] for f in finals]) for i in range(2))
