@@ -177,21 +177,56 @@ cdef int setup(Cell *cell, int kind, Py_ssize_t hidden, const int[::1] codes,
     return 0
 
 
-def recur(int kind, const float[:, :, ::1] xw, const float[::1] wb, const float[:, ::1] rt,
-          const float[::1] rb, const float[::1] peep, float[:, ::1] h, float[:, ::1] c,
-          const int64_t[::1] lens, float[:, :, ::1] y, bint backwards, const int[::1] codes,
-          const double[::1] alphas, const double[::1] betas, double clip, bint flag):
-    """Run one direction of an RNN, LSTM or GRU (``kind``) over xw (T, B, G*H): the input
-    projection, to which the loop adds ``wb`` (G*H: Wb, and Rb but GRU's), R transposed
-    ``rt`` (H, G*H), GRU's Rb ``rb`` (G*H, zeros for the others), LSTM's peepholes ``peep``
-    (3H or empty), the states ``h`` and ``c`` (B, H: the initial ones in, the final ones out;
-    c is LSTM's), each entry's sequence length ``lens``; writes Y (T, B, H) into ``y``.
-    Activations by code (:data:`ACTIVATIONS`) with their alphas and betas; ``clip`` NaN for
-    none; ``flag``: input_forget (LSTM), linear_before_reset (GRU)."""
+cdef class Gates:
+    """A node's cell as :func:`recur` takes it, made once: ``kind`` (:data:`KINDS`), the
+    activations by code (:data:`ACTIVATIONS`) with their alphas and betas, ``clip`` (NaN for
+    none) and ``flag``: input_forget (LSTM), linear_before_reset (GRU)."""
     cdef Cell cell
+
+    def __init__(self, int kind, const int[::1] codes, const double[::1] alphas,
+                 const double[::1] betas, double clip, bint flag):
+        setup(&self.cell, kind, 0, codes, alphas, betas, clip, flag, _NO_PEEPHOLES)
+
+
+cdef class Weights:
+    """One direction's weights as :func:`recur` takes them, made once: ``wb`` (G*H: Wb, and Rb
+    but GRU's), R transposed ``rt`` (H, G*H), GRU's Rb ``rb`` (G*H, zeros for the others) and
+    LSTM's peepholes ``peep`` (3H or empty)."""
+    cdef const float[::1] wb
+    cdef const float[:, ::1] rt
+    cdef const float[::1] rb
+    cdef const float[::1] peep
+
+    def __init__(self, const float[::1] wb, const float[:, ::1] rt, const float[::1] rb,
+                 const float[::1] peep):
+        if wb.shape[0] != rt.shape[1] or rb.shape[0] != rt.shape[1]:
+            raise ValueError("Wb and Rb must have R's width")
+        if peep.shape[0] not in (0, 3 * rt.shape[0]):
+            raise ValueError("the peepholes must be 3 per hidden unit")
+        self.wb, self.rt, self.rb, self.peep = wb, rt, rb, peep
+
+
+_NO_PEEPHOLES = memoryview(bytearray(0)).cast("f")
+
+
+def recur(Gates gates, Weights weights, const float[:, :, ::1] xw, float[:, ::1] h,
+          float[:, ::1] c, const int64_t[::1] lens, float[:, :, ::1] y, bint backwards):
+    """Run one direction of a cell (``gates``) with ``weights`` over xw (T, B, G*H): the input
+    projection without its bias; the states ``h`` and ``c`` (B, H: the initial ones in, the
+    final ones out; c is LSTM's, h stands in for the others), each entry's sequence length
+    ``lens``; writes Y (T, B, H) into ``y``."""
+    cdef Cell cell = gates.cell
     cdef Py_ssize_t seq = xw.shape[0], batch = xw.shape[1], n = h.shape[1]
     cdef Py_ssize_t s, t, b, j, width = xw.shape[2]
-    setup(&cell, kind, n, codes, alphas, betas, clip, flag, peep)
+    cdef int gate_count = 4 if cell.kind == LSTM else (3 if cell.kind == GRU else 1)
+    if (width != gate_count * n or weights.rt.shape[0] != n or weights.rt.shape[1] != width
+            or h.shape[0] != batch or c.shape[0] != batch or c.shape[1] != n
+            or lens.shape[0] != batch or y.shape[0] != seq or y.shape[1] != batch
+            or y.shape[2] != n or (cell.kind == LSTM and weights.peep.shape[0] not in (0, 3 * n))):
+        raise ValueError("the inputs, weights, states and outputs do not fit")
+    cell.hidden = n
+    cell.peep = &weights.peep[0] if weights.peep.shape[0] else NULL
+    cell.plain = cell.plain and cell.peep == NULL
     cdef double *acc = <double *>malloc((2 * width + n) * sizeof(double))
     if acc == NULL:
         raise MemoryError()
@@ -203,8 +238,8 @@ def recur(int kind, const float[:, :, ::1] xw, const float[::1] wb, const float[
                     for j in range(n):
                         y[t, b, j] = 0
                     continue
-                step(&cell, &xw[t, b, 0], &wb[0], &rt[0, 0], &rb[0], acc, acc + width,
-                     acc + 2 * width, &h[b, 0], &c[b, 0])
+                step(&cell, &xw[t, b, 0], &weights.wb[0], &weights.rt[0, 0], &weights.rb[0],
+                     acc, acc + width, acc + 2 * width, &h[b, 0], &c[b, 0])
                 for j in range(n):
                     y[t, b, j] = h[b, j]
     free(acc)

@@ -136,6 +136,13 @@ class _Static:
         xw = xs @ self.wt + self.wb
         return _Weights(xw=xw, rt=self.rt, rb=self.rb, p=self.p)
 
+    @functools.cached_property
+    def native(self) -> Any:
+        """These weights as the compiled loop takes them (:class:`onnxflow.native._rnn.Weights`),
+        made at the first run that uses them."""
+        p = _NO_PEEPHOLES if self.p is None else self.p
+        return _NATIVE.Weights(self.wb, self.rt, self.rb, p)
+
 
 @dataclass(frozen=True)
 class _CellKind:
@@ -173,15 +180,17 @@ _NATIVE = compiled.module("_rnn")
 
 @dataclass(frozen=True)
 class _Loop:
-    """A node's compiled time loop (:func:`onnxflow.native._rnn.recur`): its cell, each
-    direction's activations (codes, alphas, betas), clip (NaN: none) and flag (LSTM's
-    input_forget, GRU's linear_before_reset). It serves float32 weights of the shapes it
-    reads; the NumPy cell serves the rest."""
+    """A node's compiled time loop (:func:`onnxflow.native._rnn.recur`): its cell and each
+    direction's activations, clip and flag (:class:`onnxflow.native._rnn.Gates`); also the
+    activations (codes, alphas, betas), clip (NaN: none) and flag (LSTM's input_forget, GRU's
+    linear_before_reset) they were made of. It serves float32 weights of the shapes it reads;
+    the NumPy cell serves the rest."""
 
     kind: str
     activations: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     clip: float
     flag: int
+    gates: list[Any]
 
     def serves(
         self, q: _Static, xs: np.ndarray, states: list[np.ndarray], lens: np.ndarray
@@ -215,25 +224,8 @@ class _Loop:
         seq, batch, size = xs.shape
         xw = np.dot(xs.reshape(seq * batch, size), q.wt).reshape(seq, batch, -1)
         y = np.empty((seq, batch, states[0].shape[-1]), np.float32)
-        peep = _NO_PEEPHOLES if q.p is None else q.p
-        codes, alphas, betas = self.activations[d]
-        _NATIVE.recur(
-            _NATIVE.KINDS[self.kind],
-            xw,
-            q.wb,
-            q.rt,
-            q.rb,
-            peep,
-            *(states * 2)[:2],  # h, and c (RNN and GRU have none: h stands in)
-            lens,
-            y,
-            backwards,
-            codes,
-            alphas,
-            betas,
-            self.clip,
-            self.flag,
-        )
+        h, c = (states * 2)[:2]  # c is LSTM's: h stands in for the others
+        _NATIVE.recur(self.gates[d], q.native, xw, h, c, lens, y, backwards)
         return y, states
 
 
@@ -273,7 +265,10 @@ def _made_loop(
     )
     name = {_RNN: "RNN", _LSTM: "LSTM", _GRU: "GRU"}[kind]
     bound = np.nan if clip is None else float(clip)
-    return _Loop(name, [_native_activations(c) for c in chosen], bound, flag)
+    activations = [_native_activations(c) for c in chosen]
+    code = _NATIVE.KINDS[name]
+    gates = [_NATIVE.Gates(code, *a, bound, flag) for a in activations]
+    return _Loop(name, activations, bound, flag, gates)
 
 
 def _native_activations(chosen: list[Chosen]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
