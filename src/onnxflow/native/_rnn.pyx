@@ -283,6 +283,12 @@ def quantized_lstm(const float[:, :, ::1] xw, const int32_t[:, ::1] rc,
     cdef Py_ssize_t seq = xw.shape[0], batch = xw.shape[1], n = h.shape[1]
     cdef Py_ssize_t t, b, j, width = xw.shape[2]
     cdef float scale
+    if (width != 4 * n or rc.shape[0] != n or rc.shape[1] != width
+            or r_scale.shape[0] != width or rb.shape[0] != width
+            or peep.shape[0] not in (0, 3 * n) or h.shape[0] != batch or c.shape[0] != batch
+            or c.shape[1] != n or lens.shape[0] != batch or y.shape[0] != seq
+            or y.shape[1] != batch or y.shape[2] != n):
+        raise ValueError("the inputs, weights, states and outputs do not fit")
     setup(&cell, LSTM, n, codes, alphas, betas, clip, input_forget, peep)
     cdef double *acc = <double *>malloc(width * sizeof(double))
     cdef int32_t *q = <int32_t *>malloc((batch * n + width) * sizeof(int32_t))
