@@ -18,6 +18,10 @@ cdef extern from "_rnn_product.h" nogil:
     void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
                                   int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
     void onnxflow_lstm_default(const double *acc, float *h, float *c, Py_ssize_t n)
+    void onnxflow_gru_default_zr(const double *xb, double *acc, double *hd, Py_ssize_t n,
+                                 int linear_before_reset)
+    void onnxflow_gru_default_h(const double *xb, const double *acc, const double *hd,
+                                float *h, Py_ssize_t n, int linear_before_reset)
 
 #: The activations, by the code the callers pass (onnx's names, lower case).
 ACTIVATIONS = {
@@ -42,7 +46,7 @@ cdef struct Cell:
     double clip
     bint flag  # LSTM: input_forget; GRU: linear_before_reset
     const float *peep  # LSTM peepholes i, o, f, or NULL
-    bint plain  # LSTM with the default activations, no peepholes, clip or coupling
+    bint plain  # the default activations, no peepholes, clip or (LSTM) coupling
 
 
 cdef inline double tanh_(double x) noexcept nogil:
@@ -147,7 +151,13 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
             acc[j] = rb[j]
             xb[j] = <double>xw[j] + wb[j]
         onnxflow_rnn_product(rt, width, hd, acc, n, width if cell.flag else 2 * n)
-        gru_cell(cell, xb, rt, acc, hd, h)
+        if not cell.plain:
+            gru_cell(cell, xb, rt, acc, hd, h)
+            return
+        onnxflow_gru_default_zr(xb, acc, hd, n, cell.flag)
+        if not cell.flag:
+            onnxflow_rnn_product(rt + 2 * n, 3 * n, hd, acc + 2 * n, n, n)
+        onnxflow_gru_default_h(xb, acc, hd, h, n, cell.flag)
         return
     for j in range(width):
         acc[j] = <double>xw[j] + wb[j]
@@ -172,8 +182,10 @@ cdef int setup(Cell *cell, int kind, Py_ssize_t hidden, const int[::1] codes,
     for a in range(codes.shape[0]):
         cell.codes[a], cell.alphas[a], cell.betas[a] = codes[a], alphas[a], betas[a]
     cell.peep = &peep[0] if peep.shape[0] else NULL
-    cell.plain = (kind == LSTM and cell.peep == NULL and not cell.has_clip and not flag
-                  and codes.shape[0] == 3 and codes[0] == 2 and codes[1] == 1 and codes[2] == 1)
+    cell.plain = cell.peep == NULL and not cell.has_clip and (
+        (kind == LSTM and not flag and codes.shape[0] == 3 and codes[0] == 2 and codes[1] == 1
+         and codes[2] == 1)
+        or (kind == GRU and codes.shape[0] == 2 and codes[0] == 2 and codes[1] == 1))
     return 0
 
 

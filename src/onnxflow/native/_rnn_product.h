@@ -130,4 +130,39 @@ void onnxflow_lstm_default(const double *restrict acc, float *restrict h, float 
     }
 }
 
+/* GRU's update and reset gates with the default activations (no clip), from xb (the step's
+ * input projection with Wb) and acc (Rb plus h's product): acc's z part gets z; linear
+ * before reset, its h part is scaled by r; else hd (h in double) becomes r * h and acc's r part
+ * keeps h. */
+__attribute__((target_clones("avx2", "default")))
+void onnxflow_gru_default_zr(const double *restrict xb, double *restrict acc,
+                             double *restrict hd, ptrdiff_t n, int linear_before_reset)
+{
+    for (ptrdiff_t j = 0; j < n; j++) {
+        double z = onnxflow_sigmoid(xb[j] + acc[j]), r = onnxflow_sigmoid(xb[n + j] + acc[n + j]);
+        double h = hd[j];
+        acc[j] = z;
+        if (linear_before_reset) {
+            acc[2 * n + j] *= r;
+        } else {
+            acc[n + j] = h;
+            hd[j] = r * h;
+        }
+    }
+}
+
+/* GRU's new state with the default activations, from what onnxflow_gru_default_zr left (and,
+ * not linear before reset, acc's h part holding (r * h) @ R_h + Rb_h), rounded once. */
+__attribute__((target_clones("avx2", "default")))
+void onnxflow_gru_default_h(const double *restrict xb, const double *restrict acc,
+                            const double *restrict hd, float *restrict h, ptrdiff_t n,
+                            int linear_before_reset)
+{
+    for (ptrdiff_t j = 0; j < n; j++) {
+        double z = acc[j], before = linear_before_reset ? hd[j] : acc[n + j];
+        double cand = onnxflow_tanh(xb[2 * n + j] + acc[2 * n + j]);
+        h[j] = (float)((1.0 - z) * cand + z * before);
+    }
+}
+
 #pragma GCC pop_options
