@@ -18,6 +18,7 @@ cdef extern from "_rnn_product.h" nogil:
     void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
                                   int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
     void onnxflow_lstm_default(const double *acc, float *h, float *c, Py_ssize_t n)
+    void onnxflow_rnn_default(const double *acc, float *h, Py_ssize_t n)
     void onnxflow_gru_default_zr(const double *xb, double *acc, double *hd, Py_ssize_t n,
                                  int linear_before_reset)
     void onnxflow_gru_default_h(const double *xb, const double *acc, const double *hd,
@@ -166,6 +167,8 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
         onnxflow_lstm_default(acc, h, c, n)
     elif cell.kind == LSTM:
         lstm_cell(cell, acc, h, c)
+    elif cell.plain:
+        onnxflow_rnn_default(acc, h, n)
     else:
         for j in range(n):
             h[j] = <float>f(cell, 0, acc[j])
@@ -185,7 +188,8 @@ cdef int setup(Cell *cell, int kind, Py_ssize_t hidden, const int[::1] codes,
     cell.plain = cell.peep == NULL and not cell.has_clip and (
         (kind == LSTM and not flag and codes.shape[0] == 3 and codes[0] == 2 and codes[1] == 1
          and codes[2] == 1)
-        or (kind == GRU and codes.shape[0] == 2 and codes[0] == 2 and codes[1] == 1))
+        or (kind == GRU and codes.shape[0] == 2 and codes[0] == 2 and codes[1] == 1)
+        or (kind == RNN and codes.shape[0] == 1 and codes[0] == 1))
     return 0
 
 

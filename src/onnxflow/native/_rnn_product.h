@@ -165,4 +165,12 @@ void onnxflow_gru_default_h(const double *restrict xb, const double *restrict ac
     }
 }
 
+/* RNN's new state with the default activation: h = tanh(acc), rounded once. */
+__attribute__((target_clones("avx2", "default")))
+void onnxflow_rnn_default(const double *restrict acc, float *restrict h, ptrdiff_t n)
+{
+    for (ptrdiff_t j = 0; j < n; j++)
+        h[j] = (float)onnxflow_tanh(acc[j]);
+}
+
 #pragma GCC pop_options
