@@ -52,7 +52,7 @@ def _check(op: str, inputs: list[np.ndarray | None], **attrs: object) -> None:
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-@pytest.mark.parametrize("batch", [1, 5, 16, 40])
+@pytest.mark.parametrize("batch", [1, 5, 16, 70])
 @pytest.mark.parametrize("hidden", [8, 64])
 def test_directions_lengths_and_initial_states(op, direction, batch, hidden):
     rng = np.random.default_rng(batch * 100 + hidden)

@@ -231,9 +231,9 @@ class _Loop:
 
 _NO_PEEPHOLES = np.zeros(0, np.float32)
 #: From these batch sizes on the NumPy form runs, its product one BLAS call per step: measured
-#: (one thread, hidden 32 to 128), the compiled loop was 2-4x faster for LSTM and GRU up to
-#: batch 16 and 10-25% slower at 64; RNN's few NumPy calls a step catch up by batch 4.
-_BLAS_BATCH = {"RNN": 4, "LSTM": 32, "GRU": 32}
+#: (one thread, hidden 32 to 256), the compiled loop was 2x faster for LSTM and GRU at batch 32
+#: and 10-15% slower from 64 on at hidden 128; RNN's few NumPy calls a step catch up by batch 8.
+_BLAS_BATCH = {"RNN": 8, "LSTM": 64, "GRU": 64}
 
 
 def _loop(kind: _CellKind, spec: _Recurrence, clip: float | None, flag: int) -> _Loop | None:
