@@ -104,31 +104,38 @@ class Native:
 
     ``fn`` takes what the kernel takes (a builder's: the node context and attributes) and gives
     what it gives; ``in_place`` is its form over input 0's array when that array dies at the
-    node (None: the compiled form has none, the NumPy form's is not used either). Every other
-    trait of the kernel holds for it too.
+    node (None: the compiled form has none, the NumPy form's is not used either);
+    ``stateful`` makes its form that keeps a memo between calls, as :attr:`Traits.stateful`
+    (None: none, the NumPy form's is not used either). Every other trait of the kernel holds
+    for it too.
     """
 
     fn: Callable[..., Any]
     in_place: Callable[..., Any] | None = None
+    stateful: Callable[[], Callable[..., Any]] | None = None
 
 
 def native_form(
-    fn: Callable[..., Any] | None, in_place: Callable[..., Any] | None = None
+    fn: Callable[..., Any] | None,
+    in_place: Callable[..., Any] | None = None,
+    stateful: Callable[[], Callable[..., Any]] | None = None,
 ) -> Native | None:
-    """``Native(fn, in_place)``, or None when ``fn`` is None (its compiled module not built)."""
-    return None if fn is None else Native(fn, in_place)
+    """``Native(fn, in_place, stateful)``, or None when ``fn`` is None (its compiled module
+    not built)."""
+    return None if fn is None else Native(fn, in_place, stateful)
 
 
 def chosen(
     traits: Traits, fn: Callable[..., Any], compiled: bool
 ) -> tuple[Callable[..., Any], Traits]:
     """The function a node runs and its traits: the compiled form when ``compiled`` and the
-    kernel has one (its traits then promise its own in-place form, or none), else ``fn``."""
+    kernel has one (its traits then promise its own in-place and stateful forms, or none), else
+    ``fn``."""
     if not compiled or traits.native is None:
         return fn, traits
     native = traits.native
     return native.fn, traits.replace(
-        in_place=native.in_place, ufunc=None, call=None, guard=None, stateful=None
+        in_place=native.in_place, ufunc=None, call=None, guard=None, stateful=native.stateful
     )
 
 

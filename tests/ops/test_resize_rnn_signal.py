@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto
-from op_testing import f32, runner
+from op_testing import f32, one_node_model, runner
 
+import onnxflow
 from onnxflow.errors import OnnxflowError
 
 F32 = np.float32
@@ -226,7 +227,11 @@ def test_rnn_activations_are_the_registered_kernels(name: str, given: bool) -> N
     w, r, b = weights(1)
     x = RNG.standard_normal((T, B, I)).astype(F32)
     params = {f"activation_{k}": [v] for k, v in attributes.items()}
-    y = run("RNN", [x, w, r, b], 14, 2, hidden_size=H, activations=[name], **params)[0]
+    model, feeds = one_node_model(
+        "RNN", [x, w, r, b], 14, 2, hidden_size=H, activations=[name], **params
+    )
+    numpy_form = onnxflow.SessionOptions(kernels="numpy")  # the reference, bit for bit
+    y = onnxflow.InferenceSession(model, numpy_form).run(None, feeds)[0]
     xw = x @ w[0].T + (b[0, :H] + b[0, H:])
     rt, h = np.ascontiguousarray(r[0].T), np.zeros((B, H), F32)
     for t in range(T):
@@ -313,15 +318,16 @@ def test_the_plain_lstm_cell_is_the_general_one_bit_for_bit(
 
 @pytest.mark.parametrize("op_type", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("weights", ["constant", "fed"])
+@pytest.mark.parametrize("kernels", ["numpy", "native"])
 def test_recurrent_weights_are_prepared_once_and_again_when_they_change(
-    op_type: str, weights: str, monkeypatch
+    op_type: str, weights: str, kernels: str, monkeypatch
 ) -> None:
     """A session's recurrent node keeps the weights it prepared (transposed, biases summed)
     while they are the same arrays: constant weights are prepared once, fed ones as they come.
-    Every run equals the kernel called afresh, bit for bit."""
+    Every run equals the kernel called afresh: bit for bit in the NumPy form, within the
+    compiled loop's bound (tests/native/test_native_rnn.py) in the compiled one."""
     from onnx import helper, numpy_helper
 
-    import onnxflow
     from onnxflow.ops import rnn as rnn_module
 
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op_type]
@@ -348,7 +354,8 @@ def test_recurrent_weights_are_prepared_once_and_again_when_they_change(
         [numpy_helper.from_array(v, n) for n, v in first.items()] if weights == "constant" else [],
     )
     sess = onnxflow.InferenceSession(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]),
+        onnxflow.SessionOptions(kernels=kernels),
     )
     kernel = {"RNN": rnn_module.rnn, "GRU": rnn_module.gru, "LSTM": rnn_module.lstm}[op_type]
     prepared = []
@@ -360,7 +367,11 @@ def test_recurrent_weights_are_prepared_once_and_again_when_they_change(
         x = rng.standard_normal((seq, 2, size)).astype(F32)
         feeds = {"X": x, **(w if weights == "fed" else {})}
         want = kernel(x, w["W"], w["R"], w["B"], hidden_size=hidden)[1]
-        np.testing.assert_array_equal(sess.run(None, feeds)[0], want)
+        got = sess.run(None, feeds)[0]
+        if kernels == "numpy":
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # constants are prepared once; fed weights reach the kernel as new views each run, so they
     # are prepared every run (a memo keyed on identity never serves stale weights)
     assert len(prepared) == len(series) + (1 if weights == "constant" else len(series))

@@ -54,11 +54,17 @@ from onnxflow.ops.quantization import (
 from onnxflow.ops.registry import op
 from onnxflow.ops.rnn import (
     _DIRECTIONS,
+    _LSTM,
+    _NATIVE,
     Activation,
     _activations,
     _clipper,
+    _Loop,
+    _loop,
     _over_time,
+    _Recurrence,
     lstm_gates,
+    recurrent,
 )
 from onnxflow.ops.shape import concat
 
@@ -546,7 +552,64 @@ def _time_order(lens: np.ndarray, seq: int, backwards: bool) -> np.ndarray:
     return np.where(steps < lens[None, :], lens[None, :] - 1 - steps, steps)
 
 
-@op("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN)
+def _in_order(steps: np.ndarray, order: np.ndarray, backwards: bool) -> np.ndarray:
+    """``steps`` (T, B, ...) taken in ``order`` (:func:`_time_order`): as they are forwards,
+    where the order is the identity."""
+    return np.take_along_axis(steps, order, axis=0) if backwards else steps
+
+
+def _quantized_initial_states(
+    initial_h: np.ndarray | None, initial_c: np.ndarray | None, d: int, shape: tuple[int, int]
+) -> list[np.ndarray]:
+    """Direction ``d``'s initial hidden and cell states in float32: zeros where not given."""
+    zeros = np.zeros(shape, _F32)
+    return [zeros if s is None else s[d].astype(_F32) for s in (initial_h, initial_c)]
+
+
+def _serves(q: _QuantizedLstmDirection, states: list[np.ndarray], lens: np.ndarray) -> bool:
+    """Whether the compiled loop takes this direction's weights, states and lengths."""
+    _, batch, width = q.xw.shape
+    hidden = states[0].shape[-1]
+    return (
+        q.xw.dtype == _F32
+        and q.r_centered.shape == (hidden, width)
+        and q.r_scale.size in (1, width)
+        and q.rb.shape == (width,)
+        and (q.p is None or q.p.shape == (3 * hidden,))
+        and lens.shape == (batch,)
+        and all(s.shape == (batch, hidden) for s in states)
+    )
+
+
+def _compiled_direction(
+    loop: _Loop, d: int, q: _QuantizedLstmDirection, states: list[np.ndarray], lens: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Direction ``d`` through the compiled loop (:func:`onnxflow.native._rnn.quantized_lstm`):
+    Y (T, B, H), in each entry's own step order, and the final states."""
+    seq, batch, width = q.xw.shape
+    h, c = (np.array(s, _F32) for s in states)  # fresh: the loop writes the states over
+    y = np.empty((seq, batch, h.shape[-1]), _F32)
+    codes, alphas, betas = loop.activations[d]
+    _NATIVE.quantized_lstm(
+        np.ascontiguousarray(q.xw),
+        np.ascontiguousarray(q.r_centered, np.int32),  # |codes - zero point| <= 255
+        np.ascontiguousarray(np.broadcast_to(q.r_scale.reshape(-1), (width,))),
+        q.rb,
+        np.zeros(0, _F32) if q.p is None else q.p,
+        h,
+        c,
+        np.ascontiguousarray(lens, np.int64),
+        y,
+        codes,
+        alphas,
+        betas,
+        loop.clip,
+        loop.flag,
+    )
+    return y, [h, c]
+
+
+@recurrent("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN, memo=False)
 def dynamic_quantize_lstm(
     x: np.ndarray,
     w: np.ndarray,
@@ -568,6 +631,7 @@ def dynamic_quantize_lstm(
     direction: str = "forward",
     hidden_size: int | None = None,
     input_forget: int = 0,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """onnx LSTM (layout 0) on 8-bit weights W (D, I, 4H) and R (D, H, 4H), each with a scale
     and zero point per direction or per direction and gate column. X is quantized to uint8
@@ -581,29 +645,28 @@ def dynamic_quantize_lstm(
         activations, activation_alpha, activation_beta, _LSTM_DEFAULTS, len(directions)
     )
     x_codes = dynamic_quantize_linear(x.reshape(seq * batch, -1))
-    bias = np.zeros((len(directions), 8 * hidden), _F32) if b is None else b.astype(_F32)
+    width = 4 * hidden
+    bias = np.zeros((len(directions), 2 * width), _F32) if b is None else b.astype(_F32)
     cell = functools.partial(_quantized_lstm_cell, _clipper(clip), input_forget)
+    spec = _Recurrence(direction, hidden_size, 0, activations, activation_alpha, activation_beta)
+    loop = _loop(_LSTM, spec, clip, input_forget) if compiled else None
     ys, finals = [], []
     for d, backwards in enumerate(directions):
         order = _time_order(lens, seq, backwards)[:, :, None]
         xw = matmul_integer_to_float(
-            x_codes[0],
-            w[d],
-            x_codes[1],
-            w_scale[d],
-            x_codes[2],
-            w_zero_point[d],
-            bias[d, : 4 * hidden],
+            x_codes[0], w[d], x_codes[1], w_scale[d], x_codes[2], w_zero_point[d], bias[d, :width]
         )
         weights = _QuantizedLstmDirection(
-            np.take_along_axis(xw.reshape(seq, batch, -1), order, axis=0),
+            _in_order(xw.reshape(seq, batch, -1), order, backwards),
             (r[d], r_scale[d], r_zero_point[d]),
-            bias[d, 4 * hidden :],
+            bias[d, width:],
             None if p is None else p[d].astype(_F32),
         )
-        zeros = np.zeros((batch, hidden), _F32)
-        states = [zeros if s is None else s[d].astype(_F32) for s in (initial_h, initial_c)]
-        y, states = _over_time(cell, weights, states, functions[d], lens, False)
-        ys.append(np.take_along_axis(y, order, axis=0))
+        states = _quantized_initial_states(initial_h, initial_c, d, (batch, hidden))
+        if loop is not None and _serves(weights, states, lens):
+            y, states = _compiled_direction(loop, d, weights, states, lens)
+        else:
+            y, states = _over_time(cell, weights, states, functions[d], lens, False)
+        ys.append(_in_order(y, order, backwards))
         finals.append(states)
     return np.stack(ys, axis=1), *(np.stack([f[i] for f in finals]) for i in range(2))

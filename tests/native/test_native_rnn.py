@@ -1,0 +1,200 @@
+"""The compiled time loops of RNN, LSTM and GRU against their NumPy forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from native_forms import node_forms
+
+FORMS_TESTED = [("", "LSTM"), ("", "GRU"), ("", "RNN"), ("com.microsoft", "DynamicQuantizeLSTM")]
+
+#: How far the compiled loop may be from the NumPy form. The compiled loop sums the recurrent
+#: product in float32 in its own order (not BLAS's), computes the gates in double and rounds
+#: each new state once to float32; the NumPy form rounds every sum and activation to float32
+#: (its sigmoid a few ulp off). Each step therefore differs by a few float32 ulp, and a
+#: contracting recurrence (these weights) keeps that from growing over 500 steps.
+RTOL, ATOL = 1e-5, 1e-6
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+N_DIRS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+
+
+def _inputs(
+    op: str, seq: int, batch: int, hidden: int, direction: str, rng: np.random.Generator
+) -> list[np.ndarray | None]:
+    """X, W, R, B with weights small enough for a contracting recurrence."""
+    dirs, gates, size = N_DIRS[direction], GATES[op], 5
+    scale = 1.0 / np.sqrt(hidden)
+    return [
+        rng.standard_normal((seq, batch, size)).astype(np.float32),
+        (rng.standard_normal((dirs, gates * hidden, size)) * 0.5).astype(np.float32),
+        (rng.standard_normal((dirs, gates * hidden, hidden)) * scale).astype(np.float32),
+        (rng.standard_normal((dirs, 2 * gates * hidden)) * 0.5).astype(np.float32),
+    ]
+
+
+def _states(
+    op: str, batch: int, hidden: int, direction: str, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """initial_h (and initial_c)."""
+    n = 2 if op == "LSTM" else 1
+    shape = (N_DIRS[direction], batch, hidden)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+def _check(op: str, inputs: list[np.ndarray | None], **attrs: object) -> None:
+    n_out = 3 if op == "LSTM" else 2
+    compiled, numpy_form = node_forms(op, inputs, 14, n_out, **attrs)
+    for c, n in zip(compiled, numpy_form, strict=True):
+        assert c.dtype == n.dtype and c.shape == n.shape
+        np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("batch", [1, 5, 16, 70])
+@pytest.mark.parametrize("hidden", [8, 64])
+def test_directions_lengths_and_initial_states(op, direction, batch, hidden):
+    rng = np.random.default_rng(batch * 100 + hidden)
+    seq = 40
+    inputs = _inputs(op, seq, batch, hidden, direction, rng)
+    lens = rng.integers(0, seq + 1, batch).astype(np.int32)
+    lens[0] = seq
+    states = _states(op, batch, hidden, direction, rng)
+    _check(op, [*inputs, lens, *states], direction=direction, hidden_size=hidden)
+    _check(op, inputs, direction=direction)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_long_sequence(op):
+    rng = np.random.default_rng(7)
+    _check(op, _inputs(op, 500, 1, 32, "bidirectional", rng), direction="bidirectional")
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_layout_1(op):
+    rng = np.random.default_rng(3)
+    x, w, r, b = _inputs(op, 12, 3, 16, "forward", rng)
+    states = [s.transpose(1, 0, 2).copy() for s in _states(op, 3, 16, "forward", rng)]
+    lens = np.array([12, 5, 1], np.int32)
+    _check(op, [x.transpose(1, 0, 2).copy(), w, r, b, lens, *states], layout=1)
+
+
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+def test_gru_linear_before_reset(linear_before_reset):
+    rng = np.random.default_rng(4)
+    inputs = _inputs("GRU", 30, 2, 16, "bidirectional", rng)
+    _check("GRU", inputs, direction="bidirectional", linear_before_reset=linear_before_reset)
+
+
+def test_lstm_peepholes_clip_and_coupled_gates():
+    rng = np.random.default_rng(5)
+    inputs = _inputs("LSTM", 30, 3, 16, "bidirectional", rng)
+    lens = np.array([30, 17, 2], np.int32)
+    states = _states("LSTM", 3, 16, "bidirectional", rng)
+    peepholes = (rng.standard_normal((2, 48)) * 0.5).astype(np.float32)
+    full = [*inputs, lens, *states, peepholes]
+    _check("LSTM", full, direction="bidirectional")
+    _check("LSTM", full, direction="bidirectional", clip=0.7)
+    _check("LSTM", full, direction="bidirectional", input_forget=1)
+
+
+ACTIVATIONS = [
+    (["Relu"], [], []),
+    (["Affine"], [0.7], [0.1]),
+    (["LeakyRelu"], [0.2], []),
+    (["ThresholdedRelu"], [0.3], []),
+    (["ScaledTanh"], [1.2], [0.8]),
+    (["HardSigmoid"], [], []),
+    (["Elu"], [0.9], []),
+    (["Softsign"], [], []),
+    (["Softplus"], [], []),
+]
+
+
+@pytest.mark.parametrize(("names", "alphas", "betas"), ACTIVATIONS)
+def test_rnn_activations(names, alphas, betas):
+    rng = np.random.default_rng(6)
+    inputs = _inputs("RNN", 25, 2, 8, "forward", rng)
+    attrs = {"activation_alpha": alphas} if alphas else {}
+    attrs |= {"activation_beta": betas} if betas else {}
+    _check("RNN", inputs, activations=names, **attrs)
+
+
+def test_lstm_and_gru_other_activations():
+    rng = np.random.default_rng(8)
+    lstm = ["HardSigmoid", "Softsign", "ScaledTanh"]
+    _check(
+        "LSTM",
+        _inputs("LSTM", 25, 2, 8, "forward", rng),
+        activations=lstm,
+        activation_alpha=[0.3, 1.1],
+        activation_beta=[0.4, 0.9],
+    )
+    gru = ["Sigmoid", "Elu"]
+    _check("GRU", _inputs("GRU", 25, 2, 8, "forward", rng), activations=gru)
+
+
+def test_float64_runs_the_numpy_form():
+    rng = np.random.default_rng(9)
+    inputs = [a.astype(np.float64) for a in _inputs("LSTM", 10, 2, 8, "forward", rng)]
+    compiled, numpy_form = node_forms("LSTM", inputs, 14, 3)
+    for c, n in zip(compiled, numpy_form, strict=True):
+        assert c.dtype == np.float64 and np.array_equal(c, n)
+
+
+def _quantized_lstm_inputs(
+    seq: int, batch: int, hidden: int, direction: str, codes: type, per_column: bool, seed: int
+) -> list[np.ndarray | None]:
+    """DynamicQuantizeLSTM's inputs: X, 8-bit W (D, I, 4H) and R (D, H, 4H) with their scales
+    and zero points (per direction, or per direction and column), B, lengths and states."""
+    rng = np.random.default_rng(seed)
+    dirs, size = N_DIRS[direction], 6
+    info = np.iinfo(codes)
+    params = (dirs, 4 * hidden) if per_column else (dirs,)
+
+    def weights(rows: int) -> np.ndarray:
+        return rng.integers(info.min, info.max + 1, (dirs, rows, 4 * hidden)).astype(codes)
+
+    def scales(top: float) -> np.ndarray:
+        return (rng.random(params) * top + top / 4).astype(np.float32)
+
+    zero = np.full(params, (int(info.min) + int(info.max) + 1) // 2, codes)
+    lens = rng.integers(1, seq + 1, batch).astype(np.int32)
+    states = [
+        (rng.standard_normal((dirs, batch, hidden)) * 0.5).astype(np.float32) for _ in range(2)
+    ]
+    return [
+        rng.standard_normal((seq, batch, size)).astype(np.float32),
+        weights(size),
+        weights(hidden),
+        (rng.standard_normal((dirs, 8 * hidden)) * 0.1).astype(np.float32),
+        lens,
+        *states,
+        None,
+        scales(0.004),
+        zero,
+        scales(0.2 / hidden / 128),
+        zero.copy(),
+    ]
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize(("batch", "hidden"), [(1, 8), (1, 64), (16, 32)])
+@pytest.mark.parametrize("codes", [np.int8, np.uint8])
+def test_dynamic_quantize_lstm(direction, batch, hidden, codes):
+    inputs = _quantized_lstm_inputs(40, batch, hidden, direction, codes, hidden == 64, 1)
+    compiled, numpy_form = node_forms(
+        "DynamicQuantizeLSTM", inputs, 1, 3, "com.microsoft", direction=direction
+    )
+    for c, n in zip(compiled, numpy_form, strict=True):
+        np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)
+
+
+def test_dynamic_quantize_lstm_peepholes_clip_and_activations():
+    inputs = _quantized_lstm_inputs(30, 3, 8, "forward", np.int8, False, 2)
+    inputs[7] = (np.random.default_rng(3).standard_normal((1, 24)) * 0.3).astype(np.float32)
+    attrs = dict(clip=0.8, input_forget=1, activations=["HardSigmoid", "Tanh", "Softsign"])
+    compiled, numpy_form = node_forms("DynamicQuantizeLSTM", inputs, 1, 3, "com.microsoft", **attrs)
+    for c, n in zip(compiled, numpy_form, strict=True):
+        np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)
