@@ -21,9 +21,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import clamp, normalize_axis
 from onnxflow.ops.cast import E8M0, convert, is_float
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits, native_form
 from onnxflow.values import np_dtype
 
 
@@ -135,7 +137,56 @@ def _arithmetic_dtype(dtype: np.dtype) -> np.dtype:
     return dtype if is_float(dtype) and dtype != E8M0 else np.dtype(np.float32)
 
 
-@op("QuantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def _quantize_compiled(
+    x: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    saturate: int = 1,
+    output_dtype: int = 0,
+    block_size: int = 0,
+    precision: int = 0,
+) -> np.ndarray:
+    """QuantizeLinear's compiled form: float32 to 8 bits per tensor or per axis in one pass,
+    else the NumPy form."""
+    dtype = _quantized_type(y_zero_point, output_dtype)
+    compute = np_dtype(precision) if precision else None
+    layout = ig.channels(x.shape, y_scale, axis)
+    if (
+        not _fast_quantize(x, y_scale, dtype, block_size, compute)
+        or layout is None
+        or (y_zero_point is not None and y_zero_point.shape != y_scale.shape)
+    ):
+        return quantize_linear(
+            x,
+            y_scale,
+            y_zero_point,
+            axis=axis,
+            saturate=saturate,
+            output_dtype=output_dtype,
+            block_size=block_size,
+            precision=precision,
+        )
+    y = np.empty(x.shape, dtype)
+    loop = ig.QUANT.quantize_u8 if dtype == np.uint8 else ig.QUANT.quantize_i8
+    scale = ig.vector(y_scale, y_scale)
+    loop(ig.flat(x), y.reshape(-1), scale, ig.vector(y_zero_point, scale), *layout)
+    return y
+
+
+@op(
+    "QuantizeLinear",
+    10,
+    13,
+    19,
+    21,
+    23,
+    24,
+    25,
+    28,
+    traits=Traits(native=native_form(ig.QUANT and _quantize_compiled)),
+)
 def quantize_linear(
     x: np.ndarray,
     y_scale: np.ndarray,
@@ -148,6 +199,15 @@ def quantize_linear(
     precision: int = 0,
 ) -> np.ndarray:
     """Quantize ``x``; the output type is ``output_dtype``, else the zero point's, else uint8."""
+    dtype = _quantized_type(y_zero_point, output_dtype)
+    compute = np_dtype(precision) if precision else None
+    if _fast_quantize(x, y_scale, dtype, block_size, compute):
+        return _quantize_8bit(x, y_scale, y_zero_point, axis, dtype)
+    return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+
+
+def _quantized_type(y_zero_point: np.ndarray | None, output_dtype: int) -> np.dtype:
+    """QuantizeLinear's output type: ``output_dtype``, else the zero point's, else uint8."""
     dtype = np.dtype(np.uint8) if y_zero_point is None else y_zero_point.dtype
     if output_dtype:
         dtype = np_dtype(output_dtype)
@@ -155,10 +215,7 @@ def quantize_linear(
             raise ValueError(
                 f"output_dtype is {dtype} but y_zero_point has type {y_zero_point.dtype}"
             )
-    compute = np_dtype(precision) if precision else None
-    if _fast_quantize(x, y_scale, dtype, block_size, compute):
-        return _quantize_8bit(x, y_scale, y_zero_point, axis, dtype)
-    return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+    return dtype
 
 
 _F32 = np.dtype(np.float32)
@@ -203,7 +260,47 @@ def _quantize_8bit(
         return q.astype(dtype)
 
 
-@op("DequantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def _dequantize_compiled(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    block_size: int = 0,
+    output_dtype: int = 0,
+) -> np.ndarray:
+    """DequantizeLinear's compiled form: 8 bits to float32 per tensor or per axis in one
+    pass, else the NumPy form."""
+    layout = ig.channels(x.shape, x_scale, axis)
+    if (
+        layout is None
+        or _dequantized_type(x_scale, output_dtype) != _F32
+        or not _fast_dequantize(x, x_scale, _F32, block_size)
+        or (x_zero_point is not None and x_zero_point.shape != x_scale.shape)
+        or (x_zero_point is not None and x_zero_point.dtype != x.dtype)
+    ):
+        return dequantize_linear(
+            x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype
+        )
+    y = np.empty(x.shape, _F32)
+    loop = ig.QUANT.dequantize_u8 if x.dtype == np.uint8 else ig.QUANT.dequantize_i8
+    scale = ig.vector(x_scale, x_scale)
+    loop(ig.flat(x), y.reshape(-1), scale, ig.vector(x_zero_point, scale), *layout)
+    return y
+
+
+@op(
+    "DequantizeLinear",
+    10,
+    13,
+    19,
+    21,
+    23,
+    24,
+    25,
+    28,
+    traits=Traits(native=native_form(ig.QUANT and _dequantize_compiled)),
+)
 def dequantize_linear(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -214,15 +311,24 @@ def dequantize_linear(
     output_dtype: int = 0,
 ) -> np.ndarray:
     """Dequantize ``x``; the output type is ``output_dtype``, else the scale's type."""
-    if output_dtype:
-        dtype = np_dtype(output_dtype)
-    elif x_scale.dtype == E8M0:
-        raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
-    else:
-        dtype = x_scale.dtype
-    if x.dtype in _BYTES and x_scale.dtype == _F32 and dtype == _F32 and not block_size:
+    dtype = _dequantized_type(x_scale, output_dtype)
+    if _fast_dequantize(x, x_scale, dtype, block_size):
         return _dequantize_8bit(x, x_scale, x_zero_point, axis)
     return dequantize(x, x_scale, x_zero_point, axis, block_size, dtype)
+
+
+def _dequantized_type(x_scale: np.ndarray, output_dtype: int) -> np.dtype:
+    """DequantizeLinear's output type: ``output_dtype``, else the scale's type."""
+    if output_dtype:
+        return np_dtype(output_dtype)
+    if x_scale.dtype == E8M0:
+        raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
+    return x_scale.dtype
+
+
+def _fast_dequantize(x: np.ndarray, scale: np.ndarray, dtype: np.dtype, block_size: int) -> bool:
+    """Whether DequantizeLinear is the common 8-bit -> float32 case, computed in float32."""
+    return x.dtype in _BYTES and scale.dtype == _F32 and dtype == _F32 and not block_size
 
 
 def _dequantize_8bit(
@@ -238,7 +344,25 @@ def _dequantize_8bit(
     return diff
 
 
-@op("DynamicQuantizeLinear", 11)
+def _dynamic_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DynamicQuantizeLinear's compiled form: one pass for the range, one to quantize; a
+    float32 x holding NaN or infinities goes to the NumPy form."""
+    if x.dtype != _F32:
+        return dynamic_quantize_linear(x)
+    data = ig.flat(x)
+    low, high, nan = ig.QUANT.range_of(data, 0.0, 0.0)
+    if nan or not np.isfinite(low) or not np.isfinite(high):
+        return dynamic_quantize_linear(x)
+    scale, zero = _dynamic_parameters(np.float32(low), np.float32(high))
+    if scale == 0:
+        return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
+    y = np.empty(x.shape, np.uint8)
+    one = np.ones(1, _F32)
+    ig.QUANT.quantize_u8(data, y.reshape(-1), one * scale, one * zero, 1, data.size)
+    return y, np.asarray(scale), zero
+
+
+@op("DynamicQuantizeLinear", 11, traits=Traits(native=native_form(ig.QUANT and _dynamic_compiled)))
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(y, y_scale, y_zero_point)``: x quantized to uint8 over its range widened to 0.
 
@@ -247,13 +371,20 @@ def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """
     low = np.minimum(np.float32(0), x.min(initial=np.float32(0)))
     high = np.maximum(np.float32(0), x.max(initial=np.float32(0)))
-    scale = np.float32((high - low) / np.float32(255))
+    scale, zero = _dynamic_parameters(low, high)
     if scale == 0:
-        zero = np.zeros((), dtype=np.uint8)
         return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
-    zero = np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
     y = quantize(x, np.asarray(scale), zero, 1, 0, np.dtype(np.uint8), True)
     return y, np.asarray(scale), zero
+
+
+def _dynamic_parameters(low: np.float32, high: np.float32) -> tuple[np.float32, np.ndarray]:
+    """DynamicQuantizeLinear's scale and zero point for the range ``[low, high]`` (which
+    holds 0); a zero scale comes with zero point 0."""
+    scale = np.float32((high - low) / np.float32(255))
+    if scale == 0:
+        return scale, np.zeros((), dtype=np.uint8)
+    return scale, np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
 
 
 def _rows(param: np.ndarray, matrix: np.ndarray) -> np.ndarray:
@@ -290,7 +421,37 @@ def qlinear_matmul(
     return store_quantized(scaled, y_zero_point, y_zero_point.dtype, True)
 
 
-@op("MatMulInteger", 10)
+def _matmul_integer_compiled(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """MatMulInteger's compiled form: the exact product on float32 BLAS
+    (:mod:`onnxflow.ops.integer_gemm`), B shifted once when it is a constant; other layouts
+    go to the NumPy form."""
+    product = _exact_product(a, a_zero_point, b, b_zero_point)
+    if product is None:
+        return matmul_integer(a, b, a_zero_point, b_zero_point)
+    return product
+
+
+def _exact_product(
+    a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
+) -> np.ndarray | None:
+    """``(a - a_zero) @ (b - b_zero)`` as int32 for 8-bit matrices (or stacks of them), A's
+    zero point per tensor or per row, B's per tensor or per column; else None."""
+    if a.dtype not in _BYTES or b.dtype not in _BYTES or a.ndim < 2 or b.ndim < 2:
+        return None
+    b_side = ig.prepared(b, b_zero, -1)
+    a_shifted = ig.shift(a, a_zero, -2)
+    if b_side is None or a_shifted is None:
+        return None
+    step = ig.k_step(a.shape[-1], ig.reach(a, a_zero), b_side.reach)
+    return ig.exact_matmul(a_shifted, b_side.shifted, step)
+
+
+@op("MatMulInteger", 10, traits=Traits(native=native_form(ig.QUANT and _matmul_integer_compiled)))
 def matmul_integer(
     a: np.ndarray,
     b: np.ndarray,

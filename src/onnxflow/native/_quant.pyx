@@ -1,0 +1,189 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Linear quantization in one pass over memory: quantize, dequantize, quantize-dequantize,
+the zero-point shift of an integer product's operands, and requantizing tails.
+
+A tensor is laid out as ``(outer, channels, inner)``: the scale and zero point hold one value
+per channel (per tensor: one channel). Every loop repeats the float32 operations of the NumPy
+form in its order (see ``_quant.h``), so the two give the same bits.
+"""
+
+from libc.stdint cimport int8_t, int32_t, uint8_t
+
+
+cdef extern from "_quant.h" nogil:
+    void q_u8(const float *x, uint8_t *y, Py_ssize_t n, float s, float z, float lo, float hi)
+    void q_i8(const float *x, int8_t *y, Py_ssize_t n, float s, float z, float lo, float hi)
+    void q_u8_rows(const float *x, uint8_t *y, Py_ssize_t n, const float *s, const float *z,
+                   float lo, float hi)
+    void q_i8_rows(const float *x, int8_t *y, Py_ssize_t n, const float *s, const float *z,
+                   float lo, float hi)
+    void dq_u8(const uint8_t *x, float *y, Py_ssize_t n, float s, float z)
+    void dq_i8(const int8_t *x, float *y, Py_ssize_t n, float s, float z)
+    void dq_u8_rows(const uint8_t *x, float *y, Py_ssize_t n, const float *s, const float *z)
+    void dq_i8_rows(const int8_t *x, float *y, Py_ssize_t n, const float *s, const float *z)
+    void fake_q(const float *x, float *y, Py_ssize_t n, float s, float lo, float hi)
+    void fake_q_array(const float *x, float *y, Py_ssize_t n, float s, float lo, float hi)
+    void fake_q_rows(const float *x, float *y, Py_ssize_t n, const float *s, const float *lo,
+                     const float *hi)
+    int min_max(const float *x, Py_ssize_t n, float *lo, float *hi)
+    void center_u8(const uint8_t *x, float *y, Py_ssize_t n, float z)
+    void center_i8(const int8_t *x, float *y, Py_ssize_t n, float z)
+    void center_u8_rows(const uint8_t *x, float *y, Py_ssize_t n, const float *z)
+    void center_i8_rows(const int8_t *x, float *y, Py_ssize_t n, const float *z)
+    void add_exact(const float *p, int32_t *acc, Py_ssize_t n, int first)
+    void rq_u8(const int32_t *acc, uint8_t *y, Py_ssize_t n, int32_t b, float s, float z,
+               float lo, float hi)
+    void rq_i8(const int32_t *acc, int8_t *y, Py_ssize_t n, int32_t b, float s, float z,
+               float lo, float hi)
+
+
+def quantize_u8(const float[::1] x, uint8_t[::1] y, const float[::1] s, const float[::1] z,
+                Py_ssize_t outer, Py_ssize_t inner):
+    """``y = clip(rint(x / s) + z, 0, 255)``, s and z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                q_u8_rows(&x[at], &y[at], channels, &s[0], &z[0], 0, 255)
+                at += channels
+                continue
+            for c in range(channels):
+                q_u8(&x[at], &y[at], inner, s[c], z[c], 0, 255)
+                at += inner
+
+
+def quantize_i8(const float[::1] x, int8_t[::1] y, const float[::1] s, const float[::1] z,
+                Py_ssize_t outer, Py_ssize_t inner):
+    """``y = clip(rint(x / s) + z, -128, 127)``, s and z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                q_i8_rows(&x[at], &y[at], channels, &s[0], &z[0], -128, 127)
+                at += channels
+                continue
+            for c in range(channels):
+                q_i8(&x[at], &y[at], inner, s[c], z[c], -128, 127)
+                at += inner
+
+
+def dequantize_u8(const uint8_t[::1] x, float[::1] y, const float[::1] s, const float[::1] z,
+                  Py_ssize_t outer, Py_ssize_t inner):
+    """``y = float(x - z) * s``, s and z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                dq_u8_rows(&x[at], &y[at], channels, &s[0], &z[0])
+                at += channels
+                continue
+            for c in range(channels):
+                dq_u8(&x[at], &y[at], inner, s[c], z[c])
+                at += inner
+
+
+def dequantize_i8(const int8_t[::1] x, float[::1] y, const float[::1] s, const float[::1] z,
+                  Py_ssize_t outer, Py_ssize_t inner):
+    """``y = float(x - z) * s``, s and z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                dq_i8_rows(&x[at], &y[at], channels, &s[0], &z[0])
+                at += channels
+                continue
+            for c in range(channels):
+                dq_i8(&x[at], &y[at], inner, s[c], z[c])
+                at += inner
+
+
+def fake_quantize(const float[::1] x, float[::1] y, float s, float lo, float hi):
+    """``y = clip(rint(x / s), lo, hi) * s`` with scalar bounds (NumPy's scalar clip)."""
+    with nogil:
+        fake_q(&x[0], &y[0], x.shape[0], s, lo, hi)
+
+
+def fake_quantize_axis(const float[::1] x, float[::1] y, const float[::1] s,
+                       const float[::1] lo, const float[::1] hi, Py_ssize_t outer,
+                       Py_ssize_t inner):
+    """``y = clip(rint(x / s), lo, hi) * s``, s, lo and hi per channel of ``(outer, C,
+    inner)``, clipped as NumPy clips against arrays of bounds."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                fake_q_rows(&x[at], &y[at], channels, &s[0], &lo[0], &hi[0])
+                at += channels
+                continue
+            for c in range(channels):
+                fake_q_array(&x[at], &y[at], inner, s[c], lo[c], hi[c])
+                at += inner
+
+
+def range_of(const float[::1] x, float lo, float hi):
+    """``(min(lo, x.min()), max(hi, x.max()), any NaN in x)``."""
+    cdef int nan = 0
+    with nogil:
+        if x.shape[0]:
+            nan = min_max(&x[0], x.shape[0], &lo, &hi)
+    return lo, hi, bool(nan)
+
+
+def center_u8_axis(const uint8_t[::1] x, float[::1] y, const float[::1] z, Py_ssize_t outer,
+                   Py_ssize_t inner):
+    """``y = float(x - z)``, z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = z.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                center_u8_rows(&x[at], &y[at], channels, &z[0])
+                at += channels
+                continue
+            for c in range(channels):
+                center_u8(&x[at], &y[at], inner, z[c])
+                at += inner
+
+
+def center_i8_axis(const int8_t[::1] x, float[::1] y, const float[::1] z, Py_ssize_t outer,
+                   Py_ssize_t inner):
+    """``y = float(x - z)``, z per channel of ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = z.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            if inner == 1:
+                center_i8_rows(&x[at], &y[at], channels, &z[0])
+                at += channels
+                continue
+            for c in range(channels):
+                center_i8(&x[at], &y[at], inner, z[c])
+                at += inner
+
+
+def accumulate(const float[::1] p, int32_t[::1] acc, bint first):
+    """``acc += int32(p)`` (``acc = int32(p)`` when ``first``); p holds exact integers."""
+    with nogil:
+        add_exact(&p[0], &acc[0], p.shape[0], first)
+
+
+def requantize_u8(const int32_t[::1] acc, uint8_t[::1] y, const int32_t[::1] b,
+                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner):
+    """``y = clip(rint(float(acc + b) * s) + z, 0, 255)``, b and s per channel of ``(outer,
+    C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            for c in range(channels):
+                rq_u8(&acc[at], &y[at], inner, b[c], s[c], z, 0, 255)
+                at += inner
+
+
+def requantize_i8(const int32_t[::1] acc, int8_t[::1] y, const int32_t[::1] b,
+                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner):
+    """``y = clip(rint(float(acc + b) * s) + z, -128, 127)``, b and s per channel of
+    ``(outer, C, inner)``."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    with nogil:
+        for o in range(outer):
+            for c in range(channels):
+                rq_i8(&acc[at], &y[at], inner, b[c], s[c], z, -128, 127)
+                at += inner

@@ -1,0 +1,161 @@
+"""Exact products of 8-bit integer tensors on float32 BLAS, and the compiled loops of linear
+quantization laid out per channel: the glue of the quantization kernels' compiled forms.
+
+NumPy has no 8-bit GEMM, so the NumPy forms multiply the zero-point-shifted operands in
+float64. A float32 product gives the same integers while every partial sum is an integer of
+magnitude at most 2^24, in whatever order BLAS adds: that holds when ``K * max|a - za| *
+max|b - zb| <= 2^24``. Longer sums are cut into slices of K that short, each product exact,
+and the slices are added in int32 (wrapping as the NumPy form's cast to int32 does).
+
+A constant operand (a plan's initializers are read-only) is shifted, and its reach measured,
+once: :func:`prepared` keeps the result while the array lives.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from onnxflow.ops import compiled
+from onnxflow.ops._common import normalize_axis
+
+#: The compiled loops (None when the module was not built: no compiled forms then).
+QUANT = compiled.module("_quant")
+#: Integers up to this magnitude are exact in float32, and so are sums that stay within it.
+EXACT = 1 << 24
+_F32 = np.dtype(np.float32)
+_BYTE_REACH = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+BYTES = tuple(_BYTE_REACH)
+
+
+class Channels(NamedTuple):
+    """A tensor seen as ``(outer, channels, inner)`` with one parameter per channel."""
+
+    outer: int
+    inner: int
+
+
+def channels(shape: tuple[int, ...], param: np.ndarray, axis: int) -> Channels | None:
+    """The layout of a tensor of ``shape`` whose ``param`` is per tensor (one value) or per
+    ``axis`` (a vector of its length); None for any other shape of ``param``."""
+    if param.size == 1 and param.ndim <= 1:
+        return Channels(1, math.prod(shape))
+    if param.ndim != 1 or not shape:
+        return None
+    axis = normalize_axis(axis, len(shape))
+    if param.shape[0] != shape[axis]:
+        return None
+    return Channels(math.prod(shape[:axis]), math.prod(shape[axis + 1 :]))
+
+
+def vector(param: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+    """A scale or zero point as a contiguous float32 vector (0 where omitted, ``like``'s
+    size)."""
+    if param is None:
+        return np.zeros(like.size, _F32)
+    return np.ascontiguousarray(param.reshape(-1), dtype=_F32)
+
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """``x`` as a contiguous 1-D array (a view when it is contiguous already)."""
+    return np.ascontiguousarray(x).reshape(-1)
+
+
+def shift(q: np.ndarray, zero: np.ndarray | None, axis: int) -> np.ndarray | None:
+    """``float32(q - zero)`` for 8-bit ``q``, one pass, the zero point per tensor or along
+    ``axis``; None for a layout the loop does not take."""
+    z = np.zeros(1, q.dtype) if zero is None else zero
+    layout = channels(q.shape, z, axis)
+    if layout is None or z.dtype != q.dtype:
+        return None
+    out = np.empty(q.shape, _F32)
+    loop = QUANT.center_u8_axis if q.dtype == np.uint8 else QUANT.center_i8_axis
+    loop(flat(q), out.reshape(-1), vector(z, z), layout.outer, layout.inner)
+    return out
+
+
+def reach(q: np.ndarray, zero: np.ndarray | None) -> int:
+    """The largest ``|q - zero|`` q's type allows."""
+    lo, hi = _BYTE_REACH[q.dtype]
+    if zero is None or not zero.size:
+        return max(-lo, hi)
+    z = zero.astype(np.int64)
+    return int(max(hi - z.min(), z.max() - lo))
+
+
+class Operand(NamedTuple):
+    """A shifted operand and the largest magnitude it holds (or may hold)."""
+
+    shifted: np.ndarray
+    reach: int
+
+
+def _immutable(x: np.ndarray | None) -> bool:
+    """Whether ``x`` and every array it views are read-only (a plan's constant)."""
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return True
+
+
+_KEPT: dict[tuple[int, ...], tuple[tuple[Callable[[], Any], ...], Any]] = {}
+
+
+def _none() -> None:
+    return None
+
+
+def kept(arrays: tuple[np.ndarray | None, ...], make: Callable[[], Any]) -> Any:
+    """``make()``, made once for read-only ``arrays`` (the same objects) while they live."""
+    if not all(_immutable(a) for a in arrays):
+        return make()
+    key = tuple(id(a) for a in arrays)
+    hit = _KEPT.get(key)
+    if hit is not None and all(ref() is a for ref, a in zip(hit[0], arrays, strict=True)):
+        return hit[1]
+    value = make()
+    _KEPT[key] = (tuple(_none if a is None else weakref.ref(a) for a in arrays), value)
+    first = next((a for a in arrays if a is not None), None)
+    if first is not None:
+        weakref.finalize(first, _KEPT.pop, key, None)
+    return value
+
+
+def prepared(q: np.ndarray, zero: np.ndarray | None, axis: int) -> Operand | None:
+    """The shifted operand and its exact reach, made once for a constant ``q``."""
+
+    def make() -> Operand | None:
+        shifted = shift(q, zero, axis)
+        if shifted is None:
+            return None
+        return Operand(shifted, int(np.abs(shifted).max(initial=0)))
+
+    return kept((q, zero), make)
+
+
+def k_step(k: int, reach_a: int, reach_b: int) -> int:
+    """How many terms of a sum of products within these reaches float32 adds exactly."""
+    bound = reach_a * reach_b
+    return max(1, EXACT // bound) if bound else max(k, 1)
+
+
+def exact_matmul(a: np.ndarray, b: np.ndarray, step: int) -> np.ndarray:
+    """``a @ b`` (float32 holding integers, b 2-D or batched alike) as int32, K cut in slices
+    of ``step``: each slice's product is exact, the slices add in int32."""
+    k = a.shape[-1]
+    if b.ndim == 2 and a.ndim > 2:
+        return exact_matmul(a.reshape(-1, k), b, step).reshape(*a.shape[:-1], b.shape[1])
+    if step >= k:
+        return np.matmul(a, b).astype(np.int32)
+    acc = None
+    for start in range(0, k, step):
+        part = np.matmul(a[..., start : start + step], b[..., start : start + step, :])
+        if acc is None:
+            acc = np.empty(part.shape, np.int32)
+        QUANT.accumulate(part.reshape(-1), acc.reshape(-1), start == 0)
+    return acc
