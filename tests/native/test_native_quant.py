@@ -16,9 +16,18 @@ FORMS_TESTED = [
     ("", "DequantizeLinear"),
     ("", "DynamicQuantizeLinear"),
     ("", "MatMulInteger"),
+    ("", "ConvInteger"),
+    ("", "QLinearConv"),
     ("onnxflow.fused", "FakeQuantize"),
+    ("com.microsoft", "QuantizeLinear"),
+    ("com.microsoft", "DequantizeLinear"),
+    ("com.microsoft", "QLinearConv"),
+    ("com.microsoft", "QGemm"),
+    ("com.microsoft", "MatMulIntegerToFloat"),
+    ("com.microsoft", "DynamicQuantizeMatMul"),
 ]
 
+MS = "com.microsoft"
 BYTE_TYPES = [np.uint8, np.int8]
 
 
@@ -181,3 +190,130 @@ def test_matmul_integer_batched_b_and_saturated_operands():
     b = np.zeros((3, 2000, 5), np.uint8)
     same(*node_forms("MatMulInteger", [a, b, np.uint8(0), np.uint8(255)], 10))
     same(*node_forms("MatMulInteger", [a[0, 0], b[0], np.uint8(0), np.uint8(255)], 10))
+
+
+def _conv_model(op, inputs, constant, **attrs):
+    """A one-node conv model; inputs named in ``constant`` are initializers."""
+    names = [f"x{i}" if v is not None else "" for i, v in enumerate(inputs)]
+    values = {n: v for n, v in zip(names, inputs, strict=True) if v is not None}
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs)],
+        op,
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for n, v in values.items()
+            if n not in constant
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)],
+        [numpy_helper.from_array(v, n) for n, v in values.items() if n in constant],
+    )
+    feeds = {n: v for n, v in values.items() if n not in constant}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), feeds
+
+
+CONV_CASES = {
+    "3x3_padded": ((1, 8, 9, 10), (6, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "strided": ((2, 4, 11, 9), (5, 4, 3, 2), {"strides": [2, 1], "dilations": [1, 2]}),
+    "depthwise": ((1, 6, 8, 8), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
+    "grouped": ((1, 6, 7, 7), (4, 3, 1, 1), {"group": 2}),
+    "pointwise": ((2, 5, 4, 4), (7, 5, 1, 1), {}),
+    "long_k_sliced": ((1, 70, 12, 12), (4, 70, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    "taps_sliced": ((1, 64, 40, 40), (3, 64, 3, 3), {}),
+    "1d": ((2, 3, 20), (4, 3, 5), {"pads": [2, 1]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+@pytest.mark.parametrize(
+    ("x_type", "w_type"), [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)]
+)
+def test_conv_integer_and_qlinear_conv(case, x_type, w_type):
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    rng = np.random.default_rng(len(case))
+    x, w = _integers(rng, x_type, x_shape), _integers(rng, w_type, w_shape)
+    x_zero = np.asarray(np.iinfo(x_type).min, x_type)  # the widest reach
+    w_zero = _integers(rng, w_type, (w_shape[0],))
+    for constant in [set(), {"x1", "x3"}]:
+        model = _conv_model("ConvInteger", [x, w, x_zero, w_zero], constant, **attrs)
+        same(*both_forms(*model))
+    scales = rng.uniform(0.001, 0.01, w_shape[0]).astype(np.float32)
+    y_zero = np.asarray(7, x_type)
+    bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
+    for b in (bias, None):
+        inputs = [x, np.float32(0.02), x_zero, w, scales, w_zero, np.float32(0.05), y_zero, b]
+        for constant in [set(), {"x3", "x4", "x5", "x8"}]:
+            same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
+
+
+def test_qlinear_conv_ties_and_saturation():
+    """Scales whose ratio is 1/2 make every odd sum a tie; large sums saturate."""
+    x = np.arange(2 * 9 * 9, dtype=np.uint8).reshape(1, 2, 9, 9)
+    w = np.ones((3, 2, 3, 3), np.int8)
+    w[1] = -1
+    w[2, :, 1, 1] = 1
+    inputs = [x, np.float32(0.5), np.uint8(0), w, np.float32(1.0), np.int8(0), np.float32(1.0)]
+    for y_zero in (np.uint8(128), np.int8(0)):
+        x_in = x if y_zero.dtype == np.uint8 else (x // 2).astype(np.int8)
+        inputs[0], inputs[2] = x_in, np.zeros((), x_in.dtype)
+        compiled, numpy_form = node_forms("QLinearConv", [*inputs, y_zero], 10)
+        same(compiled, numpy_form)
+        info = np.iinfo(y_zero.dtype)
+        assert {info.min, info.max} & set(np.unique(compiled[0]).tolist())
+
+
+def _ms_model(op, inputs, constant, **attrs):
+    """:func:`_conv_model` of a com.microsoft node."""
+    model, feeds = _conv_model(op, inputs, constant, **attrs)
+    model.graph.node[0].domain = MS
+    model.opset_import.append(helper.make_opsetid(MS, 1))
+    return model, feeds
+
+
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_ms_quantize_dequantize_and_conv(dtype):
+    rng = np.random.default_rng(8)
+    scale, zero = _params(rng, dtype, 6)
+    x = _floats(rng, (2, 6, 5), float(scale[0]))
+    same(*both_forms(*_ms_model("QuantizeLinear", [x, scale, zero], set(), axis=1)))
+    q = _integers(rng, dtype, (2, 6, 5))
+    same(*both_forms(*_ms_model("DequantizeLinear", [q, scale[:1], zero[:1]], set())))
+    x = _integers(rng, dtype, (1, 9, 10, 5))
+    w = _integers(rng, np.int8, (4, 5, 3, 3))
+    inputs = [x, np.float32(0.02), np.asarray(3, dtype), w, scale[:4], np.zeros(4, np.int8)]
+    inputs += [np.float32(0.5), np.asarray(-1 if dtype == np.int8 else 1, dtype)]
+    model = _ms_model("QLinearConv", inputs, {"x3"}, channels_last=1, pads=[1, 0, 1, 0])
+    same(*both_forms(*model))
+
+
+@pytest.mark.parametrize("b_type", BYTE_TYPES)
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_ms_qgemm(b_type, trans_b):
+    rng = np.random.default_rng(9)
+    a, b = _integers(rng, np.uint8, (7, 600)), _integers(rng, b_type, (600, 5))
+    b = np.ascontiguousarray(b.T) if trans_b else b
+    b_zero = _integers(rng, b_type, (5,))
+    c = rng.integers(-1000, 1000, 5).astype(np.int32)
+    scales = rng.uniform(0.01, 0.02, 5).astype(np.float32)
+    head = [a, np.float32(0.03), np.uint8(200), b, scales, b_zero]
+    for tail in ([c], [c, np.float32(0.7), np.uint8(3)], [None, np.float32(0.7), np.int8(3)]):
+        for constant in [set(), {"x3", "x4", "x5"}]:
+            model = _ms_model("QGemm", head + tail, constant, transB=trans_b, alpha=0.5)
+            same(*both_forms(*model))
+
+
+@pytest.mark.parametrize("b_type", BYTE_TYPES)
+def test_ms_integer_matmuls_to_float(b_type):
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 3, 300)).astype(np.float32)
+    a = _integers(rng, np.uint8, (2, 3, 300))
+    b, b_zero = _integers(rng, b_type, (300, 8)), _integers(rng, b_type, (8,))
+    b_scale = rng.uniform(0.01, 0.02, 8).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    for constant in [set(), {"x1", "x2", "x3"}]:
+        inputs = [x, b, b_scale, b_zero, bias]
+        same(*both_forms(*_ms_model("DynamicQuantizeMatMul", inputs, constant)))
+        inputs = [x, b, b_scale[:1], None, None]
+        same(*both_forms(*_ms_model("DynamicQuantizeMatMul", inputs, constant)))
+    inputs = [a, b, np.float32(0.1), b_scale, np.uint8(100), b_zero, bias]
+    for constant in [set(), {"x1", "x3", "x5"}]:
+        same(*both_forms(*_ms_model("MatMulIntegerToFloat", inputs, constant)))

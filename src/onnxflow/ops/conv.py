@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.conv_paths import convolve, grouped_gemm
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import SAME, per_axis, spatial_geometry
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -190,7 +192,79 @@ def col2im(
     return _fold(cols, kernel, strides, dilations, begin, image)
 
 
-@op("ConvInteger", 10)
+def _conv_integer_compiled(
+    x: np.ndarray,
+    w: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    w_zero_point: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """ConvInteger's compiled form: the exact convolution on float32 BLAS
+    (:func:`_exact_conv`), else the NumPy form."""
+    _check_kernel_shape(kernel_shape, w)
+    geometry = _Geometry(group, strides, dilations, pads, auto_pad)
+    acc = _exact_conv(x, x_zero_point, w, w_zero_point, geometry)
+    if acc is None:
+        return conv_integer(
+            x, w, x_zero_point, w_zero_point, kernel_shape=kernel_shape, **geometry._asdict()
+        )
+    return acc
+
+
+class _Geometry(NamedTuple):
+    """A convolution's attributes besides its kernel shape."""
+
+    group: int
+    strides: list[int] | None
+    dilations: list[int] | None
+    pads: list[int] | None
+    auto_pad: str
+
+
+def _exact_conv(
+    x: np.ndarray,
+    x_zero: np.ndarray | None,
+    w: np.ndarray,
+    w_zero: np.ndarray | None,
+    geometry: _Geometry,
+) -> np.ndarray | None:
+    """The int32 convolution of ``x - x_zero`` (per tensor) with ``w - w_zero`` (per tensor
+    or per output channel), 8-bit operands, computed in float32 where it is exact: input
+    channels are cut into slices short enough (one group only) and the slices added in int32.
+    None for what this does not take, or sums that could pass int32's range."""
+    if x.dtype not in ig.BYTES or w.dtype not in ig.BYTES or x.ndim < 3:
+        return None
+    if x_zero is not None and x_zero.size != 1:
+        return None
+    w_side = ig.prepared(w, w_zero, 0)
+    x_shifted = ig.shift(x, None if x_zero is None else x_zero.reshape(1), 1)
+    if w_side is None or x_shifted is None:
+        return None
+    taps = math.prod(w.shape[2:])
+    reach = ig.reach(x, x_zero)
+    if w.shape[1] * taps * reach * w_side.reach >= 1 << 30:
+        return None
+    step = ig.k_step(w.shape[1] * taps, reach, w_side.reach)
+    if step >= w.shape[1] * taps:
+        return convolve(x_shifted, w_side.shifted, *geometry).astype(np.int32)
+    if geometry.group != 1 or step < taps:
+        return None
+    acc, channels = None, step // taps
+    for c0 in range(0, w.shape[1], channels):
+        cut = slice(c0, c0 + channels)
+        part = convolve(x_shifted[:, cut], w_side.shifted[:, cut], *geometry)
+        acc = np.empty(part.shape, np.int32) if acc is None else acc
+        ig.QUANT.accumulate(part.reshape(-1), acc.reshape(-1), c0 == 0)
+    return acc
+
+
+@op("ConvInteger", 10, traits=Traits(native=native_form(ig.QUANT and _conv_integer_compiled)))
 def conv_integer(
     x: np.ndarray,
     w: np.ndarray,
@@ -231,7 +305,49 @@ def _per_channel(value: np.ndarray, m: int, name: str) -> np.ndarray:
     return value
 
 
-@op("QLinearConv", 10)
+def qlinear_conv_compiled(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """QLinearConv's compiled form: the exact convolution (:func:`_exact_conv`), then bias,
+    scale and rounding in one pass; else the NumPy form."""
+    _check_kernel_shape(kernel_shape, w)
+    geometry = _Geometry(group, strides, dilations, pads, auto_pad)
+    inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
+    m = w.shape[0]
+    fits = (
+        y_zero_point.dtype in ig.BYTES
+        and y_zero_point.size == 1
+        and (b is None or (b.dtype == np.int32 and b.shape == (m,)))
+    )
+    acc = _exact_conv(x, x_zero_point, w, w_zero_point, geometry) if fits else None
+    if acc is None or (b is not None and int(np.abs(b.astype(np.int64)).max(initial=0)) >= 1 << 30):
+        return qlinear_conv(*inputs, kernel_shape=kernel_shape, **geometry._asdict())
+    scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
+    scale = np.ascontiguousarray(np.broadcast_to(scale / np.float32(y_scale), (m,)))
+    bias = np.zeros(m, np.int32) if b is None else np.ascontiguousarray(b)
+    y = np.empty(acc.shape, y_zero_point.dtype)
+    loop = ig.QUANT.requantize_u8 if y.dtype == np.uint8 else ig.QUANT.requantize_i8
+    zero = float(y_zero_point.reshape(()))
+    loop(acc.reshape(-1), y.reshape(-1), bias, scale, zero, acc.shape[0], math.prod(acc.shape[2:]))
+    return y
+
+
+@op("QLinearConv", 10, traits=Traits(native=native_form(ig.QUANT and qlinear_conv_compiled)))
 def qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,

@@ -159,3 +159,25 @@ def exact_matmul(a: np.ndarray, b: np.ndarray, step: int) -> np.ndarray:
             acc = np.empty(part.shape, np.int32)
         QUANT.accumulate(part.reshape(-1), acc.reshape(-1), start == 0)
     return acc
+
+
+def product(
+    a: np.ndarray,
+    a_zero: np.ndarray | None,
+    b: np.ndarray,
+    b_zero: np.ndarray | None,
+    trans_b: bool = False,
+) -> np.ndarray | None:
+    """``(a - a_zero) @ (b - b_zero)`` as int32 for 8-bit matrices (or stacks of them), A's
+    zero point per tensor or per row, B's per tensor or per column of the product (B given
+    transposed, as ``(N, K)``, with ``trans_b``); None for other layouts."""
+    if a.dtype not in BYTES or b.dtype not in BYTES or a.ndim < 2 or b.ndim < 2:
+        return None
+    if trans_b and b.ndim != 2:
+        return None
+    b_side = prepared(b, b_zero, 0 if trans_b else -1)
+    a_shifted = shift(a, a_zero, -2)
+    if b_side is None or a_shifted is None:
+        return None
+    step = k_step(a.shape[-1], reach(a, a_zero), b_side.reach)
+    return exact_matmul(a_shifted, b_side.shifted.T if trans_b else b_side.shifted, step)

@@ -137,7 +137,7 @@ def _arithmetic_dtype(dtype: np.dtype) -> np.dtype:
     return dtype if is_float(dtype) and dtype != E8M0 else np.dtype(np.float32)
 
 
-def _quantize_compiled(
+def quantize_linear_compiled(
     x: np.ndarray,
     y_scale: np.ndarray,
     y_zero_point: np.ndarray | None = None,
@@ -185,7 +185,7 @@ def _quantize_compiled(
     24,
     25,
     28,
-    traits=Traits(native=native_form(ig.QUANT and _quantize_compiled)),
+    traits=Traits(native=native_form(ig.QUANT and quantize_linear_compiled)),
 )
 def quantize_linear(
     x: np.ndarray,
@@ -260,7 +260,7 @@ def _quantize_8bit(
         return q.astype(dtype)
 
 
-def _dequantize_compiled(
+def dequantize_linear_compiled(
     x: np.ndarray,
     x_scale: np.ndarray,
     x_zero_point: np.ndarray | None = None,
@@ -299,7 +299,7 @@ def _dequantize_compiled(
     24,
     25,
     28,
-    traits=Traits(native=native_form(ig.QUANT and _dequantize_compiled)),
+    traits=Traits(native=native_form(ig.QUANT and dequantize_linear_compiled)),
 )
 def dequantize_linear(
     x: np.ndarray,
@@ -344,7 +344,7 @@ def _dequantize_8bit(
     return diff
 
 
-def _dynamic_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dynamic_quantize_linear_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """DynamicQuantizeLinear's compiled form: one pass for the range, one to quantize; a
     float32 x holding NaN or infinities goes to the NumPy form."""
     if x.dtype != _F32:
@@ -362,7 +362,11 @@ def _dynamic_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return y, np.asarray(scale), zero
 
 
-@op("DynamicQuantizeLinear", 11, traits=Traits(native=native_form(ig.QUANT and _dynamic_compiled)))
+@op(
+    "DynamicQuantizeLinear",
+    11,
+    traits=Traits(native=native_form(ig.QUANT and dynamic_quantize_linear_compiled)),
+)
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(y, y_scale, y_zero_point)``: x quantized to uint8 over its range widened to 0.
 
@@ -430,25 +434,10 @@ def _matmul_integer_compiled(
     """MatMulInteger's compiled form: the exact product on float32 BLAS
     (:mod:`onnxflow.ops.integer_gemm`), B shifted once when it is a constant; other layouts
     go to the NumPy form."""
-    product = _exact_product(a, a_zero_point, b, b_zero_point)
+    product = ig.product(a, a_zero_point, b, b_zero_point)
     if product is None:
         return matmul_integer(a, b, a_zero_point, b_zero_point)
     return product
-
-
-def _exact_product(
-    a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
-) -> np.ndarray | None:
-    """``(a - a_zero) @ (b - b_zero)`` as int32 for 8-bit matrices (or stacks of them), A's
-    zero point per tensor or per row, B's per tensor or per column; else None."""
-    if a.dtype not in _BYTES or b.dtype not in _BYTES or a.ndim < 2 or b.ndim < 2:
-        return None
-    b_side = ig.prepared(b, b_zero, -1)
-    a_shifted = ig.shift(a, a_zero, -2)
-    if b_side is None or a_shifted is None:
-        return None
-    step = ig.k_step(a.shape[-1], ig.reach(a, a_zero), b_side.reach)
-    return ig.exact_matmul(a_shifted, b_side.shifted, step)
 
 
 @op("MatMulInteger", 10, traits=Traits(native=native_form(ig.QUANT and _matmul_integer_compiled)))
