@@ -67,6 +67,51 @@ def quantize_i8(const float[::1] x, int8_t[::1] y, const float[::1] s, const flo
                 at += inner
 
 
+def quantize_tensor(const float[::1] x, object y, float s, float z):
+    """``y = clip(rint(x / s) + z)`` to y's type (uint8 or int8), one scale and zero point."""
+    cdef uint8_t[::1] yu
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t n = x.shape[0]
+    if y.dtype.char == "B":
+        yu = y
+        with nogil:
+            q_u8(&x[0], &yu[0], n, s, z, 0, 255)
+    else:
+        yi = y
+        with nogil:
+            q_i8(&x[0], &yi[0], n, s, z, -128, 127)
+
+
+def dequantize_tensor(object x, float[::1] y, float s, float z):
+    """``y = float(x - z) * s`` from x (uint8 or int8), one scale and zero point."""
+    cdef const uint8_t[::1] xu
+    cdef const int8_t[::1] xi
+    cdef Py_ssize_t n = y.shape[0]
+    if x.dtype.char == "B":
+        xu = x
+        with nogil:
+            dq_u8(&xu[0], &y[0], n, s, z)
+    else:
+        xi = x
+        with nogil:
+            dq_i8(&xi[0], &y[0], n, s, z)
+
+
+def center_tensor(object x, float[::1] y, float z):
+    """``y = float(x - z)`` from x (uint8 or int8), one zero point."""
+    cdef const uint8_t[::1] xu
+    cdef const int8_t[::1] xi
+    cdef Py_ssize_t n = y.shape[0]
+    if x.dtype.char == "B":
+        xu = x
+        with nogil:
+            center_u8(&xu[0], &y[0], n, z)
+    else:
+        xi = x
+        with nogil:
+            center_i8(&xi[0], &y[0], n, z)
+
+
 def dequantize_u8(const uint8_t[::1] x, float[::1] y, const float[::1] s, const float[::1] z,
                   Py_ssize_t outer, Py_ssize_t inner):
     """``y = float(x - z) * s``, s and z per channel of ``(outer, C, inner)``."""

@@ -65,16 +65,28 @@ def flat(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1)
 
 
+def scalar(param: np.ndarray | None) -> float | None:
+    """A per-tensor scale or zero point as a float (0.0 when omitted), else None."""
+    if param is None:
+        return 0.0
+    return float(param.reshape(())) if param.size == 1 and param.ndim <= 1 else None
+
+
 def shift(q: np.ndarray, zero: np.ndarray | None, axis: int) -> np.ndarray | None:
     """``float32(q - zero)`` for 8-bit ``q``, one pass, the zero point per tensor or along
     ``axis``; None for a layout the loop does not take."""
-    z = np.zeros(1, q.dtype) if zero is None else zero
-    layout = channels(q.shape, z, axis)
-    if layout is None or z.dtype != q.dtype:
+    if zero is not None and zero.dtype != q.dtype:
         return None
     out = np.empty(q.shape, _F32)
+    z_value = scalar(zero)
+    if z_value is not None:
+        QUANT.center_tensor(flat(q), out.reshape(-1), z_value)
+        return out
+    layout = channels(q.shape, zero, axis)
+    if layout is None:
+        return None
     loop = QUANT.center_u8_axis if q.dtype == np.uint8 else QUANT.center_i8_axis
-    loop(flat(q), out.reshape(-1), vector(z, z), layout.outer, layout.inner)
+    loop(flat(q), out.reshape(-1), vector(zero, zero), layout.outer, layout.inner)
     return out
 
 
@@ -83,8 +95,10 @@ def reach(q: np.ndarray, zero: np.ndarray | None) -> int:
     lo, hi = _BYTE_REACH[q.dtype]
     if zero is None or not zero.size:
         return max(-lo, hi)
-    z = zero.astype(np.int64)
-    return int(max(hi - z.min(), z.max() - lo))
+    z = scalar(zero)
+    if z is not None:
+        return max(hi - int(z), int(z) - lo)
+    return max(hi - int(zero.min()), int(zero.max()) - lo)
 
 
 class Operand(NamedTuple):
@@ -103,26 +117,27 @@ def _immutable(x: np.ndarray | None) -> bool:
     return True
 
 
-_KEPT: dict[tuple[int, ...], tuple[tuple[Callable[[], Any], ...], Any]] = {}
+#: Per kept array: a reference to it, the key of what was made from it, what was made.
+_KEPT: dict[int, tuple[Callable[[], Any], tuple[Any, ...], Any]] = {}
 
 
-def _none() -> None:
-    return None
+def by_value(param: np.ndarray | None) -> tuple[Any, ...] | None:
+    """A small parameter (a zero point) as a key that compares its values."""
+    return None if param is None else (param.dtype.char, param.shape, param.tobytes())
 
 
-def kept(arrays: tuple[np.ndarray | None, ...], make: Callable[[], Any]) -> Any:
-    """``make()``, made once for read-only ``arrays`` (the same objects) while they live."""
-    if not all(_immutable(a) for a in arrays):
+def kept(q: np.ndarray, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """``make()``, made once for a read-only ``q`` (the same object, while it lives) and the
+    same ``key`` (what else ``make`` reads, by value)."""
+    if not _immutable(q):
         return make()
-    key = tuple(id(a) for a in arrays)
-    hit = _KEPT.get(key)
-    if hit is not None and all(ref() is a for ref, a in zip(hit[0], arrays, strict=True)):
-        return hit[1]
+    hit = _KEPT.get(id(q))
+    if hit is not None and hit[0]() is q and hit[1] == key:
+        return hit[2]
     value = make()
-    _KEPT[key] = (tuple(_none if a is None else weakref.ref(a) for a in arrays), value)
-    first = next((a for a in arrays if a is not None), None)
-    if first is not None:
-        weakref.finalize(first, _KEPT.pop, key, None)
+    if hit is None or hit[0]() is not q:
+        weakref.finalize(q, _KEPT.pop, id(q), None)
+    _KEPT[id(q)] = (weakref.ref(q), key, value)
     return value
 
 
@@ -135,7 +150,7 @@ def prepared(q: np.ndarray, zero: np.ndarray | None, axis: int) -> Operand | Non
             return None
         return Operand(shifted, int(np.abs(shifted).max(initial=0)))
 
-    return kept((q, zero), make)
+    return kept(q, (axis, by_value(zero)), make)
 
 
 def k_step(k: int, reach_a: int, reach_b: int) -> int:

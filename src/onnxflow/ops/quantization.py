@@ -169,6 +169,10 @@ def quantize_linear_compiled(
             precision=precision,
         )
     y = np.empty(x.shape, dtype)
+    s, z = ig.scalar(y_scale), ig.scalar(y_zero_point)
+    if s is not None and z is not None:
+        ig.QUANT.quantize_tensor(ig.flat(x), y.reshape(-1), s, z)
+        return y
     loop = ig.QUANT.quantize_u8 if dtype == np.uint8 else ig.QUANT.quantize_i8
     scale = ig.vector(y_scale, y_scale)
     loop(ig.flat(x), y.reshape(-1), scale, ig.vector(y_zero_point, scale), *layout)
@@ -283,6 +287,10 @@ def dequantize_linear_compiled(
             x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype
         )
     y = np.empty(x.shape, _F32)
+    s, z = ig.scalar(x_scale), ig.scalar(x_zero_point)
+    if s is not None and z is not None:
+        ig.QUANT.dequantize_tensor(ig.flat(x), y.reshape(-1), s, z)
+        return y
     loop = ig.QUANT.dequantize_u8 if x.dtype == np.uint8 else ig.QUANT.dequantize_i8
     scale = ig.vector(x_scale, x_scale)
     loop(ig.flat(x), y.reshape(-1), scale, ig.vector(x_zero_point, scale), *layout)
@@ -357,8 +365,7 @@ def dynamic_quantize_linear_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndar
     if scale == 0:
         return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
     y = np.empty(x.shape, np.uint8)
-    one = np.ones(1, _F32)
-    ig.QUANT.quantize_u8(data, y.reshape(-1), one * scale, one * zero, 1, data.size)
+    ig.QUANT.quantize_tensor(data, y.reshape(-1), float(scale), float(zero))
     return y, np.asarray(scale), zero
 
 
