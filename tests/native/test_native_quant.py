@@ -11,6 +11,8 @@ import pytest
 from native_forms import both_forms, node_forms
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxflow.ops import integer_gemm
+
 FORMS_TESTED = [
     ("", "QuantizeLinear"),
     ("", "DequantizeLinear"),
@@ -169,14 +171,22 @@ def _matmul_model(a, b, a_zero, b_zero, constant_b):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), feeds
 
 
+@pytest.fixture(params=["int16", "float32"])
+def kernel(request, monkeypatch):
+    """Both exact products: the int16 kernel (where the CPU has it) and float32 BLAS."""
+    if request.param == "float32":
+        monkeypatch.setattr(integer_gemm.QUANT, "PANEL", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("a_type", BYTE_TYPES)
 @pytest.mark.parametrize("b_type", BYTE_TYPES)
 @pytest.mark.parametrize("constant_b", [False, True])
-@pytest.mark.parametrize("k", [1, 37, 300, 1100])
-def test_matmul_integer(a_type, b_type, constant_b, k):
+@pytest.mark.parametrize(("k", "n"), [(1, 11), (37, 32), (300, 65), (1100, 7)])
+def test_matmul_integer(kernel, a_type, b_type, constant_b, k, n):
     rng = np.random.default_rng(k)
-    a, b = _integers(rng, a_type, (2, 9, k)), _integers(rng, b_type, (k, 11))
-    a_zero, b_zero = _integers(rng, a_type, (9,)), _integers(rng, b_type, (11,))
+    a, b = _integers(rng, a_type, (2, 9, k)), _integers(rng, b_type, (k, n))
+    a_zero, b_zero = _integers(rng, a_type, (9,)), _integers(rng, b_type, (n,))
     for zeros in [(a_zero, b_zero), (a_zero[:1], b_zero[:1]), (None, None)]:
         compiled, numpy_form = both_forms(*_matmul_model(a, b, *zeros, constant_b))
         same(compiled, numpy_form)
@@ -185,7 +195,7 @@ def test_matmul_integer(a_type, b_type, constant_b, k):
     assert np.array_equal(both_forms(*_matmul_model(a, b, a_zero, b_zero, constant_b))[0][0], exact)
 
 
-def test_matmul_integer_batched_b_and_saturated_operands():
+def test_matmul_integer_batched_b_and_saturated_operands(kernel):
     a = np.full((3, 4, 2000), 255, np.uint8)
     b = np.zeros((3, 2000, 5), np.uint8)
     same(*node_forms("MatMulInteger", [a, b, np.uint8(0), np.uint8(255)], 10))
@@ -287,7 +297,7 @@ def test_ms_quantize_dequantize_and_conv(dtype):
 
 @pytest.mark.parametrize("b_type", BYTE_TYPES)
 @pytest.mark.parametrize("trans_b", [0, 1])
-def test_ms_qgemm(b_type, trans_b):
+def test_ms_qgemm(kernel, b_type, trans_b):
     rng = np.random.default_rng(9)
     a, b = _integers(rng, np.uint8, (7, 600)), _integers(rng, b_type, (600, 5))
     b = np.ascontiguousarray(b.T) if trans_b else b
@@ -302,7 +312,7 @@ def test_ms_qgemm(b_type, trans_b):
 
 
 @pytest.mark.parametrize("b_type", BYTE_TYPES)
-def test_ms_integer_matmuls_to_float(b_type):
+def test_ms_integer_matmuls_to_float(kernel, b_type):
     rng = np.random.default_rng(10)
     x = rng.standard_normal((2, 3, 300)).astype(np.float32)
     a = _integers(rng, np.uint8, (2, 3, 300))
@@ -317,3 +327,9 @@ def test_ms_integer_matmuls_to_float(b_type):
     inputs = [a, b, np.float32(0.1), b_scale, np.uint8(100), b_zero, bias]
     for constant in [set(), {"x1", "x3", "x5"}]:
         same(*both_forms(*_ms_model("MatMulIntegerToFloat", inputs, constant)))
+
+
+def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
+    a, b = np.zeros((2, 3), np.uint8), np.zeros((4, 5), np.uint8)
+    with pytest.raises(Exception, match="MatMulInteger"):
+        node_forms("MatMulInteger", [a, b], 10)

@@ -121,3 +121,92 @@ QUANT_CLONES static void add_exact(const float *p, int32_t *acc, ptrdiff_t n, in
     }
 REQUANT_LOOP(rq_u8, uint8_t)
 REQUANT_LOOP(rq_i8, int8_t)
+
+/* y[i][k] = x[i][k] - z[i] as int16 for 8-bit x (rows of n), each row padded with zeros to
+ * width w: the left operand of igemm (its pairs of K read as one int32). */
+#define WIDEN_LOOP(NAME, T)                                                                   \
+    QUANT_CLONES static void NAME(const T *x, int16_t *y, ptrdiff_t rows, ptrdiff_t n,       \
+                                  ptrdiff_t w, const int16_t *z, int per_row) {               \
+        for (ptrdiff_t i = 0; i < rows; i++) {                                                \
+            int16_t zi = z[per_row ? i : 0];                                                  \
+            for (ptrdiff_t k = 0; k < n; k++) y[i * w + k] = (int16_t)(x[i * n + k] - zi);    \
+            for (ptrdiff_t k = n; k < w; k++) y[i * w + k] = 0;                               \
+        }                                                                                     \
+    }
+WIDEN_LOOP(widen_u8, uint8_t)
+WIDEN_LOOP(widen_i8, int8_t)
+
+/* An exact integer product on AVX-512 (BW): C (M rows of stride ldc) = A (M rows of P pairs of
+ * int16, each pair read as one int32) times B packed in panels of IGEMM_PANEL columns (per
+ * panel, per pair of K: IGEMM_PANEL columns of 2 int16). vpmaddwd multiplies int16 pairs and
+ * adds each two products into int32 exactly (the operands are 9-bit); the sums wrap as int32
+ * adds do. Blocks of IGEMM_ROWS rows of A stay in cache while the panels pass. */
+#define IGEMM_PANEL 32
+#define IGEMM_ROWS 64
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx512bw"))) static void igemm_rows(const int32_t *A, const int16_t *bp,
+                                                          int32_t *C, ptrdiff_t rows,
+                                                          ptrdiff_t P, ptrdiff_t ldc) {
+    ptrdiff_t i = 0;
+    for (; i + 4 <= rows; i += 4) {
+        __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00;
+        __m512i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+        const int32_t *a0 = A + i * P, *a1 = a0 + P, *a2 = a1 + P, *a3 = a2 + P;
+        for (ptrdiff_t k = 0; k < P; k++) {
+            __m512i b0 = _mm512_loadu_si512(bp + k * 64);
+            __m512i b1 = _mm512_loadu_si512(bp + k * 64 + 32);
+            __m512i x = _mm512_set1_epi32(a0[k]);
+            c00 = _mm512_add_epi32(c00, _mm512_madd_epi16(x, b0));
+            c01 = _mm512_add_epi32(c01, _mm512_madd_epi16(x, b1));
+            x = _mm512_set1_epi32(a1[k]);
+            c10 = _mm512_add_epi32(c10, _mm512_madd_epi16(x, b0));
+            c11 = _mm512_add_epi32(c11, _mm512_madd_epi16(x, b1));
+            x = _mm512_set1_epi32(a2[k]);
+            c20 = _mm512_add_epi32(c20, _mm512_madd_epi16(x, b0));
+            c21 = _mm512_add_epi32(c21, _mm512_madd_epi16(x, b1));
+            x = _mm512_set1_epi32(a3[k]);
+            c30 = _mm512_add_epi32(c30, _mm512_madd_epi16(x, b0));
+            c31 = _mm512_add_epi32(c31, _mm512_madd_epi16(x, b1));
+        }
+        int32_t *c = C + i * ldc;
+        _mm512_storeu_si512(c, c00);
+        _mm512_storeu_si512(c + 16, c01);
+        _mm512_storeu_si512(c + ldc, c10);
+        _mm512_storeu_si512(c + ldc + 16, c11);
+        _mm512_storeu_si512(c + 2 * ldc, c20);
+        _mm512_storeu_si512(c + 2 * ldc + 16, c21);
+        _mm512_storeu_si512(c + 3 * ldc, c30);
+        _mm512_storeu_si512(c + 3 * ldc + 16, c31);
+    }
+    for (; i < rows; i++) {
+        __m512i c0 = _mm512_setzero_si512(), c1 = c0;
+        const int32_t *a0 = A + i * P;
+        for (ptrdiff_t k = 0; k < P; k++) {
+            __m512i x = _mm512_set1_epi32(a0[k]);
+            c0 = _mm512_add_epi32(c0, _mm512_madd_epi16(x, _mm512_loadu_si512(bp + k * 64)));
+            c1 = _mm512_add_epi32(c1, _mm512_madd_epi16(x, _mm512_loadu_si512(bp + k * 64 + 32)));
+        }
+        _mm512_storeu_si512(C + i * ldc, c0);
+        _mm512_storeu_si512(C + i * ldc + 16, c1);
+    }
+}
+
+static int igemm_available(void) { return __builtin_cpu_supports("avx512bw"); }
+
+static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
+                  ptrdiff_t P, ptrdiff_t ldc) {
+    for (ptrdiff_t i0 = 0; i0 < M; i0 += IGEMM_ROWS) {
+        ptrdiff_t rows = M - i0 < IGEMM_ROWS ? M - i0 : IGEMM_ROWS;
+        for (ptrdiff_t p = 0; p < panels; p++)
+            igemm_rows(A + i0 * P, B + p * P * IGEMM_PANEL * 2, C + i0 * ldc + p * IGEMM_PANEL,
+                       rows, P, ldc);
+    }
+}
+#else
+static int igemm_available(void) { return 0; }
+static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
+                  ptrdiff_t P, ptrdiff_t ldc) {}
+#endif

@@ -7,7 +7,7 @@ per channel (per tensor: one channel). Every loop repeats the float32 operations
 form in its order (see ``_quant.h``), so the two give the same bits.
 """
 
-from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
 
 cdef extern from "_quant.h" nogil:
@@ -31,6 +31,14 @@ cdef extern from "_quant.h" nogil:
     void center_u8_rows(const uint8_t *x, float *y, Py_ssize_t n, const float *z)
     void center_i8_rows(const int8_t *x, float *y, Py_ssize_t n, const float *z)
     void add_exact(const float *p, int32_t *acc, Py_ssize_t n, int first)
+    void widen_u8(const uint8_t *x, int16_t *y, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t w,
+                  const int16_t *z, int per_row)
+    void widen_i8(const int8_t *x, int16_t *y, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t w,
+                  const int16_t *z, int per_row)
+    int igemm_available()
+    void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
+               Py_ssize_t P, Py_ssize_t ldc)
+    int IGEMM_PANEL
     void rq_u8(const int32_t *acc, uint8_t *y, Py_ssize_t n, int32_t b, float s, float z,
                float lo, float hi)
     void rq_i8(const int32_t *acc, int8_t *y, Py_ssize_t n, int32_t b, float s, float z,
@@ -232,3 +240,34 @@ def requantize_i8(const int32_t[::1] acc, int8_t[::1] y, const int32_t[::1] b,
             for c in range(channels):
                 rq_i8(&acc[at], &y[at], inner, b[c], s[c], z, -128, 127)
                 at += inner
+
+
+#: Columns per panel of a packed right operand of :func:`int_matmul` (0: no such kernel here).
+PANEL = IGEMM_PANEL if igemm_available() else 0
+
+
+def widen(object x, int16_t[::1] y, Py_ssize_t rows, Py_ssize_t width, const int16_t[::1] z):
+    """``y[i, k] = x[i, k] - z`` as int16 for 8-bit x of ``rows`` rows, y's rows padded with
+    zeros to ``width``; z holds one value, or one per row."""
+    cdef const uint8_t[::1] xu
+    cdef const int8_t[::1] xi
+    cdef Py_ssize_t n = x.shape[0] // rows if rows else 0
+    cdef int per_row = z.shape[0] > 1
+    if x.dtype.char == "B":
+        xu = x
+        with nogil:
+            widen_u8(&xu[0], &y[0], rows, n, width, &z[0], per_row)
+    else:
+        xi = x
+        with nogil:
+            widen_i8(&xi[0], &y[0], rows, n, width, &z[0], per_row)
+
+
+def int_matmul(const int16_t[::1] a, const int16_t[::1] b, int32_t[::1] c, Py_ssize_t rows,
+               Py_ssize_t panels, Py_ssize_t pairs):
+    """``c = a @ b`` exactly in int32: a is ``rows`` rows of ``pairs`` pairs of int16, b is
+    packed in ``panels`` panels of :data:`PANEL` columns, c is ``rows x panels * PANEL``."""
+    if not igemm_available():
+        raise RuntimeError("int_matmul needs AVX-512 (BW)")
+    with nogil:
+        igemm(<const int32_t *>&a[0], &b[0], &c[0], rows, panels, pairs, panels * IGEMM_PANEL)

@@ -176,6 +176,63 @@ def exact_matmul(a: np.ndarray, b: np.ndarray, step: int) -> np.ndarray:
     return acc
 
 
+def _packed(b: np.ndarray, zero: np.ndarray | None, trans_b: bool) -> np.ndarray | None:
+    """``b - zero`` as int16 (zero per tensor or per column of the product), packed for
+    ``QUANT.int_matmul``: panels of ``QUANT.PANEL`` columns, per pair of K rows each panel's
+    columns as pairs; K and the columns padded with zeros. None for another zero point."""
+    axis = 0 if trans_b else 1
+    if zero is not None and (zero.dtype != b.dtype or channels(b.shape, zero, axis) is None):
+        return None
+    shifted = b.astype(np.int16)
+    if zero is not None:
+        z = zero.astype(np.int16).reshape(-1)
+        shifted -= z[:, None] if trans_b and z.size > 1 else z
+    shifted = shifted.T if trans_b else shifted
+    k, n = shifted.shape
+    panel = QUANT.PANEL
+    pairs, width = -(-k // 2), -(-n // panel) * panel
+    padded = np.zeros((2 * pairs, width), np.int16)
+    padded[:k, :n] = shifted
+    return np.ascontiguousarray(
+        padded.reshape(pairs, 2, width // panel, panel).transpose(2, 0, 3, 1)
+    )
+
+
+def _row_zeros(a: np.ndarray, zero: np.ndarray | None) -> np.ndarray | None:
+    """A's zero point as int16, one value or one per row of ``a.reshape(-1, K)``."""
+    if zero is None:
+        return np.zeros(1, np.int16)
+    if zero.dtype != a.dtype or channels(a.shape, zero, -2) is None:
+        return None
+    z = zero.astype(np.int16).reshape(-1)
+    return z if z.size == 1 else np.tile(z, math.prod(a.shape[:-2]))
+
+
+def int_product(
+    a: np.ndarray,
+    a_zero: np.ndarray | None,
+    b: np.ndarray,
+    b_zero: np.ndarray | None,
+    trans_b: bool = False,
+) -> np.ndarray | None:
+    """:func:`product` on the int16 kernel (AVX-512), B packed once when constant; None where
+    the kernel is not built for this CPU or B is not a matrix."""
+    if not QUANT.PANEL or b.ndim != 2 or a.shape[-1] != b.shape[1 if trans_b else 0]:
+        return None
+    panels = kept(b, ("packed", trans_b, by_value(b_zero)), lambda: _packed(b, b_zero, trans_b))
+    zeros = _row_zeros(a, a_zero)
+    if panels is None or zeros is None:
+        return None
+    n = b.shape[0 if trans_b else 1]
+    rows, pairs = math.prod(a.shape[:-1]), panels.shape[1]
+    left = np.empty(rows * 2 * pairs, np.int16)
+    QUANT.widen(flat(a), left, rows, 2 * pairs, zeros)
+    out = np.empty((rows, panels.shape[0] * QUANT.PANEL), np.int32)
+    QUANT.int_matmul(left, panels.reshape(-1), out.reshape(-1), rows, panels.shape[0], pairs)
+    out = out if out.shape[1] == n else np.ascontiguousarray(out[:, :n])
+    return out.reshape(*a.shape[:-1], n)
+
+
 def product(
     a: np.ndarray,
     a_zero: np.ndarray | None,
@@ -190,6 +247,9 @@ def product(
         return None
     if trans_b and b.ndim != 2:
         return None
+    exact = int_product(a, a_zero, b, b_zero, trans_b)
+    if exact is not None:
+        return exact
     b_side = prepared(b, b_zero, 0 if trans_b else -1)
     a_shifted = shift(a, a_zero, -2)
     if b_side is None or a_shifted is None:
