@@ -237,7 +237,7 @@ CONV_CASES = {
 @pytest.mark.parametrize(
     ("x_type", "w_type"), [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)]
 )
-def test_conv_integer_and_qlinear_conv(case, x_type, w_type):
+def test_conv_integer_and_qlinear_conv(kernel, case, x_type, w_type):
     x_shape, w_shape, attrs = CONV_CASES[case]
     rng = np.random.default_rng(len(case))
     x, w = _integers(rng, x_type, x_shape), _integers(rng, w_type, w_shape)
@@ -255,7 +255,7 @@ def test_conv_integer_and_qlinear_conv(case, x_type, w_type):
             same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
 
 
-def test_qlinear_conv_ties_and_saturation():
+def test_qlinear_conv_ties_and_saturation(kernel):
     """Scales whose ratio is 1/2 make every odd sum a tie; large sums saturate."""
     x = np.arange(2 * 9 * 9, dtype=np.uint8).reshape(1, 2, 9, 9)
     w = np.ones((3, 2, 3, 3), np.int8)
@@ -280,7 +280,7 @@ def _ms_model(op, inputs, constant, **attrs):
 
 
 @pytest.mark.parametrize("dtype", BYTE_TYPES)
-def test_ms_quantize_dequantize_and_conv(dtype):
+def test_ms_quantize_dequantize_and_conv(kernel, dtype):
     rng = np.random.default_rng(8)
     scale, zero = _params(rng, dtype, 6)
     x = _floats(rng, (2, 6, 5), float(scale[0]))

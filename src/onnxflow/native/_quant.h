@@ -196,6 +196,26 @@ __attribute__((target("avx512bw"))) static void igemm_rows(const int32_t *A, con
 
 static int igemm_available(void) { return __builtin_cpu_supports("avx512bw"); }
 
+/* The right operand of igemm from rows of int16 (K rows of P): per panel of IGEMM_PANEL
+ * columns, per pair of rows, the columns' pairs; zeros past K and P. */
+QUANT_CLONES static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t K, ptrdiff_t P,
+                                    ptrdiff_t panels, ptrdiff_t pairs) {
+    for (ptrdiff_t p = 0; p < panels; p++) {
+        for (ptrdiff_t kp = 0; kp < pairs; kp++) {
+            const int16_t *r0 = rows + 2 * kp * P, *r1 = r0 + P;
+            int has1 = 2 * kp + 1 < K;
+            int16_t *o = out + (p * pairs + kp) * IGEMM_PANEL * 2;
+            ptrdiff_t q0 = p * IGEMM_PANEL;
+            ptrdiff_t n = P - q0 < IGEMM_PANEL ? P - q0 : IGEMM_PANEL;
+            for (ptrdiff_t j = 0; j < n; j++) {
+                o[2 * j] = r0[q0 + j];
+                o[2 * j + 1] = has1 ? r1[q0 + j] : 0;
+            }
+            for (ptrdiff_t j = n; j < IGEMM_PANEL; j++) o[2 * j] = o[2 * j + 1] = 0;
+        }
+    }
+}
+
 static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
                   ptrdiff_t P, ptrdiff_t ldc) {
     for (ptrdiff_t i0 = 0; i0 < M; i0 += IGEMM_ROWS) {
@@ -207,6 +227,8 @@ static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, p
 }
 #else
 static int igemm_available(void) { return 0; }
+static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t K, ptrdiff_t P,
+                       ptrdiff_t panels, ptrdiff_t pairs) {}
 static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
                   ptrdiff_t P, ptrdiff_t ldc) {}
 #endif

@@ -39,6 +39,8 @@ cdef extern from "_quant.h" nogil:
     void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
                Py_ssize_t P, Py_ssize_t ldc)
     int IGEMM_PANEL
+    void pack_pairs(const int16_t *rows, int16_t *out, Py_ssize_t K, Py_ssize_t P,
+                    Py_ssize_t panels, Py_ssize_t pairs)
     void rq_u8(const int32_t *acc, uint8_t *y, Py_ssize_t n, int32_t b, float s, float z,
                float lo, float hi)
     void rq_i8(const int32_t *acc, int8_t *y, Py_ssize_t n, int32_t b, float s, float z,
@@ -219,27 +221,29 @@ def accumulate(const float[::1] p, int32_t[::1] acc, bint first):
 
 
 def requantize_u8(const int32_t[::1] acc, uint8_t[::1] y, const int32_t[::1] b,
-                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner):
+                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner,
+                  Py_ssize_t stride):
     """``y = clip(rint(float(acc + b) * s) + z, 0, 255)``, b and s per channel of ``(outer,
-    C, inner)``."""
-    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    C, inner)``; acc's rows are ``stride`` apart."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], row = 0
     with nogil:
         for o in range(outer):
             for c in range(channels):
-                rq_u8(&acc[at], &y[at], inner, b[c], s[c], z, 0, 255)
-                at += inner
+                rq_u8(&acc[row * stride], &y[row * inner], inner, b[c], s[c], z, 0, 255)
+                row += 1
 
 
 def requantize_i8(const int32_t[::1] acc, int8_t[::1] y, const int32_t[::1] b,
-                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner):
+                  const float[::1] s, float z, Py_ssize_t outer, Py_ssize_t inner,
+                  Py_ssize_t stride):
     """``y = clip(rint(float(acc + b) * s) + z, -128, 127)``, b and s per channel of
-    ``(outer, C, inner)``."""
-    cdef Py_ssize_t o, c, channels = s.shape[0], at = 0
+    ``(outer, C, inner)``; acc's rows are ``stride`` apart."""
+    cdef Py_ssize_t o, c, channels = s.shape[0], row = 0
     with nogil:
         for o in range(outer):
             for c in range(channels):
-                rq_i8(&acc[at], &y[at], inner, b[c], s[c], z, -128, 127)
-                at += inner
+                rq_i8(&acc[row * stride], &y[row * inner], inner, b[c], s[c], z, -128, 127)
+                row += 1
 
 
 #: Columns per panel of a packed right operand of :func:`int_matmul` (0: no such kernel here).
@@ -271,3 +275,11 @@ def int_matmul(const int16_t[::1] a, const int16_t[::1] b, int32_t[::1] c, Py_ss
         raise RuntimeError("int_matmul needs AVX-512 (BW)")
     with nogil:
         igemm(<const int32_t *>&a[0], &b[0], &c[0], rows, panels, pairs, panels * IGEMM_PANEL)
+
+
+def pack(const int16_t[::1] rows, int16_t[::1] out, Py_ssize_t k, Py_ssize_t p):
+    """``rows`` (k rows of p int16) packed as :func:`int_matmul`'s right operand into ``out``
+    (``ceil(p / PANEL) * ceil(k / 2) * PANEL * 2`` values)."""
+    cdef Py_ssize_t panels = (p + IGEMM_PANEL - 1) // IGEMM_PANEL, pairs = (k + 1) // 2
+    with nogil:
+        pack_pairs(&rows[0], &out[0], k, p, panels, pairs)
