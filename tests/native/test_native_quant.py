@@ -25,6 +25,8 @@ FORMS_TESTED = [
     ("com.microsoft", "DequantizeLinear"),
     ("com.microsoft", "QLinearConv"),
     ("com.microsoft", "QGemm"),
+    ("com.microsoft", "QLinearAdd"),
+    ("com.microsoft", "QLinearMul"),
     ("com.microsoft", "MatMulIntegerToFloat"),
     ("com.microsoft", "DynamicQuantizeMatMul"),
 ]
@@ -148,7 +150,8 @@ def test_fake_quantize(dtype, axis):
 def _integers(rng, dtype, shape):
     info = np.iinfo(dtype)
     x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
-    x.reshape(-1)[:2] = [info.min, info.max]
+    edges = [info.min, info.max][: x.size]
+    x.reshape(-1)[: len(edges)] = edges
     return x
 
 
@@ -333,3 +336,23 @@ def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
     a, b = np.zeros((2, 3), np.uint8), np.zeros((4, 5), np.uint8)
     with pytest.raises(Exception, match="MatMulInteger"):
         node_forms("MatMulInteger", [a, b], 10)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+@pytest.mark.parametrize("b_shape", [(2, 3, 17), (1,), (), (3, 1)])
+def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
+    """Same shapes, one value on either side (one pass), a broadcast row (the NumPy form);
+    scales whose ratios make ties and saturation."""
+    rng = np.random.default_rng(11)
+    a, b = _integers(rng, dtype, (2, 3, 17)), _integers(rng, dtype, b_shape)
+    z = [np.asarray(v, dtype) for v in (5, -3 if dtype == np.int8 else 250, 1)]
+    for scales in ([0.5, 0.25, 1.0], [0.02, 0.03, 0.04], [0.3, 0.2, 0.001]):
+        s = [np.float32(v) for v in scales]
+        for first, second in [
+            ((a, s[0], z[0]), (b, s[1], z[1])),
+            ((b, s[1], z[1]), (a, s[0], z[0])),
+        ]:
+            inputs = [*first, *second, s[2], z[2]]
+            same(*both_forms(*_ms_model(op, inputs, set())))
+    same(*both_forms(*_ms_model(op, [a, s[0], None, a, s[1], None, s[2]], set())))

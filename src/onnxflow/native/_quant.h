@@ -122,6 +122,27 @@ QUANT_CLONES static void add_exact(const float *p, int32_t *acc, ptrdiff_t n, in
 REQUANT_LOOP(rq_u8, uint8_t)
 REQUANT_LOOP(rq_i8, int8_t)
 
+/* QLinearAdd and QLinearMul of 8-bit a and b (b one value when bstep is 0) into a's type:
+ * y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc), and
+ * y = saturate(rint((a - za) * (b - zb) * r) + zc), in float32 as the NumPy forms. */
+#define QBINARY_LOOPS(ADD, MUL, T, LO, HI)                                                    \
+    QUANT_CLONES static void ADD(const T *a, const T *b, T *y, ptrdiff_t n, ptrdiff_t bstep,  \
+                                 float za, float zb, float ra, float rb, float zc) {          \
+        for (ptrdiff_t i = 0; i < n; i++) {                                                   \
+            float v = ((float)a[i] - za) * ra + ((float)b[i * bstep] - zb) * rb;              \
+            y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                            \
+        }                                                                                     \
+    }                                                                                         \
+    QUANT_CLONES static void MUL(const T *a, const T *b, T *y, ptrdiff_t n, ptrdiff_t bstep,  \
+                                 float za, float zb, float r, float zc) {                     \
+        for (ptrdiff_t i = 0; i < n; i++) {                                                   \
+            float v = ((float)a[i] - za) * ((float)b[i * bstep] - zb) * r;                    \
+            y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                            \
+        }                                                                                     \
+    }
+QBINARY_LOOPS(qadd_u8, qmul_u8, uint8_t, 0, 255)
+QBINARY_LOOPS(qadd_i8, qmul_i8, int8_t, -128, 127)
+
 /* y[i][k] = x[i][k] - z[i] as int16 for 8-bit x (rows of n), each row padded with zeros to
  * width w: the left operand of igemm (its pairs of K read as one int32). */
 #define WIDEN_LOOP(NAME, T)                                                                   \

@@ -35,6 +35,14 @@ cdef extern from "_quant.h" nogil:
                   const int16_t *z, int per_row)
     void widen_i8(const int8_t *x, int16_t *y, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t w,
                   const int16_t *z, int per_row)
+    void qadd_u8(const uint8_t *a, const uint8_t *b, uint8_t *y, Py_ssize_t n, Py_ssize_t bstep,
+                 float za, float zb, float ra, float rb, float zc)
+    void qadd_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
+                 float za, float zb, float ra, float rb, float zc)
+    void qmul_u8(const uint8_t *a, const uint8_t *b, uint8_t *y, Py_ssize_t n, Py_ssize_t bstep,
+                 float za, float zb, float r, float zc)
+    void qmul_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
+                 float za, float zb, float r, float zc)
     int igemm_available()
     void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
                Py_ssize_t P, Py_ssize_t ldc)
@@ -283,3 +291,39 @@ def pack(const int16_t[::1] rows, int16_t[::1] out, Py_ssize_t k, Py_ssize_t p):
     cdef Py_ssize_t panels = (p + IGEMM_PANEL - 1) // IGEMM_PANEL, pairs = (k + 1) // 2
     with nogil:
         pack_pairs(&rows[0], &out[0], k, p, panels, pairs)
+
+
+def qlinear_add(object a, object b, object y, float za, float zb, float ra, float rb, float zc):
+    """``y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc)`` for 1-D uint8 or int8 a, y
+    and b of a's length or of one value."""
+    cdef const uint8_t[::1] au, bu
+    cdef uint8_t[::1] yu
+    cdef const int8_t[::1] ai, bi
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t n = a.shape[0], step = 1 if b.shape[0] == a.shape[0] else 0
+    if a.dtype.char == "B":
+        au, bu, yu = a, b, y
+        with nogil:
+            qadd_u8(&au[0], &bu[0], &yu[0], n, step, za, zb, ra, rb, zc)
+    else:
+        ai, bi, yi = a, b, y
+        with nogil:
+            qadd_i8(&ai[0], &bi[0], &yi[0], n, step, za, zb, ra, rb, zc)
+
+
+def qlinear_mul(object a, object b, object y, float za, float zb, float r, float zc):
+    """``y = saturate(rint((a - za) * (b - zb) * r) + zc)`` for 1-D uint8 or int8 a, y and b
+    of a's length or of one value."""
+    cdef const uint8_t[::1] au, bu
+    cdef uint8_t[::1] yu
+    cdef const int8_t[::1] ai, bi
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t n = a.shape[0], step = 1 if b.shape[0] == a.shape[0] else 0
+    if a.dtype.char == "B":
+        au, bu, yu = a, b, y
+        with nogil:
+            qmul_u8(&au[0], &bu[0], &yu[0], n, step, za, zb, r, zc)
+    else:
+        ai, bi, yi = a, b, y
+        with nogil:
+            qmul_i8(&ai[0], &bi[0], &yi[0], n, step, za, zb, r, zc)

@@ -166,7 +166,65 @@ def ms_dequantize_linear(
 
 
 # -- elementwise --------------------------------------------------------------------------------
-@op("QLinearAdd", 1, domain=MS_DOMAIN)
+def _binary_operands(
+    a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
+) -> tuple[np.ndarray, float, np.ndarray, float] | None:
+    """``(a, a's zero, b, b's zero)`` as the compiled QLinearAdd and QLinearMul take them: 8-bit
+    tensors of one type, the larger first, the other of its shape or one value; else None."""
+    if b.size > a.size:
+        a, a_zero, b, b_zero = b, b_zero, a, a_zero
+    za, zb = ig.scalar(a_zero), ig.scalar(b_zero)
+    if a.dtype not in ig.BYTES or b.dtype != a.dtype or za is None or zb is None:
+        return None
+    if (b.shape != a.shape and b.size != 1) or a.shape != np.broadcast_shapes(a.shape, b.shape):
+        return None
+    return a, za, b, zb
+
+
+def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
+    """The compiled form of QLinearAdd, or of QLinearMul with ``multiply``: one pass where both
+    are 8-bit of one type, the same shape or one a single value; else the NumPy form."""
+
+    def form(
+        a: np.ndarray,
+        a_scale: np.ndarray,
+        a_zero_point: np.ndarray | None,
+        b: np.ndarray,
+        b_scale: np.ndarray,
+        b_zero_point: np.ndarray | None,
+        c_scale: np.ndarray,
+        c_zero_point: np.ndarray | None = None,
+    ) -> np.ndarray:
+        inputs = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point)
+        fallback = qlinear_mul if multiply else qlinear_add
+        operands = _binary_operands(a, a_zero_point, b, b_zero_point)
+        zc = ig.scalar(c_zero_point)
+        if operands is None or zc is None or a.dtype != operands[0].dtype:
+            return fallback(*inputs)
+        big, za, small, zb = operands
+        y = np.empty(big.shape, a.dtype)
+        if multiply:
+            ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
+            ig.QUANT.qlinear_mul(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ratio, zc)
+            return y
+        ra, rb = _f32(a_scale) / _f32(c_scale), _f32(b_scale) / _f32(c_scale)
+        if big is not a:
+            ra, rb = rb, ra
+        ig.QUANT.qlinear_add(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc)
+        return y
+
+    form.__name__ = form.__qualname__ = (
+        "qlinear_mul_compiled" if multiply else "qlinear_add_compiled"
+    )
+    return form
+
+
+@op(
+    "QLinearAdd",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(False))),
+)
 def qlinear_add(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -185,7 +243,12 @@ def qlinear_add(
     return store_quantized(scaled, _zero(c_zero_point, a), a.dtype, True)
 
 
-@op("QLinearMul", 1, domain=MS_DOMAIN)
+@op(
+    "QLinearMul",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(True))),
+)
 def qlinear_mul(
     a: np.ndarray,
     a_scale: np.ndarray,
