@@ -19,6 +19,7 @@ FORMS_TESTED = [
     ("", "DynamicQuantizeLinear"),
     ("", "MatMulInteger"),
     ("", "ConvInteger"),
+    ("", "QLinearMatMul"),
     ("", "QLinearConv"),
     ("onnxflow.fused", "FakeQuantize"),
     ("com.microsoft", "QuantizeLinear"),
@@ -356,3 +357,18 @@ def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
             inputs = [*first, *second, s[2], z[2]]
             same(*both_forms(*_ms_model(op, inputs, set())))
     same(*both_forms(*_ms_model(op, [a, s[0], None, a, s[1], None, s[2]], set())))
+
+
+@pytest.mark.parametrize("a_type", BYTE_TYPES)
+@pytest.mark.parametrize("b_type", BYTE_TYPES)
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_qlinear_matmul(a_type, b_type, per_axis):
+    rng = np.random.default_rng(12)
+    a, b = _integers(rng, a_type, (2, 5, 70)), _integers(rng, b_type, (70, 9))
+    a_scale, a_zero = np.float32(0.02), np.asarray(3, a_type)
+    b_scale = rng.uniform(0.01, 0.03, 9 if per_axis else 1).astype(np.float32)
+    b_zero = _integers(rng, b_type, (9,) if per_axis else (1,))
+    for y_type, y_scale in [(np.uint8, 0.5), (np.int8, 0.01), (np.uint8, 0.0002)]:
+        inputs = [a, a_scale, a_zero, b, b_scale, b_zero, np.float32(y_scale), y_type(2)]
+        for constant in [set(), {"x3", "x4", "x5"}]:
+            same(*both_forms(*_conv_model("QLinearMatMul", inputs, constant)))

@@ -122,6 +122,19 @@ QUANT_CLONES static void add_exact(const float *p, int32_t *acc, ptrdiff_t n, in
 REQUANT_LOOP(rq_u8, uint8_t)
 REQUANT_LOOP(rq_i8, int8_t)
 
+/* y = saturate(rint(p / s) + z) from float64 p (QLinearMatMul's tail, in double as its NumPy
+ * form). */
+#define RQ_DOUBLE(NAME, T, LO, HI)                                                            \
+    QUANT_CLONES static void NAME(const double *p, T *y, ptrdiff_t n, double s, double z) {   \
+        for (ptrdiff_t i = 0; i < n; i++) {                                                   \
+            double v = rint(p[i] / s) + z;                                                    \
+            v = v < LO ? LO : v;                                                              \
+            y[i] = (T)(int32_t)(v > HI ? HI : v);                                             \
+        }                                                                                     \
+    }
+RQ_DOUBLE(rqd_u8, uint8_t, 0.0, 255.0)
+RQ_DOUBLE(rqd_i8, int8_t, -128.0, 127.0)
+
 /* QLinearAdd and QLinearMul of 8-bit a and b (b one value when bstep is 0) into a's type:
  * y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc), and
  * y = saturate(rint((a - za) * (b - zb) * r) + zc), in float32 as the NumPy forms. */

@@ -411,7 +411,38 @@ def _centered(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
     return centered if zero_point is None else centered - zero_point.astype(np.float64)
 
 
-@op("QLinearMatMul", 10, 21)
+def _qlinear_matmul_compiled(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+) -> np.ndarray:
+    """QLinearMatMul's compiled form: the NumPy form's float64 product, B's real values made
+    once per constant and the tail (divide, round, zero point, saturate) in one pass; other
+    types and layouts go to the NumPy form."""
+    inputs = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+    s, z = ig.scalar(y_scale), ig.scalar(y_zero_point)
+    if s is None or z is None or y_zero_point.dtype not in _BYTES or b.ndim < 2:
+        return qlinear_matmul(*inputs)
+    a_real = _centered(a, _rows(a_zero_point, a)) * _rows(a_scale, a).astype(np.float64)
+    key = ("real", ig.by_value(b_zero_point), ig.by_value(b_scale))
+    b_real = ig.kept(b, key, lambda: _centered(b, b_zero_point) * b_scale.astype(np.float64))
+    product = np.matmul(a_real, b_real)
+    y = np.empty(product.shape, y_zero_point.dtype)
+    ig.QUANT.requantize_f64(ig.flat(product), y.reshape(-1), s, z)
+    return y
+
+
+@op(
+    "QLinearMatMul",
+    10,
+    21,
+    traits=Traits(native=native_form(ig.QUANT and _qlinear_matmul_compiled)),
+)
 def qlinear_matmul(
     a: np.ndarray,
     a_scale: np.ndarray,
