@@ -122,14 +122,17 @@ QUANT_CLONES static void add_exact(const float *p, int32_t *acc, ptrdiff_t n, in
 REQUANT_LOOP(rq_u8, uint8_t)
 REQUANT_LOOP(rq_i8, int8_t)
 
-/* y = saturate(rint(p / s) + z) from float64 p (QLinearMatMul's tail, in double as its NumPy
- * form). */
+/* y[i][j] = saturate(rint(acc[i][j] * c[j] / s) + z) over rows of n int32 sums, in double
+ * (QLinearMatMul's tail, as its NumPy form: c[j] = a_scale * b_scale[j] is exact in double). */
 #define RQ_DOUBLE(NAME, T, LO, HI)                                                            \
-    QUANT_CLONES static void NAME(const double *p, T *y, ptrdiff_t n, double s, double z) {   \
-        for (ptrdiff_t i = 0; i < n; i++) {                                                   \
-            double v = rint(p[i] / s) + z;                                                    \
-            v = v < LO ? LO : v;                                                              \
-            y[i] = (T)(int32_t)(v > HI ? HI : v);                                             \
+    QUANT_CLONES static void NAME(const int32_t *acc, T *y, ptrdiff_t rows, ptrdiff_t n,      \
+                                  const double *c, double s, double z) {                      \
+        for (ptrdiff_t i = 0; i < rows; i++) {                                                \
+            for (ptrdiff_t j = 0; j < n; j++) {                                               \
+                double v = rint((double)acc[i * n + j] * c[j] / s) + z;                       \
+                v = v < LO ? LO : v;                                                          \
+                y[i * n + j] = (T)(int32_t)(v > HI ? HI : v);                                 \
+            }                                                                                 \
         }                                                                                     \
     }
 RQ_DOUBLE(rqd_u8, uint8_t, 0.0, 255.0)

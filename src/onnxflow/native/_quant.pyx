@@ -35,8 +35,10 @@ cdef extern from "_quant.h" nogil:
                   const int16_t *z, int per_row)
     void widen_i8(const int8_t *x, int16_t *y, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t w,
                   const int16_t *z, int per_row)
-    void rqd_u8(const double *p, uint8_t *y, Py_ssize_t n, double s, double z)
-    void rqd_i8(const double *p, int8_t *y, Py_ssize_t n, double s, double z)
+    void rqd_u8(const int32_t *acc, uint8_t *y, Py_ssize_t rows, Py_ssize_t n, const double *c,
+                double s, double z)
+    void rqd_i8(const int32_t *acc, int8_t *y, Py_ssize_t rows, Py_ssize_t n, const double *c,
+                double s, double z)
     void qadd_u8(const uint8_t *a, const uint8_t *b, uint8_t *y, Py_ssize_t n, Py_ssize_t bstep,
                  float za, float zb, float ra, float rb, float zc)
     void qadd_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
@@ -331,16 +333,17 @@ def qlinear_mul(object a, object b, object y, float za, float zb, float r, float
             qmul_i8(&ai[0], &bi[0], &yi[0], n, step, za, zb, r, zc)
 
 
-def requantize_f64(const double[::1] p, object y, double s, double z):
-    """``y = saturate(rint(p / s) + z)`` into y (uint8 or int8), in double."""
+def requantize_f64(const int32_t[::1] acc, object y, const double[::1] c, double s, double z):
+    """``y[i, j] = saturate(rint(acc[i, j] * c[j] / s) + z)`` in double, into y (uint8 or
+    int8) of rows of ``len(c)``."""
     cdef uint8_t[::1] yu
     cdef int8_t[::1] yi
-    cdef Py_ssize_t n = p.shape[0]
+    cdef Py_ssize_t n = c.shape[0], rows = acc.shape[0] // c.shape[0] if c.shape[0] else 0
     if y.dtype.char == "B":
         yu = y
         with nogil:
-            rqd_u8(&p[0], &yu[0], n, s, z)
+            rqd_u8(&acc[0], &yu[0], rows, n, &c[0], s, z)
     else:
         yi = y
         with nogil:
-            rqd_i8(&p[0], &yi[0], n, s, z)
+            rqd_i8(&acc[0], &yi[0], rows, n, &c[0], s, z)

@@ -421,19 +421,20 @@ def _qlinear_matmul_compiled(
     y_scale: np.ndarray,
     y_zero_point: np.ndarray,
 ) -> np.ndarray:
-    """QLinearMatMul's compiled form: the NumPy form's float64 product, B's real values made
-    once per constant and the tail (divide, round, zero point, saturate) in one pass; other
-    types and layouts go to the NumPy form."""
+    """QLinearMatMul's compiled form: the exact product (:func:`onnxflow.ops.integer_gemm.
+    product`), then scale, divide, round, zero point and saturate in one pass in double; A's
+    scale per tensor, B's per tensor or column. Others go to the NumPy form."""
     inputs = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
-    s, z = ig.scalar(y_scale), ig.scalar(y_zero_point)
-    if s is None or z is None or y_zero_point.dtype not in _BYTES or b.ndim < 2:
+    s, z, sa = ig.scalar(y_scale), ig.scalar(y_zero_point), ig.scalar(a_scale)
+    fits = y_zero_point.dtype in _BYTES and b.ndim == 2 and b.shape[0] * 255 * 255 < 1 << 31
+    if s is None or z is None or sa is None or not fits or b_scale.size not in (1, b.shape[1]):
         return qlinear_matmul(*inputs)
-    a_real = _centered(a, _rows(a_zero_point, a)) * _rows(a_scale, a).astype(np.float64)
-    key = ("real", ig.by_value(b_zero_point), ig.by_value(b_scale))
-    b_real = ig.kept(b, key, lambda: _centered(b, b_zero_point) * b_scale.astype(np.float64))
-    product = np.matmul(a_real, b_real)
-    y = np.empty(product.shape, y_zero_point.dtype)
-    ig.QUANT.requantize_f64(ig.flat(product), y.reshape(-1), s, z)
+    acc = ig.product(a, a_zero_point, b, b_zero_point)
+    if acc is None:
+        return qlinear_matmul(*inputs)
+    column = np.float64(sa) * np.broadcast_to(b_scale.astype(np.float64).reshape(-1), b.shape[1:])
+    y = np.empty(acc.shape, y_zero_point.dtype)
+    ig.QUANT.requantize_f64(ig.flat(acc), y.reshape(-1), np.ascontiguousarray(column), s, z)
     return y
 
 
@@ -455,11 +456,13 @@ def qlinear_matmul(
 ) -> np.ndarray:
     """Return the quantized product of two quantized matrices, typed like ``y_zero_point``.
 
-    ``a``'s scale and zero point may be per row, ``b``'s per column.
+    ``a``'s scale and zero point may be per row, ``b``'s per column. The integer product is
+    exact (float64 holds it), the product of the two scales too (two float32 values), so
+    ``acc * (a_scale * b_scale) / y_scale`` rounds twice before rounding to an integer.
     """
-    a_real = _centered(a, _rows(a_zero_point, a)) * _rows(a_scale, a).astype(np.float64)
-    b_real = _centered(b, b_zero_point) * b_scale.astype(np.float64)
-    scaled = np.matmul(a_real, b_real) / y_scale.astype(np.float64)
+    acc = np.matmul(_centered(a, _rows(a_zero_point, a)), _centered(b, b_zero_point))
+    scale = _rows(a_scale, a).astype(np.float64) * b_scale.astype(np.float64)
+    scaled = acc * scale / y_scale.astype(np.float64)
     return store_quantized(scaled, y_zero_point, y_zero_point.dtype, True)
 
 
