@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QUANT_CLONES __attribute__((target_clones("avx2", "default")))
 
@@ -75,19 +76,39 @@ QUANT_CLONES static void fake_q_rows(const float *x, float *y, ptrdiff_t n, cons
     for (ptrdiff_t i = 0; i < n; i++) y[i] = clip_array(rintf(x[i] / s[i]), lo[i], hi[i]) * s[i];
 }
 
-/* The least and greatest of x, and whether a NaN is among them. */
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+/* The least and greatest of x (with *lo and *hi), and whether a NaN is among them: 8 lanes
+ * kept apart (which of two equal zeros wins does not matter to DynamicQuantizeLinear, whose
+ * range always holds 0). */
 QUANT_CLONES static int min_max(const float *x, ptrdiff_t n, float *lo, float *hi) {
-    float a = *lo, b = *hi;
-    int nan = 0;
-    for (ptrdiff_t i = 0; i < n; i++) {
-        float v = x[i];
+    f32x8 a = {0}, b = {0};
+    i32x8 nan = {0};
+    a += *lo;
+    b += *hi;
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        f32x8 v;
+        memcpy(&v, x + i, sizeof v);
+        i32x8 below = v < a, above = v > b;
         nan |= v != v;
-        a = v < a ? v : a;
-        b = v > b ? v : b;
+        a = (f32x8)(((i32x8)v & below) | ((i32x8)a & ~below));
+        b = (f32x8)(((i32x8)v & above) | ((i32x8)b & ~above));
     }
-    *lo = a;
-    *hi = b;
-    return nan;
+    int any = 0;
+    for (int j = 0; j < 8; j++) {
+        any |= nan[j] != 0;
+        *lo = a[j] < *lo ? a[j] : *lo;
+        *hi = b[j] > *hi ? b[j] : *hi;
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        any |= v != v;
+        *lo = v < *lo ? v : *lo;
+        *hi = v > *hi ? v : *hi;
+    }
+    return any;
 }
 
 /* y = float(x - z) for 8-bit x: the zero-point-shifted operand of an integer product. */
