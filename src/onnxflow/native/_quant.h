@@ -197,60 +197,69 @@ WIDEN_LOOP(widen_i8, int8_t)
 /* An exact integer product on AVX-512 (BW): C (M rows of stride ldc) = A (M rows of P pairs of
  * int16, each pair read as one int32) times B packed in panels of IGEMM_PANEL columns (per
  * panel, per pair of K: IGEMM_PANEL columns of 2 int16). vpmaddwd multiplies int16 pairs and
- * adds each two products into int32 exactly (the operands are 9-bit); the sums wrap as int32
- * adds do. Blocks of IGEMM_ROWS rows of A stay in cache while the panels pass. */
+ * adds each two products into int32 exactly (the operands are 9-bit), vpdpwssd (AVX512-VNNI)
+ * the same in one instruction; the sums wrap as int32 adds do. Blocks of IGEMM_ROWS rows of A
+ * stay in cache while the panels pass. */
 #define IGEMM_PANEL 32
 #define IGEMM_ROWS 64
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx512bw"))) static void igemm_rows(const int32_t *A, const int16_t *bp,
-                                                          int32_t *C, ptrdiff_t rows,
-                                                          ptrdiff_t P, ptrdiff_t ldc) {
-    ptrdiff_t i = 0;
-    for (; i + 4 <= rows; i += 4) {
-        __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00;
-        __m512i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-        const int32_t *a0 = A + i * P, *a1 = a0 + P, *a2 = a1 + P, *a3 = a2 + P;
-        for (ptrdiff_t k = 0; k < P; k++) {
-            __m512i b0 = _mm512_loadu_si512(bp + k * 64);
-            __m512i b1 = _mm512_loadu_si512(bp + k * 64 + 32);
-            __m512i x = _mm512_set1_epi32(a0[k]);
-            c00 = _mm512_add_epi32(c00, _mm512_madd_epi16(x, b0));
-            c01 = _mm512_add_epi32(c01, _mm512_madd_epi16(x, b1));
-            x = _mm512_set1_epi32(a1[k]);
-            c10 = _mm512_add_epi32(c10, _mm512_madd_epi16(x, b0));
-            c11 = _mm512_add_epi32(c11, _mm512_madd_epi16(x, b1));
-            x = _mm512_set1_epi32(a2[k]);
-            c20 = _mm512_add_epi32(c20, _mm512_madd_epi16(x, b0));
-            c21 = _mm512_add_epi32(c21, _mm512_madd_epi16(x, b1));
-            x = _mm512_set1_epi32(a3[k]);
-            c30 = _mm512_add_epi32(c30, _mm512_madd_epi16(x, b0));
-            c31 = _mm512_add_epi32(c31, _mm512_madd_epi16(x, b1));
-        }
-        int32_t *c = C + i * ldc;
-        _mm512_storeu_si512(c, c00);
-        _mm512_storeu_si512(c + 16, c01);
-        _mm512_storeu_si512(c + ldc, c10);
-        _mm512_storeu_si512(c + ldc + 16, c11);
-        _mm512_storeu_si512(c + 2 * ldc, c20);
-        _mm512_storeu_si512(c + 2 * ldc + 16, c21);
-        _mm512_storeu_si512(c + 3 * ldc, c30);
-        _mm512_storeu_si512(c + 3 * ldc + 16, c31);
+/* c += the products of x's and b's int16 pairs, each pair's two summed: vpmaddwd then vpaddd,
+ * or one vpdpwssd with AVX512-VNNI (the same exact sums). */
+#define MADD_BW(c, x, b) c = _mm512_add_epi32(c, _mm512_madd_epi16(x, b))
+#define MADD_VNNI(c, x, b) c = _mm512_dpwssd_epi32(c, x, b)
+
+#define IGEMM_ROWS_KERNEL(NAME, TARGET, MADD)                                                 \
+    __attribute__((target(TARGET))) static void NAME(const int32_t *A, const int16_t *bp,    \
+                                                     int32_t *C, ptrdiff_t rows, ptrdiff_t P, \
+                                                     ptrdiff_t ldc) {                         \
+        ptrdiff_t i = 0;                                                                      \
+        for (; i + 4 <= rows; i += 4) {                                                       \
+            __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00;            \
+            __m512i c20 = c00, c21 = c00, c30 = c00, c31 = c00;                               \
+            const int32_t *a0 = A + i * P, *a1 = a0 + P, *a2 = a1 + P, *a3 = a2 + P;          \
+            for (ptrdiff_t k = 0; k < P; k++) {                                               \
+                __m512i b0 = _mm512_loadu_si512(bp + k * 64);                                 \
+                __m512i b1 = _mm512_loadu_si512(bp + k * 64 + 32);                            \
+                __m512i x = _mm512_set1_epi32(a0[k]);                                         \
+                MADD(c00, x, b0);                                                             \
+                MADD(c01, x, b1);                                                             \
+                x = _mm512_set1_epi32(a1[k]);                                                 \
+                MADD(c10, x, b0);                                                             \
+                MADD(c11, x, b1);                                                             \
+                x = _mm512_set1_epi32(a2[k]);                                                 \
+                MADD(c20, x, b0);                                                             \
+                MADD(c21, x, b1);                                                             \
+                x = _mm512_set1_epi32(a3[k]);                                                 \
+                MADD(c30, x, b0);                                                             \
+                MADD(c31, x, b1);                                                             \
+            }                                                                                 \
+            int32_t *c = C + i * ldc;                                                         \
+            _mm512_storeu_si512(c, c00);                                                      \
+            _mm512_storeu_si512(c + 16, c01);                                                 \
+            _mm512_storeu_si512(c + ldc, c10);                                                \
+            _mm512_storeu_si512(c + ldc + 16, c11);                                           \
+            _mm512_storeu_si512(c + 2 * ldc, c20);                                            \
+            _mm512_storeu_si512(c + 2 * ldc + 16, c21);                                       \
+            _mm512_storeu_si512(c + 3 * ldc, c30);                                            \
+            _mm512_storeu_si512(c + 3 * ldc + 16, c31);                                       \
+        }                                                                                     \
+        for (; i < rows; i++) {                                                               \
+            __m512i c0 = _mm512_setzero_si512(), c1 = c0;                                     \
+            const int32_t *a0 = A + i * P;                                                    \
+            for (ptrdiff_t k = 0; k < P; k++) {                                               \
+                __m512i x = _mm512_set1_epi32(a0[k]);                                         \
+                MADD(c0, x, _mm512_loadu_si512(bp + k * 64));                                 \
+                MADD(c1, x, _mm512_loadu_si512(bp + k * 64 + 32));                            \
+            }                                                                                 \
+            _mm512_storeu_si512(C + i * ldc, c0);                                             \
+            _mm512_storeu_si512(C + i * ldc + 16, c1);                                        \
+        }                                                                                     \
     }
-    for (; i < rows; i++) {
-        __m512i c0 = _mm512_setzero_si512(), c1 = c0;
-        const int32_t *a0 = A + i * P;
-        for (ptrdiff_t k = 0; k < P; k++) {
-            __m512i x = _mm512_set1_epi32(a0[k]);
-            c0 = _mm512_add_epi32(c0, _mm512_madd_epi16(x, _mm512_loadu_si512(bp + k * 64)));
-            c1 = _mm512_add_epi32(c1, _mm512_madd_epi16(x, _mm512_loadu_si512(bp + k * 64 + 32)));
-        }
-        _mm512_storeu_si512(C + i * ldc, c0);
-        _mm512_storeu_si512(C + i * ldc + 16, c1);
-    }
-}
+IGEMM_ROWS_KERNEL(igemm_rows_bw, "avx512bw", MADD_BW)
+IGEMM_ROWS_KERNEL(igemm_rows_vnni, "avx512bw,avx512vnni", MADD_VNNI)
 
 static int igemm_available(void) { return __builtin_cpu_supports("avx512bw"); }
 
@@ -276,11 +285,17 @@ QUANT_CLONES static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t
 
 static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
                   ptrdiff_t P, ptrdiff_t ldc) {
+    int vnni = __builtin_cpu_supports("avx512vnni");
     for (ptrdiff_t i0 = 0; i0 < M; i0 += IGEMM_ROWS) {
         ptrdiff_t rows = M - i0 < IGEMM_ROWS ? M - i0 : IGEMM_ROWS;
-        for (ptrdiff_t p = 0; p < panels; p++)
-            igemm_rows(A + i0 * P, B + p * P * IGEMM_PANEL * 2, C + i0 * ldc + p * IGEMM_PANEL,
-                       rows, P, ldc);
+        for (ptrdiff_t p = 0; p < panels; p++) {
+            const int16_t *bp = B + p * P * IGEMM_PANEL * 2;
+            int32_t *c = C + i0 * ldc + p * IGEMM_PANEL;
+            if (vnni)
+                igemm_rows_vnni(A + i0 * P, bp, c, rows, P, ldc);
+            else
+                igemm_rows_bw(A + i0 * P, bp, c, rows, P, ldc);
+        }
     }
 }
 #else
