@@ -341,7 +341,7 @@ def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", BYTE_TYPES)
-@pytest.mark.parametrize("b_shape", [(2, 3, 17), (1,), (), (3, 1)])
+@pytest.mark.parametrize("b_shape", [(2, 3, 17), (1,), (), (3, 1), (17,), (1, 3, 17), (1, 1, 17)])
 def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
     """Same shapes, one value on either side (one pass), a broadcast row (the NumPy form);
     scales whose ratios make ties and saturation."""

@@ -298,39 +298,53 @@ def pack(const int16_t[::1] rows, int16_t[::1] out, Py_ssize_t k, Py_ssize_t p):
 
 
 def qlinear_add(object a, object b, object y, float za, float zb, float ra, float rb, float zc):
-    """``y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc)`` for 1-D uint8 or int8 a, y
-    and b of a's length or of one value."""
+    """``y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc)`` for 1-D uint8 or int8 a and
+    y, b of one value or repeated along a (its length divides a's)."""
     cdef const uint8_t[::1] au, bu
     cdef uint8_t[::1] yu
     cdef const int8_t[::1] ai, bi
     cdef int8_t[::1] yi
-    cdef Py_ssize_t n = a.shape[0], step = 1 if b.shape[0] == a.shape[0] else 0
+    cdef Py_ssize_t o = 0, n = a.shape[0], step = 1 if b.shape[0] > 1 else 0
+    cdef Py_ssize_t period = b.shape[0] if step else n
+    if n == 0:
+        return
     if a.dtype.char == "B":
         au, bu, yu = a, b, y
         with nogil:
-            qadd_u8(&au[0], &bu[0], &yu[0], n, step, za, zb, ra, rb, zc)
+            while o < n:
+                qadd_u8(&au[o], &bu[0], &yu[o], period, step, za, zb, ra, rb, zc)
+                o += period
     else:
         ai, bi, yi = a, b, y
         with nogil:
-            qadd_i8(&ai[0], &bi[0], &yi[0], n, step, za, zb, ra, rb, zc)
+            while o < n:
+                qadd_i8(&ai[o], &bi[0], &yi[o], period, step, za, zb, ra, rb, zc)
+                o += period
 
 
 def qlinear_mul(object a, object b, object y, float za, float zb, float r, float zc):
-    """``y = saturate(rint((a - za) * (b - zb) * r) + zc)`` for 1-D uint8 or int8 a, y and b
-    of a's length or of one value."""
+    """``y = saturate(rint((a - za) * (b - zb) * r) + zc)`` for 1-D uint8 or int8 a and y, b
+    of one value or repeated along a (its length divides a's)."""
     cdef const uint8_t[::1] au, bu
     cdef uint8_t[::1] yu
     cdef const int8_t[::1] ai, bi
     cdef int8_t[::1] yi
-    cdef Py_ssize_t n = a.shape[0], step = 1 if b.shape[0] == a.shape[0] else 0
+    cdef Py_ssize_t o = 0, n = a.shape[0], step = 1 if b.shape[0] > 1 else 0
+    cdef Py_ssize_t period = b.shape[0] if step else n
+    if n == 0:
+        return
     if a.dtype.char == "B":
         au, bu, yu = a, b, y
         with nogil:
-            qmul_u8(&au[0], &bu[0], &yu[0], n, step, za, zb, r, zc)
+            while o < n:
+                qmul_u8(&au[o], &bu[0], &yu[o], period, step, za, zb, r, zc)
+                o += period
     else:
         ai, bi, yi = a, b, y
         with nogil:
-            qmul_i8(&ai[0], &bi[0], &yi[0], n, step, za, zb, r, zc)
+            while o < n:
+                qmul_i8(&ai[o], &bi[0], &yi[o], period, step, za, zb, r, zc)
+                o += period
 
 
 def requantize_f64(const int32_t[::1] acc, object y, const double[::1] c, double s, double z):

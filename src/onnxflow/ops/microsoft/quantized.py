@@ -170,20 +170,25 @@ def _binary_operands(
     a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
 ) -> tuple[np.ndarray, float, np.ndarray, float] | None:
     """``(a, a's zero, b, b's zero)`` as the compiled QLinearAdd and QLinearMul take them: 8-bit
-    tensors of one type, the larger first, the other of its shape or one value; else None."""
+    tensors of one type, the larger first, the other one value or the shape of its last axes
+    (repeated along it); else None."""
     if b.size > a.size:
         a, a_zero, b, b_zero = b, b_zero, a, a_zero
     za, zb = ig.scalar(a_zero), ig.scalar(b_zero)
     if a.dtype not in ig.BYTES or b.dtype != a.dtype or za is None or zb is None:
         return None
-    if (b.shape != a.shape and b.size != 1) or a.shape != np.broadcast_shapes(a.shape, b.shape):
+    trailing = b.shape[next((i for i, d in enumerate(b.shape) if d != 1), b.ndim) :]
+    if b.size > 1 and (not trailing or a.shape[len(a.shape) - len(trailing) :] != trailing):
+        return None
+    if a.shape != np.broadcast_shapes(a.shape, b.shape):
         return None
     return a, za, b, zb
 
 
 def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
     """The compiled form of QLinearAdd, or of QLinearMul with ``multiply``: one pass where both
-    are 8-bit of one type, the same shape or one a single value; else the NumPy form."""
+    are 8-bit of one type and one operand is a single value or repeats along the other's
+    last axes (a bias); else the NumPy form."""
 
     def form(
         a: np.ndarray,
