@@ -175,12 +175,18 @@ def _matmul_model(a, b, a_zero, b_zero, constant_b):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), feeds
 
 
-@pytest.fixture(params=["int16", "float32"])
+@pytest.fixture(params=["int16", "int16-no-vnni", "float32"])
 def kernel(request, monkeypatch):
-    """Both exact products: the int16 kernel (where the CPU has it) and float32 BLAS."""
+    """Every exact product: the int16 kernel (where the CPU has AVX-512), with and without
+    VNNI, and float32 BLAS."""
     if request.param == "float32":
         monkeypatch.setattr(integer_gemm.QUANT, "PANEL", 0)
-    return request.param
+    if request.param == "int16-no-vnni":
+        before = integer_gemm.QUANT.use_vnni(False)
+        yield request.param
+        integer_gemm.QUANT.use_vnni(before)
+        return
+    yield request.param
 
 
 @pytest.mark.parametrize("a_type", BYTE_TYPES)

@@ -283,9 +283,13 @@ QUANT_CLONES static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t
     }
 }
 
+/* Whether igemm uses vpdpwssd: 1 where the CPU has AVX512-VNNI, unless a test turns it off. */
+static int igemm_vnni = -1;
+
 static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
                   ptrdiff_t P, ptrdiff_t ldc) {
-    int vnni = __builtin_cpu_supports("avx512vnni");
+    if (igemm_vnni < 0) igemm_vnni = __builtin_cpu_supports("avx512vnni");
+    int vnni = igemm_vnni;
     for (ptrdiff_t i0 = 0; i0 < M; i0 += IGEMM_ROWS) {
         ptrdiff_t rows = M - i0 < IGEMM_ROWS ? M - i0 : IGEMM_ROWS;
         for (ptrdiff_t p = 0; p < panels; p++) {
@@ -299,6 +303,7 @@ static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, p
     }
 }
 #else
+static int igemm_vnni = 0;
 static int igemm_available(void) { return 0; }
 static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t K, ptrdiff_t P,
                        ptrdiff_t panels, ptrdiff_t pairs) {}

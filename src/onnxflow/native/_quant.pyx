@@ -48,6 +48,7 @@ cdef extern from "_quant.h" nogil:
     void qmul_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
                  float za, float zb, float r, float zc)
     int igemm_available()
+    int igemm_vnni
     void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
                Py_ssize_t P, Py_ssize_t ldc)
     int IGEMM_PANEL
@@ -361,3 +362,12 @@ def requantize_f64(const int32_t[::1] acc, object y, const double[::1] c, double
         yi = y
         with nogil:
             rqd_i8(&acc[0], &yi[0], rows, n, &c[0], s, z)
+
+
+def use_vnni(bint allowed):
+    """Let :func:`int_matmul` use AVX512-VNNI where the CPU has it (the default), or not (so
+    that a test holds the other kernel to the same results); returns the previous choice."""
+    global igemm_vnni
+    cdef int before = igemm_vnni
+    igemm_vnni = -1 if allowed else 0
+    return before != 0
