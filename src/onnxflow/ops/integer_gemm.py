@@ -1,14 +1,18 @@
-"""Exact products of 8-bit integer tensors on float32 BLAS, and the compiled loops of linear
-quantization laid out per channel: the glue of the quantization kernels' compiled forms.
+"""Exact products of 8-bit integer tensors, and the compiled loops of linear quantization laid
+out per channel: the glue of the quantization kernels' compiled forms.
 
 NumPy has no 8-bit GEMM, so the NumPy forms multiply the zero-point-shifted operands in
-float64. A float32 product gives the same integers while every partial sum is an integer of
-magnitude at most 2^24, in whatever order BLAS adds: that holds when ``K * max|a - za| *
-max|b - zb| <= 2^24``. Longer sums are cut into slices of K that short, each product exact,
-and the slices are added in int32 (wrapping as the NumPy form's cast to int32 does).
+float64. The compiled forms get the same integers two ways:
 
-A constant operand (a plan's initializers are read-only) is shifted, and its reach measured,
-once: :func:`prepared` keeps the result while the array lives.
+- on AVX-512, an int16 kernel (``QUANT.int_matmul``): the shifted operands are 9-bit, so
+  vpmaddwd / vpdpwssd sum products exactly in int32, B packed once per constant;
+- elsewhere, float32 BLAS: exact while every partial sum is an integer of magnitude at most
+  2^24, in whatever order BLAS adds, which holds when ``K * max|a - za| * max|b - zb| <=
+  2^24``; longer sums are cut into slices of K that short and the slices added in int32.
+
+Both wrap as the NumPy form's cast to int32 does. A constant operand (read-only, as a plan's
+initializers are) is shifted or packed once: :func:`kept` keeps the result while the array
+lives.
 """
 
 from __future__ import annotations
