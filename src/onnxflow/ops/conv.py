@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import float_compute_dtype
-from onnxflow.ops.conv_paths import convolve, grouped_gemm
+from onnxflow.ops.conv_paths import _geometry, _tuple, convolve, grouped_gemm
+from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import SAME, per_axis, spatial_geometry
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -190,7 +193,157 @@ def col2im(
     return _fold(cols, kernel, strides, dilations, begin, image)
 
 
-@op("ConvInteger", 10)
+def _conv_integer_compiled(
+    x: np.ndarray,
+    w: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    w_zero_point: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """ConvInteger's compiled form: the exact convolution on float32 BLAS
+    (:func:`_exact_conv`), else the NumPy form."""
+    _check_kernel_shape(kernel_shape, w)
+    geometry = _Geometry(group, strides, dilations, pads, auto_pad)
+    exact = _exact_conv(x, x_zero_point, w, w_zero_point, geometry)
+    if exact is None:
+        return conv_integer(
+            x, w, x_zero_point, w_zero_point, kernel_shape=kernel_shape, **geometry._asdict()
+        )
+    acc, out = exact
+    return np.ascontiguousarray(acc[:, :, : math.prod(out)]).reshape(*acc.shape[:2], *out)
+
+
+class _Geometry(NamedTuple):
+    """A convolution's attributes besides its kernel shape."""
+
+    group: int
+    strides: list[int] | None
+    dilations: list[int] | None
+    pads: list[int] | None
+    auto_pad: str
+
+
+def _exact_conv(
+    x: np.ndarray,
+    x_zero: np.ndarray | None,
+    w: np.ndarray,
+    w_zero: np.ndarray | None,
+    geometry: _Geometry,
+) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """The int32 convolution of ``x - x_zero`` (per tensor) with ``w - w_zero`` (per tensor
+    or per output channel), 8-bit operands: on the int16 kernel (:func:`_int_conv`), else in
+    float32 where it is exact, input channels cut into slices short enough (one group only)
+    and the slices added in int32. ``(sums (N, M, row stride), spatial output shape)``, the
+    rows possibly padded past the positions; None for what this does not take, or sums that
+    could pass int32's range."""
+    if x.dtype not in ig.BYTES or w.dtype not in ig.BYTES or x.ndim < 3:
+        return None
+    if x_zero is not None and x_zero.size != 1:
+        return None
+    by_ints = _int_conv(x, x_zero, w, w_zero, geometry)
+    return by_ints if by_ints is not None else _float_conv(x, x_zero, w, w_zero, geometry)
+
+
+def _float_conv(
+    x: np.ndarray,
+    x_zero: np.ndarray | None,
+    w: np.ndarray,
+    w_zero: np.ndarray | None,
+    geometry: _Geometry,
+) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """:func:`_exact_conv` in float32, exact in slices of the input channels."""
+    w_side = ig.prepared(w, w_zero, 0)
+    x_shifted = ig.shift(x, None if x_zero is None else x_zero.reshape(1), 1)
+    if w_side is None or x_shifted is None:
+        return None
+    taps = math.prod(w.shape[2:])
+    reach = ig.reach(x, x_zero)
+    if w.shape[1] * taps * reach * w_side.reach >= 1 << 30:
+        return None
+    step = ig.k_step(w.shape[1] * taps, reach, w_side.reach)
+    if step >= w.shape[1] * taps:
+        return _rows3(convolve(x_shifted, w_side.shifted, *geometry).astype(np.int32))
+    if geometry.group != 1 or step < taps:
+        return None
+    acc, channels = None, step // taps
+    for c0 in range(0, w.shape[1], channels):
+        cut = slice(c0, c0 + channels)
+        part = convolve(x_shifted[:, cut], w_side.shifted[:, cut], *geometry)
+        acc = np.empty(part.shape, np.int32) if acc is None else acc
+        ig.QUANT.accumulate(part.reshape(-1), acc.reshape(-1), c0 == 0)
+    return None if acc is None else _rows3(acc)
+
+
+def _rows3(acc: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``(acc as (N, M, positions), its spatial shape)``."""
+    return acc.reshape(*acc.shape[:2], -1), acc.shape[2:]
+
+
+#: Bound on the int16 columns of one image that :func:`_int_conv` builds (else float32 BLAS).
+INT_COLUMNS_BYTES = 1 << 25
+
+
+def _int_conv(
+    x: np.ndarray,
+    x_zero: np.ndarray | None,
+    w: np.ndarray,
+    w_zero: np.ndarray | None,
+    geometry: _Geometry,
+) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """The exact int32 convolution of 8-bit X (one zero point) and W, one group, on the int16
+    kernel (:func:`onnxflow.ops.integer_gemm.int_product`'s): per image, the columns of X
+    less its zero point (the padding reads 0) packed, times W's rows less their zero points
+    (made once per constant W). As :func:`_exact_conv`, or None."""
+    k = w[0].size
+    if not ig.QUANT.PANEL or geometry.group != 1 or k * ig.reach(x, x_zero) * 255 >= 1 << 30:
+        return None
+    rows = ig.kept(w, ("rows", ig.by_value(w_zero)), lambda: _weight_rows(w, w_zero))
+    if rows is None:
+        return None
+    shape = _geometry(
+        x.shape,
+        w.shape,
+        1,
+        _tuple(geometry.strides),
+        _tuple(geometry.dilations),
+        _tuple(geometry.pads),
+        geometry.auto_pad,
+    )
+    out, begin, strides, dilations = shape[:4]
+    positions = math.prod(out)
+    if 2 * k * positions > INT_COLUMNS_BYTES:
+        return None
+    shifted = np.empty(x.shape, np.int16)
+    zero = np.zeros(1, np.int16) if x_zero is None else x_zero.astype(np.int16).reshape(1)
+    ig.QUANT.widen(ig.flat(x), shifted.reshape(-1), 1, x.size, zero)
+    pairs, panels = (k + 1) // 2, -(-positions // ig.QUANT.PANEL)
+    packed = np.empty(panels * pairs * 2 * ig.QUANT.PANEL, np.int16)
+    acc = np.empty((x.shape[0], w.shape[0], panels * ig.QUANT.PANEL), np.int32)
+    for image in range(x.shape[0]):
+        cols = im2col(shifted[image], w.shape[2:], out, strides, dilations, begin)
+        ig.QUANT.pack(ig.flat(cols), packed, k, positions)
+        ig.QUANT.int_matmul(rows, packed, acc[image].reshape(-1), w.shape[0], panels, pairs)
+    return acc, tuple(out)
+
+
+def _weight_rows(w: np.ndarray, w_zero: np.ndarray | None) -> np.ndarray | None:
+    """W's rows less their zero points as int16, each padded to an even length."""
+    zero = np.zeros(1, np.int16) if w_zero is None else w_zero.astype(np.int16).reshape(-1)
+    if (w_zero is not None and w_zero.dtype != w.dtype) or zero.size not in (1, w.shape[0]):
+        return None
+    width = w[0].size + w[0].size % 2
+    rows = np.empty(w.shape[0] * width, np.int16)
+    ig.QUANT.widen(ig.flat(w), rows, w.shape[0], width, zero)
+    return rows
+
+
+@op("ConvInteger", 10, traits=Traits(native=native_form(ig.QUANT and _conv_integer_compiled)))
 def conv_integer(
     x: np.ndarray,
     w: np.ndarray,
@@ -231,7 +384,61 @@ def _per_channel(value: np.ndarray, m: int, name: str) -> np.ndarray:
     return value
 
 
-@op("QLinearConv", 10)
+def qlinear_conv_compiled(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """QLinearConv's compiled form: the exact convolution (:func:`_exact_conv`), then bias,
+    scale and rounding in one pass; else the NumPy form."""
+    _check_kernel_shape(kernel_shape, w)
+    geometry = _Geometry(group, strides, dilations, pads, auto_pad)
+    inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
+    m = w.shape[0]
+    fits = (
+        y_zero_point.dtype in ig.BYTES
+        and y_zero_point.size == 1
+        and (b is None or (b.dtype == np.int32 and b.shape == (m,)))
+    )
+    exact = _exact_conv(x, x_zero_point, w, w_zero_point, geometry) if fits else None
+    if exact is None or (
+        b is not None and int(np.abs(b.astype(np.int64)).max(initial=0)) >= 1 << 30
+    ):
+        return qlinear_conv(*inputs, kernel_shape=kernel_shape, **geometry._asdict())
+    acc, out = exact
+    scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
+    scale = np.ascontiguousarray(np.broadcast_to(scale / np.float32(y_scale), (m,)))
+    bias = np.zeros(m, np.int32) if b is None else np.ascontiguousarray(b)
+    y = np.empty((acc.shape[0], m, *out), y_zero_point.dtype)
+    loop = ig.QUANT.requantize_u8 if y.dtype == np.uint8 else ig.QUANT.requantize_i8
+    zero = float(y_zero_point.reshape(()))
+    loop(
+        acc.reshape(-1),
+        y.reshape(-1),
+        bias,
+        scale,
+        zero,
+        acc.shape[0],
+        math.prod(out),
+        acc.shape[2],
+    )
+    return y
+
+
+@op("QLinearConv", 10, traits=Traits(native=native_form(ig.QUANT and qlinear_conv_compiled)))
 def qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,

@@ -21,9 +21,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import clamp, normalize_axis
 from onnxflow.ops.cast import E8M0, convert, is_float
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits, native_form
 from onnxflow.values import np_dtype
 
 
@@ -135,7 +137,60 @@ def _arithmetic_dtype(dtype: np.dtype) -> np.dtype:
     return dtype if is_float(dtype) and dtype != E8M0 else np.dtype(np.float32)
 
 
-@op("QuantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def quantize_linear_compiled(
+    x: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    saturate: int = 1,
+    output_dtype: int = 0,
+    block_size: int = 0,
+    precision: int = 0,
+) -> np.ndarray:
+    """QuantizeLinear's compiled form: float32 to 8 bits per tensor or per axis in one pass,
+    else the NumPy form."""
+    dtype = _quantized_type(y_zero_point, output_dtype)
+    compute = np_dtype(precision) if precision else None
+    layout = ig.channels(x.shape, y_scale, axis)
+    if (
+        not _fast_quantize(x, y_scale, dtype, block_size, compute)
+        or layout is None
+        or (y_zero_point is not None and y_zero_point.shape != y_scale.shape)
+    ):
+        return quantize_linear(
+            x,
+            y_scale,
+            y_zero_point,
+            axis=axis,
+            saturate=saturate,
+            output_dtype=output_dtype,
+            block_size=block_size,
+            precision=precision,
+        )
+    y = np.empty(x.shape, dtype)
+    s, z = ig.scalar(y_scale), ig.scalar(y_zero_point)
+    if s is not None and z is not None:
+        ig.QUANT.quantize_tensor(ig.flat(x), y.reshape(-1), s, z)
+        return y
+    loop = ig.QUANT.quantize_u8 if dtype == np.uint8 else ig.QUANT.quantize_i8
+    scale = ig.vector(y_scale, y_scale)
+    loop(ig.flat(x), y.reshape(-1), scale, ig.vector(y_zero_point, scale), *layout)
+    return y
+
+
+@op(
+    "QuantizeLinear",
+    10,
+    13,
+    19,
+    21,
+    23,
+    24,
+    25,
+    28,
+    traits=Traits(native=native_form(ig.QUANT and quantize_linear_compiled)),
+)
 def quantize_linear(
     x: np.ndarray,
     y_scale: np.ndarray,
@@ -148,6 +203,15 @@ def quantize_linear(
     precision: int = 0,
 ) -> np.ndarray:
     """Quantize ``x``; the output type is ``output_dtype``, else the zero point's, else uint8."""
+    dtype = _quantized_type(y_zero_point, output_dtype)
+    compute = np_dtype(precision) if precision else None
+    if _fast_quantize(x, y_scale, dtype, block_size, compute):
+        return _quantize_8bit(x, y_scale, y_zero_point, axis, dtype)
+    return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+
+
+def _quantized_type(y_zero_point: np.ndarray | None, output_dtype: int) -> np.dtype:
+    """QuantizeLinear's output type: ``output_dtype``, else the zero point's, else uint8."""
     dtype = np.dtype(np.uint8) if y_zero_point is None else y_zero_point.dtype
     if output_dtype:
         dtype = np_dtype(output_dtype)
@@ -155,10 +219,7 @@ def quantize_linear(
             raise ValueError(
                 f"output_dtype is {dtype} but y_zero_point has type {y_zero_point.dtype}"
             )
-    compute = np_dtype(precision) if precision else None
-    if _fast_quantize(x, y_scale, dtype, block_size, compute):
-        return _quantize_8bit(x, y_scale, y_zero_point, axis, dtype)
-    return quantize(x, y_scale, y_zero_point, axis, block_size, dtype, bool(saturate), compute)
+    return dtype
 
 
 _F32 = np.dtype(np.float32)
@@ -203,7 +264,51 @@ def _quantize_8bit(
         return q.astype(dtype)
 
 
-@op("DequantizeLinear", 10, 13, 19, 21, 23, 24, 25, 28)
+def dequantize_linear_compiled(
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zero_point: np.ndarray | None = None,
+    *,
+    axis: int = 1,
+    block_size: int = 0,
+    output_dtype: int = 0,
+) -> np.ndarray:
+    """DequantizeLinear's compiled form: 8 bits to float32 per tensor or per axis in one
+    pass, else the NumPy form."""
+    layout = ig.channels(x.shape, x_scale, axis)
+    if (
+        layout is None
+        or _dequantized_type(x_scale, output_dtype) != _F32
+        or not _fast_dequantize(x, x_scale, _F32, block_size)
+        or (x_zero_point is not None and x_zero_point.shape != x_scale.shape)
+        or (x_zero_point is not None and x_zero_point.dtype != x.dtype)
+    ):
+        return dequantize_linear(
+            x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype
+        )
+    y = np.empty(x.shape, _F32)
+    s, z = ig.scalar(x_scale), ig.scalar(x_zero_point)
+    if s is not None and z is not None:
+        ig.QUANT.dequantize_tensor(ig.flat(x), y.reshape(-1), s, z)
+        return y
+    loop = ig.QUANT.dequantize_u8 if x.dtype == np.uint8 else ig.QUANT.dequantize_i8
+    scale = ig.vector(x_scale, x_scale)
+    loop(ig.flat(x), y.reshape(-1), scale, ig.vector(x_zero_point, scale), *layout)
+    return y
+
+
+@op(
+    "DequantizeLinear",
+    10,
+    13,
+    19,
+    21,
+    23,
+    24,
+    25,
+    28,
+    traits=Traits(native=native_form(ig.QUANT and dequantize_linear_compiled)),
+)
 def dequantize_linear(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -214,15 +319,24 @@ def dequantize_linear(
     output_dtype: int = 0,
 ) -> np.ndarray:
     """Dequantize ``x``; the output type is ``output_dtype``, else the scale's type."""
-    if output_dtype:
-        dtype = np_dtype(output_dtype)
-    elif x_scale.dtype == E8M0:
-        raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
-    else:
-        dtype = x_scale.dtype
-    if x.dtype in _BYTES and x_scale.dtype == _F32 and dtype == _F32 and not block_size:
+    dtype = _dequantized_type(x_scale, output_dtype)
+    if _fast_dequantize(x, x_scale, dtype, block_size):
         return _dequantize_8bit(x, x_scale, x_zero_point, axis)
     return dequantize(x, x_scale, x_zero_point, axis, block_size, dtype)
+
+
+def _dequantized_type(x_scale: np.ndarray, output_dtype: int) -> np.dtype:
+    """DequantizeLinear's output type: ``output_dtype``, else the scale's type."""
+    if output_dtype:
+        return np_dtype(output_dtype)
+    if x_scale.dtype == E8M0:
+        raise ValueError("x_scale is float8e8m0, so output_dtype must be set")
+    return x_scale.dtype
+
+
+def _fast_dequantize(x: np.ndarray, scale: np.ndarray, dtype: np.dtype, block_size: int) -> bool:
+    """Whether DequantizeLinear is the common 8-bit -> float32 case, computed in float32."""
+    return x.dtype in _BYTES and scale.dtype == _F32 and dtype == _F32 and not block_size
 
 
 def _dequantize_8bit(
@@ -238,7 +352,28 @@ def _dequantize_8bit(
     return diff
 
 
-@op("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear_compiled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DynamicQuantizeLinear's compiled form: one pass for the range, one to quantize; a
+    float32 x holding NaN or infinities goes to the NumPy form."""
+    if x.dtype != _F32:
+        return dynamic_quantize_linear(x)
+    data = ig.flat(x)
+    low, high, nan = ig.QUANT.range_of(data, 0.0, 0.0)
+    if nan or not np.isfinite(low) or not np.isfinite(high):
+        return dynamic_quantize_linear(x)
+    scale, zero = _dynamic_parameters(np.float32(low), np.float32(high))
+    if scale == 0:
+        return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
+    y = np.empty(x.shape, np.uint8)
+    ig.QUANT.quantize_tensor(data, y.reshape(-1), float(scale), float(zero))
+    return y, np.asarray(scale), zero
+
+
+@op(
+    "DynamicQuantizeLinear",
+    11,
+    traits=Traits(native=native_form(ig.QUANT and dynamic_quantize_linear_compiled)),
+)
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(y, y_scale, y_zero_point)``: x quantized to uint8 over its range widened to 0.
 
@@ -247,13 +382,20 @@ def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """
     low = np.minimum(np.float32(0), x.min(initial=np.float32(0)))
     high = np.maximum(np.float32(0), x.max(initial=np.float32(0)))
-    scale = np.float32((high - low) / np.float32(255))
+    scale, zero = _dynamic_parameters(low, high)
     if scale == 0:
-        zero = np.zeros((), dtype=np.uint8)
         return np.zeros(x.shape, dtype=np.uint8), np.asarray(np.float32(1)), zero
-    zero = np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
     y = quantize(x, np.asarray(scale), zero, 1, 0, np.dtype(np.uint8), True)
     return y, np.asarray(scale), zero
+
+
+def _dynamic_parameters(low: np.float32, high: np.float32) -> tuple[np.float32, np.ndarray]:
+    """DynamicQuantizeLinear's scale and zero point for the range ``[low, high]`` (which
+    holds 0); a zero scale comes with zero point 0."""
+    scale = np.float32((high - low) / np.float32(255))
+    if scale == 0:
+        return scale, np.zeros((), dtype=np.uint8)
+    return scale, np.asarray(np.rint(np.clip(-low / scale, 0, 255))).astype(np.uint8)
 
 
 def _rows(param: np.ndarray, matrix: np.ndarray) -> np.ndarray:
@@ -269,7 +411,39 @@ def _centered(q: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
     return centered if zero_point is None else centered - zero_point.astype(np.float64)
 
 
-@op("QLinearMatMul", 10, 21)
+def _qlinear_matmul_compiled(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero_point: np.ndarray,
+) -> np.ndarray:
+    """QLinearMatMul's compiled form: the exact product (:func:`onnxflow.ops.integer_gemm.
+    product`), then scale, divide, round, zero point and saturate in one pass in double; A's
+    scale per tensor, B's per tensor or column. Others go to the NumPy form."""
+    inputs = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+    s, z, sa = ig.scalar(y_scale), ig.scalar(y_zero_point), ig.scalar(a_scale)
+    fits = y_zero_point.dtype in _BYTES and b.ndim == 2 and b.shape[0] * 255 * 255 < 1 << 31
+    if s is None or z is None or sa is None or not fits or b_scale.size not in (1, b.shape[1]):
+        return qlinear_matmul(*inputs)
+    acc = ig.product(a, a_zero_point, b, b_zero_point)
+    if acc is None:
+        return qlinear_matmul(*inputs)
+    column = np.float64(sa) * np.broadcast_to(b_scale.astype(np.float64).reshape(-1), b.shape[1:])
+    y = np.empty(acc.shape, y_zero_point.dtype)
+    ig.QUANT.requantize_f64(ig.flat(acc), y.reshape(-1), np.ascontiguousarray(column), s, z)
+    return y
+
+
+@op(
+    "QLinearMatMul",
+    10,
+    21,
+    traits=Traits(native=native_form(ig.QUANT and _qlinear_matmul_compiled)),
+)
 def qlinear_matmul(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -282,15 +456,32 @@ def qlinear_matmul(
 ) -> np.ndarray:
     """Return the quantized product of two quantized matrices, typed like ``y_zero_point``.
 
-    ``a``'s scale and zero point may be per row, ``b``'s per column.
+    ``a``'s scale and zero point may be per row, ``b``'s per column. The integer product is
+    exact (float64 holds it), the product of the two scales too (two float32 values), so
+    ``acc * (a_scale * b_scale) / y_scale`` rounds twice before rounding to an integer.
     """
-    a_real = _centered(a, _rows(a_zero_point, a)) * _rows(a_scale, a).astype(np.float64)
-    b_real = _centered(b, b_zero_point) * b_scale.astype(np.float64)
-    scaled = np.matmul(a_real, b_real) / y_scale.astype(np.float64)
+    acc = np.matmul(_centered(a, _rows(a_zero_point, a)), _centered(b, b_zero_point))
+    scale = _rows(a_scale, a).astype(np.float64) * b_scale.astype(np.float64)
+    scaled = acc * scale / y_scale.astype(np.float64)
     return store_quantized(scaled, y_zero_point, y_zero_point.dtype, True)
 
 
-@op("MatMulInteger", 10)
+def _matmul_integer_compiled(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+) -> np.ndarray:
+    """MatMulInteger's compiled form: the exact product on float32 BLAS
+    (:mod:`onnxflow.ops.integer_gemm`), B shifted once when it is a constant; other layouts
+    go to the NumPy form."""
+    product = ig.product(a, a_zero_point, b, b_zero_point)
+    if product is None:
+        return matmul_integer(a, b, a_zero_point, b_zero_point)
+    return product
+
+
+@op("MatMulInteger", 10, traits=Traits(native=native_form(ig.QUANT and _matmul_integer_compiled)))
 def matmul_integer(
     a: np.ndarray,
     b: np.ndarray,

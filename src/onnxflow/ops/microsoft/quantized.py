@@ -37,18 +37,22 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.activations import _sigmoid
-from onnxflow.ops.conv import qlinear_conv
+from onnxflow.ops.conv import qlinear_conv, qlinear_conv_compiled
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.pool import average_pool
 from onnxflow.ops.quantization import (
     dequantize,
     dequantize_linear,
+    dequantize_linear_compiled,
     dynamic_quantize_linear,
+    dynamic_quantize_linear_compiled,
     expand_param,
     quantize,
     quantize_linear,
+    quantize_linear_compiled,
     store_quantized,
 )
 from onnxflow.ops.registry import op
@@ -67,6 +71,7 @@ from onnxflow.ops.rnn import (
     recurrent,
 )
 from onnxflow.ops.shape import concat
+from onnxflow.traits import Traits, native_form
 
 _F32 = np.float32
 
@@ -125,7 +130,26 @@ def _check_byte(x: np.ndarray) -> None:
 
 
 # -- QDQ in the contrib domain ------------------------------------------------------------------
-@op("QuantizeLinear", 1, domain=MS_DOMAIN)
+def _ms_quantize_compiled(
+    x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *, axis: int = 1
+) -> np.ndarray:
+    """The contrib QuantizeLinear's compiled form: onnx QuantizeLinear's."""
+    return quantize_linear_compiled(x, y_scale, y_zero_point, axis=axis)
+
+
+def _ms_dequantize_compiled(
+    x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, *, axis: int = 1
+) -> np.ndarray:
+    """The contrib DequantizeLinear's compiled form: onnx DequantizeLinear's."""
+    return dequantize_linear_compiled(x, x_scale, x_zero_point, axis=axis)
+
+
+@op(
+    "QuantizeLinear",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _ms_quantize_compiled)),
+)
 def ms_quantize_linear(
     x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *, axis: int = 1
 ) -> np.ndarray:
@@ -134,7 +158,12 @@ def ms_quantize_linear(
     return quantize_linear(x, y_scale, y_zero_point, axis=axis)
 
 
-@op("DequantizeLinear", 1, domain=MS_DOMAIN)
+@op(
+    "DequantizeLinear",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _ms_dequantize_compiled)),
+)
 def ms_dequantize_linear(
     x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, *, axis: int = 1
 ) -> np.ndarray:
@@ -143,7 +172,70 @@ def ms_dequantize_linear(
 
 
 # -- elementwise --------------------------------------------------------------------------------
-@op("QLinearAdd", 1, domain=MS_DOMAIN)
+def _binary_operands(
+    a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
+) -> tuple[np.ndarray, float, np.ndarray, float] | None:
+    """``(a, a's zero, b, b's zero)`` as the compiled QLinearAdd and QLinearMul take them: 8-bit
+    tensors of one type, the larger first, the other one value or the shape of its last axes
+    (repeated along it); else None."""
+    if b.size > a.size:
+        a, a_zero, b, b_zero = b, b_zero, a, a_zero
+    za, zb = ig.scalar(a_zero), ig.scalar(b_zero)
+    if a.dtype not in ig.BYTES or b.dtype != a.dtype or za is None or zb is None:
+        return None
+    trailing = b.shape[next((i for i, d in enumerate(b.shape) if d != 1), b.ndim) :]
+    if b.size > 1 and (not trailing or a.shape[len(a.shape) - len(trailing) :] != trailing):
+        return None
+    if a.shape != np.broadcast_shapes(a.shape, b.shape):
+        return None
+    return a, za, b, zb
+
+
+def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
+    """The compiled form of QLinearAdd, or of QLinearMul with ``multiply``: one pass where both
+    are 8-bit of one type and one operand is a single value or repeats along the other's
+    last axes (a bias); else the NumPy form."""
+
+    def form(
+        a: np.ndarray,
+        a_scale: np.ndarray,
+        a_zero_point: np.ndarray | None,
+        b: np.ndarray,
+        b_scale: np.ndarray,
+        b_zero_point: np.ndarray | None,
+        c_scale: np.ndarray,
+        c_zero_point: np.ndarray | None = None,
+    ) -> np.ndarray:
+        inputs = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point)
+        fallback = qlinear_mul if multiply else qlinear_add
+        operands = _binary_operands(a, a_zero_point, b, b_zero_point)
+        zc = ig.scalar(c_zero_point)
+        if operands is None or zc is None or a.dtype != operands[0].dtype:
+            return fallback(*inputs)
+        big, za, small, zb = operands
+        y = np.empty(big.shape, a.dtype)
+        if multiply:
+            ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
+            ig.QUANT.qlinear_mul(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ratio, zc)
+            return y
+        ra, rb = _f32(a_scale) / _f32(c_scale), _f32(b_scale) / _f32(c_scale)
+        if big is not a:
+            ra, rb = rb, ra
+        ig.QUANT.qlinear_add(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc)
+        return y
+
+    form.__name__ = form.__qualname__ = (
+        "qlinear_mul_compiled" if multiply else "qlinear_add_compiled"
+    )
+    return form
+
+
+@op(
+    "QLinearAdd",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(False))),
+)
 def qlinear_add(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -162,7 +254,12 @@ def qlinear_add(
     return store_quantized(scaled, _zero(c_zero_point, a), a.dtype, True)
 
 
-@op("QLinearMul", 1, domain=MS_DOMAIN)
+@op(
+    "QLinearMul",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(True))),
+)
 def qlinear_mul(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -359,45 +456,59 @@ def _channels_back(y: np.ndarray, channels_last: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if channels_last else y
 
 
-@op("QLinearConv", 1, domain=MS_DOMAIN)
-def ms_qlinear_conv(
-    x: np.ndarray,
-    x_scale: np.ndarray,
-    x_zero_point: np.ndarray,
-    w: np.ndarray,
-    w_scale: np.ndarray,
-    w_zero_point: np.ndarray,
-    y_scale: np.ndarray,
-    y_zero_point: np.ndarray,
-    b: np.ndarray | None = None,
-    *,
-    auto_pad: str = "NOTSET",
-    channels_last: int = 0,
-    dilations: list[int] | None = None,
-    group: int = 1,
-    kernel_shape: list[int] | None = None,
-    pads: list[int] | None = None,
-    strides: list[int] | None = None,
-) -> np.ndarray:
-    """onnx QLinearConv; with ``channels_last`` X and Y are N...C (W stays M, C/group, k...)."""
-    y = qlinear_conv(
-        _channels_first(x, channels_last),
-        x_scale,
-        x_zero_point,
-        w,
-        w_scale,
-        w_zero_point,
-        y_scale,
-        y_zero_point,
-        b,
-        auto_pad=auto_pad,
-        dilations=dilations,
-        group=group,
-        kernel_shape=kernel_shape,
-        pads=pads,
-        strides=strides,
-    )
-    return _channels_back(y, channels_last)
+def _ms_qlinear_conv_form(conv: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """The contrib QLinearConv on top of onnx QLinearConv's form ``conv``."""
+
+    def ms_conv(
+        x: np.ndarray,
+        x_scale: np.ndarray,
+        x_zero_point: np.ndarray,
+        w: np.ndarray,
+        w_scale: np.ndarray,
+        w_zero_point: np.ndarray,
+        y_scale: np.ndarray,
+        y_zero_point: np.ndarray,
+        b: np.ndarray | None = None,
+        *,
+        auto_pad: str = "NOTSET",
+        channels_last: int = 0,
+        dilations: list[int] | None = None,
+        group: int = 1,
+        kernel_shape: list[int] | None = None,
+        pads: list[int] | None = None,
+        strides: list[int] | None = None,
+    ) -> np.ndarray:
+        """onnx QLinearConv; with ``channels_last`` X and Y are N...C (W stays M, C/group,
+        k...)."""
+        y = conv(
+            _channels_first(x, channels_last),
+            x_scale,
+            x_zero_point,
+            w,
+            w_scale,
+            w_zero_point,
+            y_scale,
+            y_zero_point,
+            b,
+            auto_pad=auto_pad,
+            dilations=dilations,
+            group=group,
+            kernel_shape=kernel_shape,
+            pads=pads,
+            strides=strides,
+        )
+        return _channels_back(y, channels_last)
+
+    ms_conv.__name__ = ms_conv.__qualname__ = f"ms_{conv.__name__}"
+    return ms_conv
+
+
+ms_qlinear_conv = op(
+    "QLinearConv",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _ms_qlinear_conv_form(qlinear_conv_compiled))),
+)(_ms_qlinear_conv_form(qlinear_conv))
 
 
 # -- matrix products ----------------------------------------------------------------------------
@@ -418,7 +529,44 @@ def _column_scale(scale: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
     return expand_param(scale, b.shape[-1:], 0, 0, what).astype(_F32)
 
 
-@op("QGemm", 1, domain=MS_DOMAIN)
+def _exact_or_none(
+    a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None, trans_b: int
+) -> np.ndarray | None:
+    """The exact int32 product of :func:`onnxflow.ops.integer_gemm.product` for a per-tensor
+    A zero point, else None."""
+    if a_zero is not None and a_zero.size != 1:
+        return None
+    return ig.product(a, a_zero, b, b_zero, bool(trans_b))
+
+
+def _qgemm_compiled(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    c: np.ndarray | None = None,
+    y_scale: np.ndarray | None = None,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> np.ndarray:
+    """QGemm's compiled form: the exact product on float32 BLAS, B shifted once when
+    constant; else the NumPy form."""
+    acc = _exact_or_none(a.T if transA else a, a_zero_point, b, b_zero_point, transB)
+    if acc is None:
+        return qgemm(
+            a, a_scale, a_zero_point, b, b_scale, b_zero_point, c, y_scale, y_zero_point,
+            alpha=alpha, transA=transA, transB=transB,
+        )  # fmt: skip
+    scales = (a_scale, b_scale, y_scale, y_zero_point)
+    return _qgemm_tail(acc, c, b.T if transB else b, a, scales, alpha)
+
+
+@op("QGemm", 1, domain=MS_DOMAIN, traits=Traits(native=native_form(ig.QUANT and _qgemm_compiled)))
 def qgemm(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -440,8 +588,22 @@ def qgemm(
     a = a.T if transA else a
     b = b.T if transB else b
     acc = _integer_matmul(a, a_zero_point, b, b_zero_point)
+    return _qgemm_tail(acc, c, b, a, (a_scale, b_scale, y_scale, y_zero_point), alpha)
+
+
+def _qgemm_tail(
+    acc: np.ndarray,
+    c: np.ndarray | None,
+    b: np.ndarray,
+    a: np.ndarray,
+    scales: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None],
+    alpha: float,
+) -> np.ndarray:
+    """QGemm after the product ``acc`` (exact integers, float64 or int32): C added exactly,
+    then scaled to float32 and quantized when Y's scale is given."""
+    a_scale, b_scale, y_scale, y_zero_point = scales
     if c is not None:
-        acc = acc + c
+        acc = acc + (c if acc.dtype.kind == "f" else c.astype(np.int64))
     scale = _f32(alpha) * _f32(a_scale) * _column_scale(b_scale, b, "b_scale")
     if y_scale is None:
         return acc.astype(_F32) * scale
@@ -449,7 +611,29 @@ def qgemm(
     return store_quantized(acc.astype(_F32) * (scale / _f32(y_scale)), zero, zero.dtype, True)
 
 
-@op("MatMulIntegerToFloat", 1, domain=MS_DOMAIN)
+def _matmul_integer_to_float_compiled(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_scale: np.ndarray,
+    b_scale: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """MatMulIntegerToFloat's compiled form: the exact product on float32 BLAS, B shifted
+    once when constant; else the NumPy form."""
+    acc = _exact_or_none(a, a_zero_point, b, b_zero_point, 0)
+    if acc is None:
+        return matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
+    return _scaled_to_float(acc, a_scale, b_scale, b, bias)
+
+
+@op(
+    "MatMulIntegerToFloat",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _matmul_integer_to_float_compiled)),
+)
 def matmul_integer_to_float(
     a: np.ndarray,
     b: np.ndarray,
@@ -461,12 +645,42 @@ def matmul_integer_to_float(
 ) -> np.ndarray:
     """``(A - a_zp) @ (B - b_zp) * a_scale * b_scale + bias`` in float32; B's scale and zero
     point may be per column."""
-    acc = _integer_matmul(a, a_zero_point, b, b_zero_point).astype(_F32)
-    y = acc * (_f32(a_scale) * _column_scale(b_scale, b, "b_scale"))
+    acc = _integer_matmul(a, a_zero_point, b, b_zero_point)
+    return _scaled_to_float(acc, a_scale, b_scale, b, bias)
+
+
+def _scaled_to_float(
+    acc: np.ndarray,
+    a_scale: np.ndarray,
+    b_scale: np.ndarray,
+    b: np.ndarray,
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """An exact integer product in float32, times ``a_scale * b_scale``, plus ``bias``."""
+    y = acc.astype(_F32) * (_f32(a_scale) * _column_scale(b_scale, b, "b_scale"))
     return y if bias is None else y + bias
 
 
-@op("DynamicQuantizeMatMul", 1, domain=MS_DOMAIN)
+def _dynamic_quantize_matmul_compiled(
+    a: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """DynamicQuantizeMatMul's compiled form: both steps' compiled forms."""
+    a_q, a_scale, a_zero_point = dynamic_quantize_linear_compiled(a)
+    return _matmul_integer_to_float_compiled(
+        a_q, b, a_scale, b_scale, a_zero_point, b_zero_point, bias
+    )
+
+
+@op(
+    "DynamicQuantizeMatMul",
+    1,
+    domain=MS_DOMAIN,
+    traits=Traits(native=native_form(ig.QUANT and _dynamic_quantize_matmul_compiled)),
+)
 def dynamic_quantize_matmul(
     a: np.ndarray,
     b: np.ndarray,

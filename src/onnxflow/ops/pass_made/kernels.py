@@ -15,6 +15,7 @@ import numpy as np
 from onnx import GraphProto
 
 from onnxflow.ops import compiled
+from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
 from onnxflow.ops.memo import Memo
@@ -89,7 +90,34 @@ def _unfused(a: np.ndarray, b: np.ndarray, axis: int, keepdims: int) -> np.ndarr
     return reduce_sum_square(np.subtract(a, b), [axis], keepdims)
 
 
-@op(FAKE_QUANTIZE, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))
+def _fake_quantize_compiled(
+    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *, axis: int = 1
+) -> np.ndarray:
+    """FakeQuantize's compiled form: the float32 case in one pass, clipped as the NumPy form's
+    clip does (per tensor against scalars, per axis against arrays); else the NumPy form."""
+    layout = ig.channels(x.shape, scale, axis)
+    if not fast_fake_quantize(x, scale, zero_point) or layout is None:
+        return fake_quantize(x, scale, zero_point, axis=axis)
+    if zero_point.shape != scale.shape:
+        return fake_quantize(x, scale, zero_point, axis=axis)
+    lo, hi = BYTE_RANGE[zero_point.dtype]
+    y = np.empty(x.shape, np.float32)
+    if scale.size == 1 and scale.ndim <= 1:
+        z = float(zero_point.reshape(()))
+        ig.QUANT.fake_quantize(ig.flat(x), y.reshape(-1), float(scale.reshape(())), lo - z, hi - z)
+        return y
+    z = ig.vector(zero_point, zero_point)
+    s = ig.vector(scale, scale)
+    ig.QUANT.fake_quantize_axis(ig.flat(x), y.reshape(-1), s, lo - z, hi - z, *layout)
+    return y
+
+
+@op(
+    FAKE_QUANTIZE,
+    1,
+    domain=FUSED_DOMAIN,
+    traits=Traits(fresh=True, native=native_form(ig.QUANT and _fake_quantize_compiled)),
+)
 def fake_quantize(
     x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *, axis: int = 1
 ) -> np.ndarray:
