@@ -45,6 +45,7 @@ typedef struct {
 } conv_geom;
 
 typedef float conv_v8 __attribute__((vector_size(32)));
+typedef int conv_v8i __attribute__((vector_size(32)));
 
 /* The activation of one value, as the default-domain kernels compute it in float32 (sigmoid and
  * tanh in double, rounded once). NaN passes through every one. */
@@ -73,18 +74,39 @@ static inline __attribute__((always_inline)) float conv_activate(float v, int ac
     }
 }
 
-/* row[i] = act(row[i] + bias (if any) + z[i] (if z)), for i < n. */
-static inline __attribute__((always_inline)) void conv_epilogue(float *row, const float *bias, const float *z, ptrdiff_t n,
-                                 const conv_geom *g) {
+/* row[i] = act(row[i] + bias (if any) + z[i] (if z)), for i < n: one loop per activation, so
+ * that each is a plain loop the compiler vectorizes where it can. */
+static inline __attribute__((always_inline)) void conv_epilogue(
+    float *row, const float *bias, const float *z, ptrdiff_t n, const conv_geom *g) {
     ptrdiff_t i;
+    float a = g->alpha, b = g->beta;
     if (bias != NULL) {
-        float b = *bias;
-        for (i = 0; i < n; i++) row[i] += b;
+        float c = *bias;
+        for (i = 0; i < n; i++) row[i] += c;
     }
     if (z != NULL)
         for (i = 0; i < n; i++) row[i] += z[i];
-    if (g->act != CONV_ACT_NONE)
-        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], g->act, g->alpha, g->beta);
+    switch (g->act) {
+    case CONV_ACT_NONE:
+        break;
+    case CONV_ACT_RELU:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], CONV_ACT_RELU, a, b);
+        break;
+    case CONV_ACT_LEAKY_RELU:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], CONV_ACT_LEAKY_RELU, a, b);
+        break;
+    case CONV_ACT_HARD_SIGMOID:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], CONV_ACT_HARD_SIGMOID, a, b);
+        break;
+    case CONV_ACT_CLIP:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], CONV_ACT_CLIP, a, b);
+        break;
+    case CONV_ACT_HARD_SWISH:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], CONV_ACT_HARD_SWISH, a, b);
+        break;
+    default:
+        for (i = 0; i < n; i++) row[i] = conv_activate(row[i], g->act, a, b);
+    }
 }
 
 /* The kernel rows ki that output row oh reads inside the input; their count. */
@@ -111,13 +133,28 @@ static inline void conv_prepare(conv_geom *g) {
 }
 
 /* x (rows, w) in phases: out (rows, s, wp), column iw of a row at [iw % s][iw / s]. */
+__attribute__((target_clones("avx2", "default")))
 static void conv_phase(const float *x, float *out, ptrdiff_t rows, const conv_geom *g) {
     ptrdiff_t r, p, j, s = g->sw, wp = g->wp;
     for (r = 0; r < rows; r++) {
         const float *xr = x + r * g->w;
         float *dst = out + r * s * wp;
-        for (p = 0; p < s; p++)
-            for (j = 0; j * s + p < g->w; j++) dst[p * wp + j] = xr[j * s + p];
+        j = 0;
+        if (s == 2) { /* eight even and eight odd columns from sixteen, by two shuffles */
+            for (; 2 * j + 16 <= g->w; j += 8) {
+                conv_v8 a, b, even, odd;
+                memcpy(&a, xr + 2 * j, sizeof a);
+                memcpy(&b, xr + 2 * j + 8, sizeof b);
+                even = __builtin_shuffle(a, b, (conv_v8i){0, 2, 4, 6, 8, 10, 12, 14});
+                odd = __builtin_shuffle(a, b, (conv_v8i){1, 3, 5, 7, 9, 11, 13, 15});
+                memcpy(dst + j, &even, sizeof even);
+                memcpy(dst + wp + j, &odd, sizeof odd);
+            }
+        }
+        for (p = 0; p < s; p++) {
+            ptrdiff_t k;
+            for (k = j; k * s + p < g->w; k++) dst[p * wp + k] = xr[k * s + p];
+        }
     }
 }
 
@@ -143,7 +180,7 @@ static inline __attribute__((always_inline)) float conv_one(
     return acc;
 }
 
-/* Outputs o .. o + 8 * NV of row oh (NV of 1 or 4), whose windows all lie inside the input's
+/* Outputs o .. o + 8 * nv of row oh (nv of 1, 2 or 4), whose windows all lie inside the input's
  * columns: NV vectors of eight lanes, each lane summing its output's taps in conv_one's order. */
 static inline __attribute__((always_inline)) void conv_block(
     const float *x, const float *w, float *acc, ptrdiff_t oh, ptrdiff_t o,
@@ -160,9 +197,11 @@ static inline __attribute__((always_inline)) void conv_block(
                 float wv = wr[kj];
                 memcpy(&a, p, sizeof a);
                 s0 += wv * a;
-                if (nv == 4) {
+                if (nv >= 2) {
                     memcpy(&a, p + 8, sizeof a);
                     s1 += wv * a;
+                }
+                if (nv == 4) {
                     memcpy(&a, p + 16, sizeof a);
                     s2 += wv * a;
                     memcpy(&a, p + 24, sizeof a);
@@ -172,8 +211,8 @@ static inline __attribute__((always_inline)) void conv_block(
         }
     }
     memcpy(acc + o, &s0, sizeof s0);
+    if (nv >= 2) memcpy(acc + o + 8, &s1, sizeof s1);
     if (nv == 4) {
-        memcpy(acc + o + 8, &s1, sizeof s1);
         memcpy(acc + o + 16, &s2, sizeof s2);
         memcpy(acc + o + 24, &s3, sizeof s3);
     }
@@ -203,6 +242,9 @@ static inline __attribute__((always_inline)) void conv_row_taps(
     for (; o < lo && o < g->wo; o++) acc[o] = conv_one(x, w, oh, o, rows, nrows, g);
     if (hi - o >= 32) {
         conv_blocks(x, w, acc, oh, o, hi, rows, nrows, g, 4);
+        o = hi;
+    } else if (hi - o >= 16) {
+        conv_blocks(x, w, acc, oh, o, hi, rows, nrows, g, 2);
         o = hi;
     } else if (hi - o >= 8) {
         conv_blocks(x, w, acc, oh, o, hi, rows, nrows, g, 1);

@@ -28,6 +28,9 @@ _CONV = compiled.module("_conv")
 #: output sums at most this many products (a first layer's 3 channels x 3 x 3 = 27): beyond,
 #: BLAS's product over im2col columns is faster than the loop's float32 lanes.
 SMALL_SUM = 32
+#: ... and the image's whole convolution is at most this many products: the loop makes fewer
+#: products per second than BLAS, which wins once the layer is large (a 224x224 first layer).
+SMALL_PRODUCTS = 1 << 21
 #: Kernel rows at least this long (dilation 1) are summed as dot products over the row.
 LONG_ROW = 16
 #: A long kernel row runs the loop for at most this many filters per group: the loop does no
@@ -39,9 +42,11 @@ LONG_ROW_FILTERS = 8
 NO_ACTIVATION = (0, 0.0, 0.0)
 
 
-def _takes(w_shape: tuple[int, ...], group: int, path: str, dilations: Sequence[int]) -> str:
-    """How the loop runs a convolution by W ``w_shape`` ("taps" or "dots"), or "" when it does
-    not take it."""
+def _takes(
+    w_shape: tuple[int, ...], group: int, path: str, dilations: Sequence[int], positions: int
+) -> str:
+    """How the loop runs a convolution by W ``w_shape`` with ``positions`` outputs per image and
+    channel ("taps" or "dots"), or "" when it does not take it."""
     m, cg, *kernel = w_shape
     if path == "pointwise" or len(kernel) > 2 or kernel[:-1] > [_CONV.MAX_KERNEL]:
         return ""
@@ -49,7 +54,11 @@ def _takes(w_shape: tuple[int, ...], group: int, path: str, dilations: Sequence[
         return "dots" if m // group <= LONG_ROW_FILTERS else ""
     if kernel[-1] > _CONV.MAX_KERNEL:
         return ""
-    return "taps" if cg == 1 or cg * math.prod(kernel) <= SMALL_SUM else ""
+    if cg == 1:
+        return "taps"
+    per_output = cg * math.prod(kernel)
+    small = per_output <= SMALL_SUM and m * per_output * positions <= SMALL_PRODUCTS
+    return "taps" if small else ""
 
 
 def direct(
@@ -75,7 +84,7 @@ def direct(
         attrs.get("pads"),
         attrs.get("auto_pad", "NOTSET"),
     )
-    how = _takes(w.shape, group, path, dilations) if x.size else ""
+    how = _takes(w.shape, group, path, dilations, math.prod(out)) if x.size else ""
     shape = (x.shape[0], w.shape[0], *out)
     if not how or not _fits(b, z, shape):
         return None
