@@ -42,6 +42,17 @@ LONG_ROW_FILTERS = 8
 NO_ACTIVATION = (0, 0.0, 0.0)
 
 
+def _may_take(w_shape: tuple[int, ...], group: int) -> bool:
+    """Whether the loop may take a convolution by W ``w_shape``, from W's shape alone: a cheap
+    first test, so that the convolutions BLAS runs lose no time here."""
+    m, cg, *kernel = w_shape
+    if not 1 <= len(kernel) <= 2:
+        return False
+    if kernel[-1] >= LONG_ROW:
+        return m // group <= LONG_ROW_FILTERS or kernel[-1] <= _CONV.MAX_KERNEL
+    return cg == 1 or cg * math.prod(kernel) <= SMALL_SUM
+
+
 def _takes(
     w_shape: tuple[int, ...], group: int, path: str, dilations: Sequence[int], positions: int
 ) -> str:
@@ -71,10 +82,12 @@ def direct(
 ) -> np.ndarray | None:
     """``act(conv(x, w) + b + z)`` by the compiled loop (``attrs``: Conv's geometry attributes;
     ``activation``: the loop's code and parameters), or None when the loop does not take it."""
-    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim not in (3, 4):
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+        return None
+    group = attrs.get("group", 1)
+    if not _may_take(w.shape, group):
         return None
     check_kernel_shape(attrs.get("kernel_shape"), w)
-    group = attrs.get("group", 1)
     out, begin, strides, dilations, path = conv_geometry(
         x.shape,
         w.shape,
