@@ -11,8 +11,9 @@ from native_forms import node_forms
 
 from onnxflow.ops import conv_direct
 from onnxflow.ops.conv import conv
+from onnxflow.ops.microsoft.nchwc import machine_block_size, unblock_filter
 
-FORMS_TESTED = [("", "Conv"), ("com.microsoft", "FusedConv")]
+FORMS_TESTED = [("", "Conv"), ("com.microsoft", "FusedConv"), ("com.microsoft.nchwc", "Conv")]
 
 #: Both forms sum each output's K terms (products, then the bias and Z) in float32, in different
 #: orders: each is within (K - 1) * eps * sum|terms| of the exact sum (the classic bound for
@@ -166,3 +167,27 @@ def test_bad_attributes_raise_in_both_forms():
             conv_direct.direct(x, w, None, None, attrs)
     with pytest.raises(Exception, match="B has shape"):
         node_forms("Conv", [x, w, np.zeros(3, np.float32)], 22, group=2)
+
+
+@pytest.mark.parametrize(
+    "xs, ws, attrs",
+    [
+        ((1, 16, 20, 45), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}),  # depthwise
+        ((1, 16, 20, 45), (16, 1, 5, 5), {"group": 16, "pads": [2] * 4, "strides": [2, 2]}),
+        ((1, 3, 30, 40), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # NCHW in
+    ],
+)
+def test_nchwc_conv(xs, ws, attrs):
+    """The NCHWc Conv of depthwise and first layers, with Sum and an activation."""
+    rng = np.random.default_rng(len(ws) + ws[2])
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    filters = unblock_filter(w, machine_block_size(), False)
+    full = dict(attrs, group=attrs.get("group", 1))
+    z = rng.standard_normal(conv(x, filters, **attrs).shape).astype(np.float32)
+    assert conv_direct.direct(x, filters, b, z, attrs) is not None
+    fused = dict(attrs, activation="Clip", activation_params=[-1.0, 2.0])
+    domain = "com.microsoft.nchwc"
+    (compiled,), (numpy_form,) = node_forms("Conv", [x, w, b, z], 1, domain=domain, **fused)
+    assert np.all(np.abs(compiled - numpy_form) <= _bound(x, filters, b, z, full, compiled))

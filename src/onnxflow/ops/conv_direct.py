@@ -191,3 +191,8 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
         return run
 
     return fused_conv_compiled
+
+
+def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The compiled form ``form``, or None when the loop it calls was not built."""
+    return form if _CONV is not None else None
