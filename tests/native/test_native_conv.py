@@ -130,6 +130,7 @@ def test_first_layer_and_depthwise_shapes():
         ((1, 8, 40, 45), (8, 1, 5, 5), {"group": 8, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
         ((1, 1, 1600), (4, 1, 400), {"strides": [160]}),
         ((2, 2, 900), (2, 1, 64), {"group": 2, "pads": [40, 3], "strides": [7]}),
+        ((1, 2, 5, 100), (3, 2, 2, 20), {"pads": [1, 5, 0, 7], "strides": [1, 3]}),  # dots, 2-D
     ]
     for xs, ws, attrs in cases:
         x = rng.standard_normal(xs).astype(np.float32)
