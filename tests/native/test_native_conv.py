@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from native_forms import node_forms
+from native_forms import node_forms, ulp_distance
 
 from onnxflow.ops import conv_direct
 from onnxflow.ops.conv import conv
@@ -192,3 +192,33 @@ def test_nchwc_conv(xs, ws, attrs):
     domain = "com.microsoft.nchwc"
     (compiled,), (numpy_form,) = node_forms("Conv", [x, w, b, z], 1, domain=domain, **fused)
     assert np.all(np.abs(compiled - numpy_form) <= _bound(x, filters, b, z, full, compiled))
+
+
+#: The activations both forms compute with the same float32 operations in the same order.
+EXACT_ACTIVATIONS = ("Relu", "LeakyRelu", "HardSigmoid", "Clip", "HardSwish")
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_fused_conv_by_blas_then_one_pass(activation):
+    """FusedConv's convolutions the loop does not take (pointwise, many channels): the NumPy
+    form's product, then B, Z and the activation in one compiled pass, the same operations in
+    the same order (bit for bit, but for sigmoid's and tanh's own rounding)."""
+    rng = np.random.default_rng(len(activation))
+    params = ACTIVATIONS[activation][0]
+    fused = {"activation": activation} | ({"activation_params": params} if params else {})
+    for ws, attrs in (((8, 16, 1, 1), {}), ((8, 16, 3, 3), {"pads": [1, 1, 1, 1]})):
+        x = rng.standard_normal((1, 16, 9, 11)).astype(np.float32)
+        w = rng.standard_normal(ws).astype(np.float32)
+        b = rng.standard_normal(8).astype(np.float32)
+        z = rng.standard_normal(conv(x, w, **attrs).shape).astype(np.float32)
+        assert conv_direct.direct(x, w, b, z, attrs) is None
+        act = conv_direct.loop_activation(activation, params)
+        assert conv_direct.by_blas(x, w, b, z, attrs, act) is not None
+        inputs = [x, w, b, z]
+        (compiled,), (numpy_form,) = node_forms(
+            "FusedConv", inputs, 1, domain="com.microsoft", **attrs, **fused
+        )
+        if activation in EXACT_ACTIVATIONS:
+            assert np.array_equal(compiled, numpy_form)
+        else:
+            assert ulp_distance(compiled, numpy_form).max() <= ACTIVATION_ULPS

@@ -19,6 +19,8 @@ cdef extern from "_conv.h" nogil:
     void conv_phase(const float *x, float *out, Py_ssize_t rows, const conv_geom *g)
     void conv_plane_f32(const float *x, const float *w, const float *bias, const float *z,
                         float *out, const conv_geom *g, int dots)
+    void conv_epilogue(float *row, const float *bias, const float *z, Py_ssize_t n,
+                       const conv_geom *g)
 
 #: The tallest kernel, and the widest one summed by taps, that the loops take.
 MAX_KERNEL = CONV_MAX_K
@@ -109,3 +111,37 @@ cdef _check(x, w, bias, z, out, int group, conv_geom g, int dots):
         raise ValueError("conv2d_f32: bias must have one value per output channel, or none")
     if z is not None and z.shape[:4] != out.shape[:4]:
         raise ValueError("conv2d_f32: z must have the output's shape")
+
+
+def epilogue_f32(
+    float[:, :, ::1] y,
+    const float[::1] bias,
+    const float[:, :, ::1] z,
+    int act=0,
+    float alpha=0,
+    float beta=0,
+):
+    """y (N, M, P) = act(y + bias + z) in place, in one pass: the loop's epilogue, for a
+    convolution computed elsewhere (``bias``: M values or none; ``z``: y's shape, or None)."""
+    cdef conv_geom g
+    cdef Py_ssize_t n, m
+    cdef const float *b = NULL
+    cdef const float *zp = NULL
+    cdef bint has_z = z is not None
+    g.act, g.alpha, g.beta = act, alpha, beta
+    if bias.shape[0] not in (0, y.shape[1]):
+        raise ValueError("epilogue_f32: bias must have one value per output channel, or none")
+    if has_z and (
+        z.shape[0] != y.shape[0] or z.shape[1] != y.shape[1] or z.shape[2] != y.shape[2]
+    ):
+        raise ValueError("epilogue_f32: z must have y's shape")
+    if y.shape[2] == 0:
+        return
+    with nogil:
+        for n in range(y.shape[0]):
+            for m in range(y.shape[1]):
+                if bias.shape[0]:
+                    b = &bias[m]
+                if has_z:
+                    zp = &z[n, m, 0]
+                conv_epilogue(&y[n, m, 0], b, zp, y.shape[2], &g)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from onnxflow.ops import compiled
-from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry
+from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry, convolve
 
 _CONV = compiled.module("_conv")
 
@@ -119,6 +119,39 @@ def direct(
     return y
 
 
+def by_blas(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    attrs: dict[str, Any],
+    activation: tuple[int, float, float],
+) -> np.ndarray | None:
+    """``act(conv(x, w) + b + z)`` for the float32 convolutions the loop does not take: the
+    convolution by the NumPy form's paths (BLAS), then the bias, Z and the activation in one
+    compiled pass. None when the operands are not float32 as the pass reads them."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32:
+        return None
+    check_kernel_shape(attrs.get("kernel_shape"), w)
+    grid = [attrs.get(k) for k in ("strides", "dilations", "pads")]
+    out = conv_geometry(
+        x.shape, w.shape, attrs.get("group", 1), *grid, attrs.get("auto_pad", "NOTSET")
+    ).out
+    shape = (x.shape[0], w.shape[0], *out)
+    if not _fits(b, z, shape):
+        return None
+    y = np.ascontiguousarray(
+        convolve(x, w, attrs.get("group", 1), *grid, attrs.get("auto_pad", "NOTSET"))
+    )
+    _CONV.epilogue_f32(
+        y.reshape(*shape[:2], -1),
+        np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
+        None if z is None else z.reshape(*shape[:2], -1),
+        *activation,
+    )
+    return y
+
+
 def _fits(b: np.ndarray | None, z: np.ndarray | None, shape: tuple[int, ...]) -> bool:
     """Whether the loop reads B and Z as given: B one value per output channel (of a float
     dtype), Z a C-contiguous float32 array of the output's shape (else the NumPy form checks and
@@ -186,6 +219,8 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
         ) -> np.ndarray:
             y = direct(x, w, b, z, attrs, act)
+            if y is None:
+                y = by_blas(x, w, b, z, attrs, act)
             return numpy_run(x, w, b, z) if y is None else y
 
         return run

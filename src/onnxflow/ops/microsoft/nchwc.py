@@ -40,7 +40,7 @@ from onnx import GraphProto, helper
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.conv import conv
-from onnxflow.ops.conv_direct import direct, if_built, loop_activation
+from onnxflow.ops.conv_direct import by_blas, direct, if_built, loop_activation
 from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.microsoft import NCHWC_DOMAIN
 from onnxflow.ops.microsoft.fused import mlas_activation
@@ -217,6 +217,8 @@ def _nchwc_conv(
         if loop_act is not None:
             addend = None if s is None else _fit_channels(s, w.shape[0], "Sum")
             y = direct(x, filters, bias, addend, geometry, loop_act)
+            if y is None:
+                y = by_blas(x, filters, bias, addend, geometry, loop_act)
             if y is not None:
                 return y
         y = conv(x, filters, bias, **geometry)
