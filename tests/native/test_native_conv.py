@@ -48,7 +48,7 @@ def _case(rng: np.random.Generator, kind: str, rank: int) -> tuple[dict, tuple, 
         kernel = [int(rng.integers(1, 4)) for _ in range(rank)]
     else:  # a long 1-D kernel
         group, cg, m = 1, c, int(rng.integers(1, 5))
-        kernel = [int(rng.integers(conv_direct.LONG_ROW, 60))]
+        kernel = [int(rng.integers(conv_direct.LONG_ROW, 130))]  # by taps, then by dots
     spatial = [int(rng.integers(k, k + 70)) for k in kernel]
     attrs = {"group": group, "strides": [int(rng.integers(1, 4)) for _ in kernel]}
     if kind != "long":
@@ -129,8 +129,8 @@ def test_first_layer_and_depthwise_shapes():
         ((1, 8, 40, 45), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
         ((1, 8, 40, 45), (8, 1, 5, 5), {"group": 8, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
         ((1, 1, 1600), (4, 1, 400), {"strides": [160]}),
-        ((2, 2, 900), (2, 1, 64), {"group": 2, "pads": [40, 3], "strides": [7]}),
-        ((1, 2, 5, 100), (3, 2, 2, 20), {"pads": [1, 5, 0, 7], "strides": [1, 3]}),  # dots, 2-D
+        ((2, 2, 900), (2, 1, 100), {"group": 2, "pads": [40, 3], "strides": [7]}),
+        ((1, 2, 5, 200), (3, 2, 2, 80), {"pads": [1, 5, 0, 7], "strides": [1, 3]}),  # dots, 2-D
     ]
     for xs, ws, attrs in cases:
         x = rng.standard_normal(xs).astype(np.float32)

@@ -31,11 +31,11 @@ SMALL_SUM = 32
 #: ... and the image's whole convolution is at most this many products: the loop makes fewer
 #: products per second than BLAS, which wins once the layer is large (a 224x224 first layer).
 SMALL_PRODUCTS = 1 << 21
-#: Kernel rows at least this long (dilation 1) are summed as dot products over the row.
+#: A kernel row at least this long runs the loop, whatever the channels, when its group has at
+#: most LONG_ROW_FILTERS filters: the GEMM is then too small for BLAS to make up for its call
+#: and its column copy (audio's first layers). Rows longer than the loop's MAX_KERNEL are summed
+#: as dot products over the row (dilation 1 only), shorter ones by taps like the others.
 LONG_ROW = 16
-#: A long kernel row runs the loop for at most this many filters per group: the loop does no
-#: better than BLAS per product, so it pays only where the GEMM is small enough for its call
-#: and column copy to dominate.
 LONG_ROW_FILTERS = 8
 
 #: (activation code, alpha, beta) of the loop: no activation.
@@ -48,9 +48,10 @@ def _may_take(w_shape: tuple[int, ...], group: int) -> bool:
     m, cg, *kernel = w_shape
     if not 1 <= len(kernel) <= 2:
         return False
-    if kernel[-1] >= LONG_ROW:
-        return m // group <= LONG_ROW_FILTERS or kernel[-1] <= _CONV.MAX_KERNEL
-    return cg == 1 or cg * math.prod(kernel) <= SMALL_SUM
+    if kernel[-1] >= LONG_ROW and m // group <= LONG_ROW_FILTERS:
+        return True
+    depthwise = cg == 1 and group > 1
+    return kernel[-1] <= _CONV.MAX_KERNEL and (depthwise or cg * math.prod(kernel) <= SMALL_SUM)
 
 
 def _takes(
@@ -59,13 +60,12 @@ def _takes(
     """How the loop runs a convolution by W ``w_shape`` with ``positions`` outputs per image and
     channel ("taps" or "dots"), or "" when it does not take it."""
     m, cg, *kernel = w_shape
-    if path == "pointwise" or len(kernel) > 2 or kernel[:-1] > [_CONV.MAX_KERNEL]:
+    if path == "pointwise" or kernel[:-1] > [_CONV.MAX_KERNEL]:
         return ""
-    if kernel[-1] >= LONG_ROW and dilations[-1] == 1:
-        return "dots" if m // group <= LONG_ROW_FILTERS else ""
+    long_row = kernel[-1] >= LONG_ROW and m // group <= LONG_ROW_FILTERS
     if kernel[-1] > _CONV.MAX_KERNEL:
-        return ""
-    if cg == 1:
+        return "dots" if long_row and dilations[-1] == 1 else ""
+    if (cg == 1 and group > 1) or long_row:  # depthwise, or a long row
         return "taps"
     per_output = cg * math.prod(kernel)
     small = per_output <= SMALL_SUM and m * per_output * positions <= SMALL_PRODUCTS
