@@ -1,14 +1,15 @@
 """The compiled direct convolution (:mod:`onnxflow.native._conv`): which convolutions it takes,
-and the compiled forms of Conv and FusedConv that call it.
+and the compiled forms of Conv and FusedConv that call it (NCHWc Conv's is in its module).
 
 The loop serves float32 convolutions of one or two spatial axes where im2col and its Python
 cost more than the product: depthwise ones (one input channel per group), small-channel ones
-(a short sum per output), and long 1-D kernels with few filters. It sums each output in float32
-in its own fixed order, reads the input in place (the padding skipped by bounds), and applies
-the bias, FusedConv's addend and activation to each output row as it is made. Everything else
-(other dtypes, 3-D, pointwise and wide convolutions, which BLAS does better) runs the NumPy form.
-The attributes are checked and the output geometry computed here, as the NumPy form does
-(:func:`onnxflow.ops.conv_paths.conv_geometry`).
+(a short sum per output), and long kernel rows with few filters (audio). It sums each output in
+float32 in its own fixed order, reads the input in place (the padding skipped by bounds), and
+applies the bias, FusedConv's addend and activation to each output row as it is made. The
+other float32 convolutions (pointwise and wide ones, which BLAS does better) run the NumPy
+form's paths; a fused one then gets its bias, addend and activation in one compiled pass
+(:func:`by_blas`). Other dtypes and 3-D run the NumPy form. The attributes are checked and the
+output geometry computed as the NumPy form does (:func:`onnxflow.ops.conv_paths.conv_geometry`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry, convolve
 
 _CONV = compiled.module("_conv")
 
-#: A grouped convolution with more than one input channel per group runs the loop when each
-#: output sums at most this many products (a first layer's 3 channels x 3 x 3 = 27): beyond,
+#: A convolution that is not depthwise runs the loop when each output sums at most this many
+#: products (a first layer's 3 channels x 3 x 3 = 27): beyond,
 #: BLAS's product over im2col columns is faster than the loop's float32 lanes.
 SMALL_SUM = 32
 #: ... and the image's whole convolution is at most this many products: the loop makes fewer
