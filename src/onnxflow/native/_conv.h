@@ -253,6 +253,85 @@ static inline __attribute__((always_inline)) void conv_row_taps(
     for (; o < g->wo; o++) acc[o] = conv_one(x, w, oh, o, rows, nrows, g);
 }
 
+/* Outputs o .. o + 8 * nv (nv of 1 or 2) of rows oh and oh + 1, both reading every kernel row
+ * inside the input: conv_block for two rows at once, twice the independent sums in flight for
+ * narrow rows (each output summed in conv_one's order, so the bits are the same). */
+static inline __attribute__((always_inline)) void conv_block2(
+    const float *x, const float *w, float *acc0, float *acc1, ptrdiff_t oh, ptrdiff_t o,
+    const conv_geom *g, int nv) {
+    ptrdiff_t ci, ki, kj, row = g->sw * g->wp;
+    conv_v8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, a;
+    for (ci = 0; ci < g->cg; ci++) {
+        for (ki = 0; ki < g->kh; ki++) {
+            ptrdiff_t ih = oh * g->sh + ki * g->dh - g->ph;
+            const float *xr0 = x + (ci * g->h + ih) * row + o;
+            const float *xr1 = xr0 + g->sh * row;
+            const float *wr = w + (ci * g->kh + ki) * g->kw;
+            for (kj = 0; kj < g->kw; kj++) {
+                float wv = wr[kj];
+                memcpy(&a, xr0 + g->tap[kj], sizeof a);
+                s00 += wv * a;
+                memcpy(&a, xr1 + g->tap[kj], sizeof a);
+                s10 += wv * a;
+                if (nv == 2) {
+                    memcpy(&a, xr0 + g->tap[kj] + 8, sizeof a);
+                    s01 += wv * a;
+                    memcpy(&a, xr1 + g->tap[kj] + 8, sizeof a);
+                    s11 += wv * a;
+                }
+            }
+        }
+    }
+    memcpy(acc0 + o, &s00, sizeof s00);
+    memcpy(acc1 + o, &s10, sizeof s10);
+    if (nv == 2) {
+        memcpy(acc0 + o + 8, &s01, sizeof s01);
+        memcpy(acc1 + o + 8, &s11, sizeof s11);
+    }
+}
+
+/* Outputs lo .. hi of rows oh and oh + 1 in blocks of 8 * nv, the last ending at hi. */
+static inline __attribute__((always_inline)) void conv_blocks2(
+    const float *x, const float *w, float *acc0, float *acc1, ptrdiff_t oh, ptrdiff_t lo,
+    ptrdiff_t hi, const conv_geom *g, int nv) {
+    ptrdiff_t o, width = 8 * nv;
+    for (o = lo; o + width <= hi; o += width) conv_block2(x, w, acc0, acc1, oh, o, g, nv);
+    if (o < hi) conv_block2(x, w, acc0, acc1, oh, hi - width, g, nv);
+}
+
+/* Rows oh and oh + 1 by taps, both reading every kernel row inside the input, and narrower
+ * inside than 32 outputs: as conv_row_taps, two rows per block. */
+static inline __attribute__((always_inline)) void conv_row_pair(
+    const float *x, const float *w, float *acc0, float *acc1, ptrdiff_t oh, const conv_geom *g) {
+    ptrdiff_t rows[CONV_MAX_K];
+    ptrdiff_t ki, o = 0, lo = (g->pw + g->sw - 1) / g->sw;
+    ptrdiff_t reach = (g->kw - 1) * g->dw - g->pw;
+    ptrdiff_t hi = g->w - 1 - reach < 0 ? 0 : (g->w - 1 - reach) / g->sw + 1;
+    for (ki = 0; ki < g->kh; ki++) rows[ki] = ki;
+    if (hi > g->wo) hi = g->wo;
+    for (; o < lo && o < g->wo; o++) {
+        acc0[o] = conv_one(x, w, oh, o, rows, g->kh, g);
+        acc1[o] = conv_one(x, w, oh + 1, o, rows, g->kh, g);
+    }
+    if (hi - o >= 16) {
+        conv_blocks2(x, w, acc0, acc1, oh, o, hi, g, 2);
+        o = hi;
+    } else if (hi - o >= 8) {
+        conv_blocks2(x, w, acc0, acc1, oh, o, hi, g, 1);
+        o = hi;
+    }
+    for (; o < g->wo; o++) {
+        acc0[o] = conv_one(x, w, oh, o, rows, g->kh, g);
+        acc1[o] = conv_one(x, w, oh + 1, o, rows, g->kh, g);
+    }
+}
+
+/* Whether output row oh reads every kernel row inside the input. */
+static inline __attribute__((always_inline)) int conv_full_row(ptrdiff_t oh, const conv_geom *g) {
+    ptrdiff_t top = oh * g->sh - g->ph;
+    return top >= 0 && top + (g->kh - 1) * g->dh < g->h;
+}
+
 /* Adds the products w[k] * x[k], k < n, to four vectors of eight lanes (lane k % 32 while 32
  * remain, then lane k % 8 of the first vector); returns the sum of the last n % 8 products. */
 static inline __attribute__((always_inline)) float conv_dot(const float *w, const float *x, ptrdiff_t n, conv_v8 *lanes) {
@@ -305,13 +384,20 @@ static inline __attribute__((always_inline)) void conv_row_dots(const float *x, 
 __attribute__((target_clones("avx2", "default")))
 static void conv_plane_f32(const float *x, const float *w, const float *bias, const float *z,
                            float *out, const conv_geom *g, int dots) {
-    ptrdiff_t oh;
+    ptrdiff_t oh, n = g->wo;
+    int narrow = !dots && n < 40;  /* no block of 32 fits inside a row */
     for (oh = 0; oh < g->ho; oh++) {
-        float *acc = out + oh * g->wo;
+        float *acc = out + oh * n;
+        if (narrow && oh + 1 < g->ho && conv_full_row(oh, g) && conv_full_row(oh + 1, g)) {
+            conv_row_pair(x, w, acc, acc + n, oh, g);
+            conv_epilogue(acc, bias, z == NULL ? NULL : z + oh * n, 2 * n, g);
+            oh++;
+            continue;
+        }
         if (dots)
             conv_row_dots(x, w, acc, oh, g);
         else
             conv_row_taps(x, w, acc, oh, g);
-        conv_epilogue(acc, bias, z == NULL ? NULL : z + oh * g->wo, g->wo, g);
+        conv_epilogue(acc, bias, z == NULL ? NULL : z + oh * n, n, g);
     }
 }
