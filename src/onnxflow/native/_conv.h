@@ -4,9 +4,10 @@
  *
  * Two loop orders. "Taps": each output is the sum over (input channel, kernel row, kernel
  * column), in that order, of w * x; where a row's windows lie inside the input, eight outputs
- * are summed side by side in the lanes of a vector (one to four vectors at a time), the input
- * read from a copy split into stride phases so that the eight reads are contiguous; at the
- * edges, one output at a time with its bounds checked. "Dots": for long kernel rows of
+ * are summed side by side in the lanes of a vector (one to four vectors at a time, and two
+ * output rows at a time where rows are narrow), the input read from a copy split into stride
+ * phases so that the eight reads are contiguous; at the edges, one output at a time with its
+ * bounds checked. "Dots": for long kernel rows of
  * dilation 1 (audio's long 1-D kernels), each output is a dot product over the kernel row,
  * summed in 32 lanes then added lane by lane in a fixed order.
  *
