@@ -20,7 +20,8 @@ import numpy as np
 
 from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import float_compute_dtype
-from onnxflow.ops.conv_paths import _geometry, _tuple, convolve, grouped_gemm
+from onnxflow.ops.conv_direct import compiled_conv
+from onnxflow.ops.conv_paths import _geometry, _tuple, check_kernel_shape, convolve, grouped_gemm
 from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import SAME, per_axis, spatial_geometry
@@ -36,7 +37,6 @@ def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
 
 
 # -- kernels ------------------------------------------------------------------------------------
-@op("Conv", 1, 11, 22, traits=Traits(fresh=True, rounds_once=True))
 def conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -50,7 +50,7 @@ def conv(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Return the N-d convolution of X with W (kernel_shape taken from W), plus bias B."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     dtype = float_compute_dtype(x.dtype)
     y = convolve(
         x.astype(dtype, copy=False),
@@ -64,9 +64,15 @@ def conv(
     return _add_bias(y, b).astype(x.dtype, copy=False)
 
 
-def _check_kernel_shape(kernel_shape: list[int] | None, w: np.ndarray) -> None:
-    if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
-        raise ValueError(f"kernel_shape {kernel_shape} does not match W's shape {w.shape}")
+#: Conv's compiled form runs depthwise, small-channel and long 1-D float32 convolutions by a
+#: direct loop (:mod:`onnxflow.ops.conv_direct`), the rest by this NumPy form.
+op(
+    "Conv",
+    1,
+    11,
+    22,
+    traits=Traits(fresh=True, rounds_once=True, native=native_form(compiled_conv(conv))),
+)(conv)
 
 
 @op("ConvTranspose", 1, 11, 22)
@@ -85,7 +91,7 @@ def conv_transpose(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Return the transposed convolution of X with W ``(C, M/group, *kernel)``, plus bias B."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     n, c, *spatial = x.shape
     wc, mg, *kernel = w.shape
     if wc != c or c % group or len(kernel) != len(spatial):
@@ -208,7 +214,7 @@ def _conv_integer_compiled(
 ) -> np.ndarray:
     """ConvInteger's compiled form: the exact convolution on float32 BLAS
     (:func:`_exact_conv`), else the NumPy form."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     geometry = _Geometry(group, strides, dilations, pads, auto_pad)
     exact = _exact_conv(x, x_zero_point, w, w_zero_point, geometry)
     if exact is None:
@@ -358,7 +364,7 @@ def conv_integer(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Return the int32 convolution of ``x - x_zero_point`` with ``w - w_zero_point``."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     y = _integer_conv(x, x_zero_point, w, w_zero_point, group, strides, dilations, pads, auto_pad)
     return y.astype(np.int32)
 
@@ -404,7 +410,7 @@ def qlinear_conv_compiled(
 ) -> np.ndarray:
     """QLinearConv's compiled form: the exact convolution (:func:`_exact_conv`), then bias,
     scale and rounding in one pass; else the NumPy form."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     geometry = _Geometry(group, strides, dilations, pads, auto_pad)
     inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
     m = w.shape[0]
@@ -458,7 +464,7 @@ def qlinear_conv(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Return the quantized convolution, requantized to y_scale / y_zero_point (x's type)."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     acc = _integer_conv(x, x_zero_point, w, w_zero_point, group, strides, dilations, pads, auto_pad)
     acc = _add_bias(acc, b)
     m = w.shape[0]
@@ -486,7 +492,7 @@ def deform_conv(
 ) -> np.ndarray:
     """Return the N-d deformable convolution: each tap samples X (multilinearly, zero outside)
     at its grid position plus its learned offset, scaled by the mask, before the GEMM."""
-    _check_kernel_shape(kernel_shape, w)
+    check_kernel_shape(kernel_shape, w)
     n, c, *spatial = x.shape
     m, cg, *kernel = w.shape
     rank, taps = len(spatial), math.prod(kernel)

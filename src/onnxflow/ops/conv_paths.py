@@ -70,6 +70,28 @@ def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if values is None else tuple(values)
 
 
+def conv_geometry(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    group: int,
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+) -> _Geometry:
+    """The output sizes, begin pads, strides, dilations and path of a convolution of X
+    ``x_shape`` by W ``w_shape`` (shapes and attributes checked)."""
+    return _geometry(
+        x_shape, w_shape, group, _tuple(strides), _tuple(dilations), _tuple(pads), auto_pad
+    )
+
+
+def check_kernel_shape(kernel_shape: Sequence[int] | None, w: np.ndarray) -> None:
+    """Raise ValueError unless ``kernel_shape`` (when given) is W's spatial shape."""
+    if kernel_shape is not None and list(kernel_shape) != list(w.shape[2:]):
+        raise ValueError(f"kernel_shape {kernel_shape} does not match W's shape {w.shape}")
+
+
 def convolve(
     x: np.ndarray,
     w: np.ndarray,
@@ -80,8 +102,8 @@ def convolve(
     auto_pad: str,
 ) -> np.ndarray:
     """Return the convolution of ``x`` with ``w`` (no bias), in x's dtype."""
-    out, begin, strides, dilations, path = _geometry(
-        x.shape, w.shape, group, _tuple(strides), _tuple(dilations), _tuple(pads), auto_pad
+    out, begin, strides, dilations, path = conv_geometry(
+        x.shape, w.shape, group, strides, dilations, pads, auto_pad
     )
     m = w.shape[0]
     if path == "pointwise":

@@ -31,6 +31,7 @@ import numpy as np
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops import compiled
 from onnxflow.ops.conv import conv
+from onnxflow.ops.conv_direct import compiled_fused_conv
 from onnxflow.ops.linalg import gemm, matmul
 from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.pool import max_pool
@@ -100,7 +101,6 @@ def _apply(y: np.ndarray, activation: Activation | None) -> np.ndarray:
 
 
 # -- convolution --------------------------------------------------------------------------------
-@op("FusedConv", 1, domain=MS_DOMAIN, build=True)
 def fused_conv(
     node: NodeContext,
     *,
@@ -135,6 +135,17 @@ def fused_conv(
         return _apply(y, act)
 
     return run
+
+
+#: The compiled form runs the convolutions :mod:`onnxflow.ops.conv_direct` takes with the bias,
+#: Z and the activation in the loop's pass.
+op(
+    "FusedConv",
+    1,
+    domain=MS_DOMAIN,
+    build=True,
+    traits=Traits(native=native_form(compiled_fused_conv(fused_conv))),
+)(fused_conv)
 
 
 # -- matrix products ----------------------------------------------------------------------------

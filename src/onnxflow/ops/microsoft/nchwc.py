@@ -33,19 +33,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from onnx import GraphProto, helper
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.conv import conv
+from onnxflow.ops.conv_direct import by_blas, direct, if_built, loop_activation
 from onnxflow.ops.memo import WeightMemo
 from onnxflow.ops.microsoft import NCHWC_DOMAIN
 from onnxflow.ops.microsoft.fused import mlas_activation
 from onnxflow.ops.pool import average_pool, global_average_pool, global_max_pool, max_pool
 from onnxflow.ops.registry import op
 from onnxflow.ops.resize import resize
-from onnxflow.traits import Built, Traits
+from onnxflow.traits import Built, Traits, native_form
 
 #: The block sizes onnxruntime's MLAS uses: 8 with AVX2, 16 with AVX-512.
 BLOCK_SIZES = (8, 16)
@@ -145,7 +147,6 @@ def _fit_channels(x: np.ndarray, channels: int, what: str) -> np.ndarray:
     return np.pad(x, pad)
 
 
-@op("Conv", 1, domain=NCHWC_DOMAIN, build=True)
 def nchwc_conv(
     node: NodeContext,
     *,
@@ -161,9 +162,31 @@ def nchwc_conv(
     """activation(Conv(X, W, B) + Sum) over blocked tensors (X may be NCHW when it has fewer
     channels than a block), W saved in the NCHWc transformer's blocked order. The stateful
     form unblocks the same W once."""
-    act = mlas_activation(activation, activation_params)
     geometry = dict(auto_pad=auto_pad, dilations=dilations, group=group, pads=pads)
     geometry.update(kernel_shape=kernel_shape, strides=strides)
+    return _nchwc_conv(node, activation, activation_params, geometry, compiled=False)
+
+
+def nchwc_conv_compiled(node: NodeContext, **attrs: Any) -> Built:
+    """:func:`nchwc_conv` with the convolutions :mod:`onnxflow.ops.conv_direct` takes run by
+    the compiled loop, Sum and the activation in its pass."""
+    activation, params = attrs.pop("activation", None), attrs.pop("activation_params", None)
+    nchwc_conv(node, activation=activation, activation_params=params, **attrs)  # the checks
+    return _nchwc_conv(node, activation, params, attrs, compiled=True)
+
+
+def _nchwc_conv(
+    node: NodeContext,
+    activation: str | None,
+    activation_params: list[float] | None,
+    geometry: dict[str, Any],
+    compiled: bool,
+) -> Built:
+    """The step of an NCHWc Conv (:func:`nchwc_conv`); ``compiled``: by the compiled loop where
+    it takes the convolution."""
+    act = mlas_activation(activation, activation_params)
+    loop_act = loop_activation(activation, activation_params) if compiled else None
+    group = geometry.get("group", 1)
     block = model_block_size(node.graph, machine_block_size())
 
     def unblocked(w: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -190,7 +213,15 @@ def nchwc_conv(
         if not blocked_input and group == 1 and x.shape[1] != c_in:
             raise ValueError(f"X has {x.shape[1]} channels, W reads {c_in}: {x.shape}")
         bias = None if b is None else _fit_channels(b.reshape(1, -1), w.shape[0], "B")[0]
-        y = conv(_fit_channels(x, c_in, "X"), filters, bias, **geometry)
+        x = _fit_channels(x, c_in, "X")
+        if loop_act is not None:
+            addend = None if s is None else _fit_channels(s, w.shape[0], "Sum")
+            y = direct(x, filters, bias, addend, geometry, loop_act)
+            if y is None:
+                y = by_blas(x, filters, bias, addend, geometry, loop_act)
+            if y is not None:
+                return y
+        y = conv(x, filters, bias, **geometry)
         if s is not None:
             y += _fit_channels(s, y.shape[1], "Sum").astype(y.dtype, copy=False)
         return y if act is None else act(y)
@@ -198,6 +229,17 @@ def nchwc_conv(
     return Built(
         run, node.traits.replace(stateful=lambda: functools.partial(run, memo=WeightMemo()))
     )
+
+
+#: The compiled form runs the convolutions :mod:`onnxflow.ops.conv_direct` takes (depthwise
+#: ones, a first layer reading NCHW) by its loop.
+op(
+    "Conv",
+    1,
+    domain=NCHWC_DOMAIN,
+    build=True,
+    traits=Traits(native=native_form(if_built(nchwc_conv_compiled))),
+)(nchwc_conv)
 
 
 # -- pooling and upsampling ---------------------------------------------------------------------

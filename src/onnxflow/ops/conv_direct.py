@@ -1,0 +1,234 @@
+"""The compiled direct convolution (:mod:`onnxflow.native._conv`): which convolutions it takes,
+and the compiled forms of Conv and FusedConv that call it (NCHWc Conv's is in its module).
+
+The loop serves float32 convolutions of one or two spatial axes where im2col and its Python
+cost more than the product: depthwise ones (one input channel per group), small-channel ones
+(a short sum per output), and long kernel rows with few filters (audio). It sums each output in
+float32 in its own fixed order, reads the input in place (the padding skipped by bounds), and
+applies the bias, FusedConv's addend and activation to each output row as it is made. The
+other float32 convolutions (pointwise and wide ones, which BLAS does better) run the NumPy
+form's paths; a fused one then gets its bias, addend and activation in one compiled pass
+(:func:`by_blas`). Other dtypes and 3-D run the NumPy form. The attributes are checked and the
+output geometry computed as the NumPy form does (:func:`onnxflow.ops.conv_paths.conv_geometry`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from onnxflow.ops import compiled
+from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry, convolve
+
+_CONV = compiled.module("_conv")
+
+#: A convolution that is not depthwise runs the loop when each output sums at most this many
+#: products (a first layer's 3 channels x 3 x 3 = 27): beyond,
+#: BLAS's product over im2col columns is faster than the loop's float32 lanes.
+SMALL_SUM = 32
+#: ... and the image's whole convolution is at most this many products: the loop makes fewer
+#: products per second than BLAS, which wins once the layer is large (a 224x224 first layer).
+SMALL_PRODUCTS = 1 << 21
+#: A kernel row at least this long runs the loop, whatever the channels, when its group has at
+#: most LONG_ROW_FILTERS filters: the GEMM is then too small for BLAS to make up for its call
+#: and its column copy (audio's first layers). Rows longer than the loop's MAX_KERNEL are summed
+#: as dot products over the row (dilation 1 only), shorter ones by taps like the others.
+LONG_ROW = 16
+LONG_ROW_FILTERS = 8
+
+#: (activation code, alpha, beta) of the loop: no activation.
+NO_ACTIVATION = (0, 0.0, 0.0)
+
+
+def _may_take(w_shape: tuple[int, ...], group: int) -> bool:
+    """Whether the loop may take a convolution by W ``w_shape``, from W's shape alone: a cheap
+    first test, so that the convolutions BLAS runs lose no time here."""
+    m, cg, *kernel = w_shape
+    if not 1 <= len(kernel) <= 2:
+        return False
+    if kernel[-1] >= LONG_ROW and m // group <= LONG_ROW_FILTERS:
+        return True
+    depthwise = cg == 1 and group > 1
+    return kernel[-1] <= _CONV.MAX_KERNEL and (depthwise or cg * math.prod(kernel) <= SMALL_SUM)
+
+
+def _takes(
+    w_shape: tuple[int, ...], group: int, path: str, dilations: Sequence[int], positions: int
+) -> str:
+    """How the loop runs a convolution by W ``w_shape`` with ``positions`` outputs per image and
+    channel ("taps" or "dots"), or "" when it does not take it."""
+    m, cg, *kernel = w_shape
+    if path == "pointwise" or kernel[:-1] > [_CONV.MAX_KERNEL]:
+        return ""
+    long_row = kernel[-1] >= LONG_ROW and m // group <= LONG_ROW_FILTERS
+    if kernel[-1] > _CONV.MAX_KERNEL:
+        return "dots" if long_row and dilations[-1] == 1 else ""
+    if (cg == 1 and group > 1) or long_row:  # depthwise, or a long row
+        return "taps"
+    per_output = cg * math.prod(kernel)
+    small = per_output <= SMALL_SUM and m * per_output * positions <= SMALL_PRODUCTS
+    return "taps" if small else ""
+
+
+def direct(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    attrs: dict[str, Any],
+    activation: tuple[int, float, float] = NO_ACTIVATION,
+) -> np.ndarray | None:
+    """``act(conv(x, w) + b + z)`` by the compiled loop (``attrs``: Conv's geometry attributes;
+    ``activation``: the loop's code and parameters), or None when the loop does not take it."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+        return None
+    group = attrs.get("group", 1)
+    if not _may_take(w.shape, group):
+        return None
+    check_kernel_shape(attrs.get("kernel_shape"), w)
+    out, begin, strides, dilations, path = conv_geometry(
+        x.shape,
+        w.shape,
+        group,
+        attrs.get("strides"),
+        attrs.get("dilations"),
+        attrs.get("pads"),
+        attrs.get("auto_pad", "NOTSET"),
+    )
+    how = _takes(w.shape, group, path, dilations, math.prod(out)) if x.size else ""
+    shape = (x.shape[0], w.shape[0], *out)
+    if not how or not _fits(b, z, shape):
+        return None
+    y = np.empty(shape, np.float32)
+    ones = (1,) * (4 - x.ndim)  # a 1-D convolution is a 2-D one of height 1
+    _CONV.conv2d_f32(
+        np.ascontiguousarray(x).reshape(*x.shape[:2], *ones, *x.shape[2:]),
+        np.ascontiguousarray(w).reshape(*w.shape[:2], *ones, *w.shape[2:]),
+        np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
+        None if z is None else z.reshape(y.shape[:2] + ones + y.shape[2:]),
+        y.reshape(*shape[:2], *ones, *shape[2:]),
+        group,
+        (*ones, *strides),
+        (*ones, *dilations),
+        (*[0] * len(ones), *begin),
+        *activation,
+        dots=how == "dots",
+    )
+    return y
+
+
+def by_blas(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    attrs: dict[str, Any],
+    activation: tuple[int, float, float],
+) -> np.ndarray | None:
+    """``act(conv(x, w) + b + z)`` for the float32 convolutions the loop does not take: the
+    convolution by the NumPy form's paths (BLAS), then the bias, Z and the activation in one
+    compiled pass. None when the operands are not float32 as the pass reads them."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32:
+        return None
+    check_kernel_shape(attrs.get("kernel_shape"), w)
+    grid = [attrs.get(k) for k in ("strides", "dilations", "pads")]
+    out = conv_geometry(
+        x.shape, w.shape, attrs.get("group", 1), *grid, attrs.get("auto_pad", "NOTSET")
+    ).out
+    shape = (x.shape[0], w.shape[0], *out)
+    if not _fits(b, z, shape):
+        return None
+    y = np.ascontiguousarray(
+        convolve(x, w, attrs.get("group", 1), *grid, attrs.get("auto_pad", "NOTSET"))
+    )
+    _CONV.epilogue_f32(
+        y.reshape(*shape[:2], -1),
+        np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
+        None if z is None else z.reshape(*shape[:2], -1),
+        *activation,
+    )
+    return y
+
+
+def _fits(b: np.ndarray | None, z: np.ndarray | None, shape: tuple[int, ...]) -> bool:
+    """Whether the loop reads B and Z as given: B one value per output channel (of a float
+    dtype), Z a C-contiguous float32 array of the output's shape (else the NumPy form checks and
+    converts them)."""
+    if b is not None and (b.shape != shape[1:2] or b.dtype.kind != "f"):
+        return False
+    return z is None or (z.dtype == np.float32 and z.shape == shape and z.flags.c_contiguous)
+
+
+def compiled_conv(numpy_form: Callable[..., np.ndarray]) -> Callable[..., np.ndarray] | None:
+    """Conv's compiled form: the loop where it takes the convolution, else ``numpy_form``.
+    None when the loop was not built."""
+    if _CONV is None:
+        return None
+
+    def conv_compiled(
+        x: np.ndarray,
+        w: np.ndarray,
+        b: np.ndarray | None = None,
+        *,
+        auto_pad: str = "NOTSET",
+        dilations: list[int] | None = None,
+        group: int = 1,
+        kernel_shape: list[int] | None = None,
+        pads: list[int] | None = None,
+        strides: list[int] | None = None,
+    ) -> np.ndarray:
+        """Conv by the compiled direct loop where it serves, else by its NumPy form."""
+        attrs = dict(
+            auto_pad=auto_pad,
+            dilations=dilations,
+            group=group,
+            kernel_shape=kernel_shape,
+            pads=pads,
+            strides=strides,
+        )
+        y = direct(x, w, b, None, attrs)
+        return numpy_form(x, w, b, **attrs) if y is None else y
+
+    return conv_compiled
+
+
+def loop_activation(name: str | None, params: Sequence[float] | None) -> tuple[int, float, float]:
+    """The loop's (code, alpha, beta) for FusedConv's activation ``name`` and its
+    ``activation_params`` (checked by the NumPy form): LeakyRelu's alpha, HardSigmoid's alpha
+    and beta, Clip's min and max, in that order."""
+    if name is None:
+        return NO_ACTIVATION
+    first, second = [*(params or []), 0.0, 0.0][:2]
+    return _CONV.ACTIVATIONS[name], float(first), float(second)
+
+
+def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any] | None:
+    """FusedConv's compiled form (a builder, as its NumPy form ``numpy_builder`` is): the loop,
+    with the bias, addend and activation in its pass, where it takes the convolution, else the
+    NumPy form's step. None when the loop was not built."""
+    if _CONV is None:
+        return None
+
+    def fused_conv_compiled(node: Any, **attrs: Any) -> Callable[..., np.ndarray]:
+        numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
+        act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
+
+        def run(
+            x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
+        ) -> np.ndarray:
+            y = direct(x, w, b, z, attrs, act)
+            if y is None:
+                y = by_blas(x, w, b, z, attrs, act)
+            return numpy_run(x, w, b, z) if y is None else y
+
+        return run
+
+    return fused_conv_compiled
+
+
+def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The compiled form ``form``, or None when the loop it calls was not built."""
+    return form if _CONV is not None else None

@@ -1,0 +1,224 @@
+"""The compiled direct convolution (Conv, FusedConv) against the NumPy forms, on random
+geometries of the convolutions it takes: depthwise, small-channel, long 1-D kernels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from native_forms import node_forms, ulp_distance
+
+from onnxflow.ops import conv_direct
+from onnxflow.ops.conv import conv
+from onnxflow.ops.microsoft.nchwc import machine_block_size, unblock_filter
+
+FORMS_TESTED = [("", "Conv"), ("com.microsoft", "FusedConv"), ("com.microsoft.nchwc", "Conv")]
+
+#: Both forms sum each output's K terms (products, then the bias and Z) in float32, in different
+#: orders: each is within (K - 1) * eps * sum|terms| of the exact sum (the classic bound for
+#: recursive summation, whatever the order), so the two are within twice that of each other.
+SUM_ORDER_FACTOR = 2
+#: How far the activation's own roundings may set the forms apart, in ulp of the result: the
+#: compiled sigmoid and tanh are double rounded once, the NumPy ones float32 (a few ulp).
+ACTIVATION_ULPS = 4
+#: activation -> (activation_params, a Lipschitz constant over the reals).
+ACTIVATIONS = {
+    "Relu": ([], 1.0),
+    "LeakyRelu": ([0.1], 1.0),
+    "Sigmoid": ([], 0.25),
+    "Tanh": ([], 1.0),
+    "HardSigmoid": ([0.2, 0.5], 0.2),
+    "Clip": ([-1.0, 6.0], 1.0),
+    "HardSwish": ([], 1.5),
+}
+
+pytestmark = pytest.mark.skipif(conv_direct._CONV is None, reason="native/_conv not built")
+
+
+def _case(rng: np.random.Generator, kind: str, rank: int) -> tuple[dict, tuple, tuple]:
+    """Random attributes and X, W shapes of a convolution of ``kind``."""
+    c = int(rng.integers(1, 4))
+    if kind == "depthwise":
+        group, cg, m = c * 2, 1, c * 2 * int(rng.integers(1, 3))
+        c *= 2
+        kernel = [int(rng.integers(1, 6)) for _ in range(rank)]
+    elif kind == "small":
+        group, cg, m = 1, c, int(rng.integers(1, 9))
+        kernel = [int(rng.integers(1, 4)) for _ in range(rank)]
+    else:  # a long 1-D kernel
+        group, cg, m = 1, c, int(rng.integers(1, 5))
+        kernel = [int(rng.integers(conv_direct.LONG_ROW, 130))]  # by taps, then by dots
+    spatial = [int(rng.integers(k, k + 70)) for k in kernel]
+    attrs = {"group": group, "strides": [int(rng.integers(1, 4)) for _ in kernel]}
+    if kind != "long":
+        attrs["dilations"] = [int(rng.integers(1, 3)) for _ in kernel]
+        spatial = [s + (d - 1) * (k - 1) for s, d, k in zip(spatial, attrs["dilations"], kernel)]
+    auto_pad = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [int(rng.integers(0, 3)) for _ in range(2 * rank)]
+    else:
+        attrs["auto_pad"] = auto_pad
+    return attrs, (int(rng.integers(1, 3)), c, *spatial), (m, cg, *kernel)
+
+
+def _bound(x, w, b, z, attrs, compiled, lipschitz=1.0):
+    """The largest difference the summation orders (then the activation) allow, per output."""
+    grid = {k: v for k, v in attrs.items() if k != "group"}
+    terms = conv(
+        np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), **grid, group=attrs["group"]
+    )
+    k = math.prod(w.shape[1:])
+    if b is not None:
+        terms += np.abs(b).reshape(-1, *[1] * (x.ndim - 2))
+        k += 1
+    if z is not None:
+        terms += np.abs(z)
+        k += 1
+    eps = np.finfo(np.float32).eps
+    sums = SUM_ORDER_FACTOR * (k - 1) * eps * terms * lipschitz
+    return sums + ACTIVATION_ULPS * np.spacing(np.abs(compiled).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["depthwise", "small", "long"])
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("seed", range(6))
+def test_conv_random_geometry(kind, rank, seed):
+    if kind == "long" and rank == 2:
+        pytest.skip("long kernels are 1-D")
+    rng = np.random.default_rng([seed, rank, len(kind)])
+    attrs, xs, ws = _case(rng, kind, rank)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    assert conv_direct.direct(x, w, b, None, attrs) is not None  # the loop takes it
+    (compiled,), (numpy_form,) = node_forms("Conv", [x, w, b], 22, **attrs)
+    assert compiled.shape == numpy_form.shape and compiled.dtype == np.float32
+    assert np.all(np.abs(compiled - numpy_form) <= _bound(x, w, b, None, attrs, compiled))
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("kind", ["depthwise", "small", "long"])
+def test_fused_conv_activations(activation, kind):
+    rng = np.random.default_rng([len(activation), len(kind)])
+    attrs, xs, ws = _case(rng, kind, 2 if kind != "long" else 1)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    shape = conv(x, w, **attrs).shape
+    z = rng.standard_normal(shape).astype(np.float32)
+    params, lipschitz = ACTIVATIONS[activation]
+    fused = dict(attrs, activation=activation)
+    if params:
+        fused["activation_params"] = params
+    for inputs in ([x, w, b], [x, w, b, z], [x, w, None, z]):
+        (compiled,), (numpy_form,) = node_forms(
+            "FusedConv", inputs, 1, domain="com.microsoft", **fused
+        )
+        bound = _bound(
+            x, w, inputs[2], inputs[3] if len(inputs) > 3 else None, attrs, compiled, lipschitz
+        )
+        assert np.all(np.abs(compiled - numpy_form) <= bound), activation
+
+
+def test_first_layer_and_depthwise_shapes():
+    """The shapes the loop is for, with blocks of 32 and 8 outputs and both edges."""
+    rng = np.random.default_rng(7)
+    cases = [
+        ((1, 3, 48, 70), (16, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((1, 8, 40, 45), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+        ((1, 8, 40, 45), (8, 1, 5, 5), {"group": 8, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 1, 1600), (4, 1, 400), {"strides": [160]}),
+        ((2, 2, 900), (2, 1, 100), {"group": 2, "pads": [40, 3], "strides": [7]}),
+        ((1, 2, 5, 200), (3, 2, 2, 80), {"pads": [1, 5, 0, 7], "strides": [1, 3]}),  # dots, 2-D
+    ]
+    for xs, ws, attrs in cases:
+        x = rng.standard_normal(xs).astype(np.float32)
+        w = rng.standard_normal(ws).astype(np.float32)
+        assert conv_direct.direct(x, w, None, None, attrs) is not None
+        (compiled,), (numpy_form,) = node_forms("Conv", [x, w], 22, **attrs)
+        assert np.all(
+            np.abs(compiled - numpy_form)
+            <= _bound(x, w, None, None, dict(attrs, group=attrs.get("group", 1)), compiled)
+        )
+
+
+def test_what_the_loop_does_not_take_runs_the_numpy_form():
+    """Other dtypes, wide and pointwise convolutions, 3-D: the NumPy form, bit for bit."""
+    rng = np.random.default_rng(3)
+    cases = [
+        ((1, 4, 9, 9), (6, 4, 3, 3), {}, np.float64),  # float64
+        ((1, 16, 9, 9), (6, 16, 3, 3), {}, np.float32),  # 144 products per output: BLAS
+        ((1, 4, 9, 9), (6, 4, 1, 1), {}, np.float32),  # pointwise
+        ((1, 2, 5, 6, 7), (3, 2, 2, 2, 2), {}, np.float32),  # 3-D
+        ((1, 1, 900), (32, 1, 64), {}, np.float32),  # a long kernel with many filters
+    ]
+    for xs, ws, attrs, dtype in cases:
+        x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
+        assert conv_direct.direct(x, w, None, None, attrs) is None
+        (compiled,), (numpy_form,) = node_forms("Conv", [x, w], 22, **attrs)
+        assert np.array_equal(compiled, numpy_form)
+
+
+def test_bad_attributes_raise_in_both_forms():
+    x = np.zeros((1, 2, 8, 8), np.float32)
+    w = np.zeros((2, 1, 3, 3), np.float32)
+    for attrs in ({"group": 2, "kernel_shape": [2, 2]}, {"group": 2, "pads": [-1, 0, 0, 0]}):
+        with pytest.raises(ValueError):
+            conv_direct.direct(x, w, None, None, attrs)
+    with pytest.raises(Exception, match="B has shape"):
+        node_forms("Conv", [x, w, np.zeros(3, np.float32)], 22, group=2)
+
+
+@pytest.mark.parametrize(
+    "xs, ws, attrs",
+    [
+        ((1, 16, 20, 45), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}),  # depthwise
+        ((1, 16, 20, 45), (16, 1, 5, 5), {"group": 16, "pads": [2] * 4, "strides": [2, 2]}),
+        ((1, 3, 30, 40), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # NCHW in
+    ],
+)
+def test_nchwc_conv(xs, ws, attrs):
+    """The NCHWc Conv of depthwise and first layers, with Sum and an activation."""
+    rng = np.random.default_rng(len(ws) + ws[2])
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    filters = unblock_filter(w, machine_block_size(), False)
+    full = dict(attrs, group=attrs.get("group", 1))
+    z = rng.standard_normal(conv(x, filters, **attrs).shape).astype(np.float32)
+    assert conv_direct.direct(x, filters, b, z, attrs) is not None
+    fused = dict(attrs, activation="Clip", activation_params=[-1.0, 2.0])
+    domain = "com.microsoft.nchwc"
+    (compiled,), (numpy_form,) = node_forms("Conv", [x, w, b, z], 1, domain=domain, **fused)
+    assert np.all(np.abs(compiled - numpy_form) <= _bound(x, filters, b, z, full, compiled))
+
+
+#: The activations both forms compute with the same float32 operations in the same order.
+EXACT_ACTIVATIONS = ("Relu", "LeakyRelu", "HardSigmoid", "Clip", "HardSwish")
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_fused_conv_by_blas_then_one_pass(activation):
+    """FusedConv's convolutions the loop does not take (pointwise, many channels): the NumPy
+    form's product, then B, Z and the activation in one compiled pass, the same operations in
+    the same order (bit for bit, but for sigmoid's and tanh's own rounding)."""
+    rng = np.random.default_rng(len(activation))
+    params = ACTIVATIONS[activation][0]
+    fused = {"activation": activation} | ({"activation_params": params} if params else {})
+    for ws, attrs in (((8, 16, 1, 1), {}), ((8, 16, 3, 3), {"pads": [1, 1, 1, 1]})):
+        x = rng.standard_normal((1, 16, 9, 11)).astype(np.float32)
+        w = rng.standard_normal(ws).astype(np.float32)
+        b = rng.standard_normal(8).astype(np.float32)
+        z = rng.standard_normal(conv(x, w, **attrs).shape).astype(np.float32)
+        assert conv_direct.direct(x, w, b, z, attrs) is None
+        act = conv_direct.loop_activation(activation, params)
+        assert conv_direct.by_blas(x, w, b, z, attrs, act) is not None
+        inputs = [x, w, b, z]
+        (compiled,), (numpy_form,) = node_forms(
+            "FusedConv", inputs, 1, domain="com.microsoft", **attrs, **fused
+        )
+        if activation in EXACT_ACTIVATIONS:
+            assert np.array_equal(compiled, numpy_form)
+        else:
+            assert ulp_distance(compiled, numpy_form).max() <= ACTIVATION_ULPS
