@@ -106,28 +106,39 @@ def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:
         for name in dict.fromkeys(node.input):
             if name in by_output:
                 member_reads.setdefault(name, []).append(node)
-    parent = {id(n): id(n) for n in members}
-    size = dict.fromkeys(parent, 1)
+    sets = _Union(members)
+    for name, readers in member_reads.items():
+        if sum(list(node.input).count(name) for node in readers) == reads[name]:
+            sets.join([by_output[name], *readers])
+    grouped: dict[int, list[NodeProto]] = {}
+    for node in members:  # graph order
+        grouped.setdefault(sets.find(id(node)), []).append(node)
+    return [g for g in grouped.values() if _one_output(g, reads)]
 
-    def find(k: int) -> int:
+
+class _Union:
+    """Disjoint sets of nodes, each at most MAX_NODES large."""
+
+    def __init__(self, nodes: list[NodeProto]) -> None:
+        self.parent = {id(n): id(n) for n in nodes}
+        self.size = dict.fromkeys(self.parent, 1)
+
+    def find(self, k: int) -> int:
+        parent = self.parent
         while parent[k] != k:
             parent[k] = parent[parent[k]]
             k = parent[k]
         return k
 
-    for name, readers in member_reads.items():
-        if sum(list(node.input).count(name) for node in readers) != reads[name]:
-            continue
-        roots = {find(id(by_output[name])), *(find(id(node)) for node in readers)}
-        if sum(size[r] for r in roots) <= MAX_NODES:
-            keep = roots.pop()
-            for r in roots:
-                parent[r] = keep
-                size[keep] += size[r]
-    grouped: dict[int, list[NodeProto]] = {}
-    for node in members:  # graph order
-        grouped.setdefault(find(id(node)), []).append(node)
-    return [g for g in grouped.values() if _one_output(g, reads)]
+    def join(self, nodes: list[NodeProto]) -> None:
+        """Put ``nodes``' sets together, unless that makes one of more than MAX_NODES."""
+        roots = {self.find(id(n)) for n in nodes}
+        if sum(self.size[r] for r in roots) > MAX_NODES:
+            return
+        keep = roots.pop()
+        for r in roots:
+            self.parent[r] = keep
+            self.size[keep] += self.size[r]
 
 
 def _one_output(group: list[NodeProto], reads: Counter[str]) -> bool:
