@@ -1,14 +1,17 @@
-/* float16 conversions in one branch-free pass each, on the bits as 32-bit integers.
+/* float16 conversions in one pass each, bit for bit as NumPy makes them: its float32 -> float16
+ * cast (npy_floatbits_to_halfbits: round to nearest, ties to even, overflow to infinity,
+ * subnormals, NaN payloads shifted and kept signalling, a payload that would vanish becoming 1),
+ * its float16 -> float32 cast (exact, NaN payloads shifted back), and float32 rounded to the
+ * nearest float16 value kept in float32 (NaN left as it is).
  *
- * The results are NumPy's, bit for bit: its float32 -> float16 cast (npy_floatbits_to_halfbits:
- * round to nearest, ties to even, overflow to infinity, subnormals, NaN payloads shifted and kept
- * signalling, a payload that would vanish becoming 1), its float16 -> float32 cast (exact, NaN
- * payloads shifted back), and float32 rounded to the nearest float16 value kept in float32 (NaN
- * left as it is). No hardware conversion (F16C) is used: it quiets signalling NaNs, NumPy does
- * not. No float arithmetic touches a subnormal, so FTZ/DAZ modes cannot change a result.
- *
- * Each loop is plain integer code that GCC vectorizes; target_clones compiles it twice, for AVX2
- * (8 lanes, variable shifts) and for the baseline, and picks one at load time.
+ * Two forms of each loop:
+ * - on x86-64 CPUs with AVX2 and F16C (chosen at run time), the hardware conversions (8 values an
+ *   instruction), whose results are NumPy's for every value but NaN: they quiet signalling NaNs,
+ *   so NaN lanes are blended with the integer form's result, without a branch;
+ * - everywhere, the portable form: branch-free integer operations on the bits, which the compiler
+ *   vectorizes (target_clones adds an AVX2 build of it on x86-64).
+ * No float arithmetic touches a subnormal, so FTZ/DAZ modes cannot change a result (the hardware
+ * conversions ignore them, or map a float32 subnormal to the signed zero it rounds to anyway).
  */
 #ifndef ONNXFLOW_HALF_H
 #define ONNXFLOW_HALF_H
@@ -30,6 +33,13 @@ static inline uint32_t onnxflow_bits(float v) {
     uint32_t b;
     memcpy(&b, &v, 4);
     return b;
+}
+
+/* c ? a : b, as masks: GCC keeps it straight-line code that vectorizes (a ternary over a float
+ * operation can become a branch under -ftrapping-math, which stops the vectorizer). */
+static inline uint32_t onnxflow_pick(uint32_t c, uint32_t a, uint32_t b) {
+    uint32_t mask = 0u - c;
+    return (a & mask) | (b & ~mask);
 }
 
 static inline float onnxflow_float(uint32_t b) {
@@ -72,7 +82,7 @@ static inline uint32_t onnxflow_float_bits(uint16_t h) {
     uint32_t r = a >= 0x7c00u ? (wide | F32_INF) : wide + 0x38000000u;
     /* subnormals and zero: a steps of 2**-24, exact in float32 and a normal result */
     uint32_t sub = onnxflow_bits((float)(int32_t)a * 0x1p-24f);
-    r = a < 0x400u ? sub : r;
+    r = onnxflow_pick(a < 0x400u, sub, r);
     return r | ((uint32_t)(h & 0x8000u) << 16);
 }
 
@@ -81,14 +91,14 @@ static inline uint32_t onnxflow_round_bits(uint32_t f) {
     uint32_t r = onnxflow_round_normal(a);
     r = r < 0x47800000u ? r : F32_INF;
     uint32_t sub = onnxflow_bits((float)(int32_t)onnxflow_sub_steps(a) * 0x1p-24f);
-    r = a < HALF_NORMAL_F32 ? sub : r;
+    r = onnxflow_pick(a < HALF_NORMAL_F32, sub, r);
     r |= f & 0x80000000u;
-    return a > F32_INF ? f : r;
+    return onnxflow_pick(a > F32_INF, f, r);
 }
 
 /* out[i] = x[i] rounded to the nearest float16 value, as float32 (out may be x). */
 ONNXFLOW_CLONES
-static void onnxflow_half_round(const float *x, float *out, ptrdiff_t n) {
+static void onnxflow_half_round_ints(const float *x, float *out, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) {
         out[i] = onnxflow_float(onnxflow_round_bits(onnxflow_bits(x[i])));
     }
@@ -96,7 +106,7 @@ static void onnxflow_half_round(const float *x, float *out, ptrdiff_t n) {
 
 /* out[i] = the float16 bits of x[i]. */
 ONNXFLOW_CLONES
-static void onnxflow_to_half(const float *x, uint16_t *out, ptrdiff_t n) {
+static void onnxflow_to_half_ints(const float *x, uint16_t *out, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) {
         out[i] = onnxflow_half_bits(onnxflow_bits(x[i]));
     }
@@ -104,10 +114,108 @@ static void onnxflow_to_half(const float *x, uint16_t *out, ptrdiff_t n) {
 
 /* out[i] = the float16 of bits h[i], as float32. */
 ONNXFLOW_CLONES
-static void onnxflow_from_half(const uint16_t *h, float *out, ptrdiff_t n) {
+static void onnxflow_from_half_ints(const uint16_t *h, float *out, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) {
         out[i] = onnxflow_float(onnxflow_float_bits(h[i]));
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ONNXFLOW_F16C_TARGET __attribute__((target("avx2,f16c")))
+
+/* Whether this CPU has AVX2 and F16C (the OS saving the AVX registers too). */
+static int onnxflow_has_f16c(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+/* NaN lanes of 8 float32 bits: magnitude above infinity's (signed compare: below 2**31). */
+ONNXFLOW_F16C_TARGET
+static inline __m256i onnxflow_nan_lanes(__m256i bits) {
+    __m256i a = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    return _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)F32_INF));
+}
+
+ONNXFLOW_F16C_TARGET
+static void onnxflow_half_round_f16c(const float *x, float *out, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        __m256 nan = _mm256_castsi256_ps(onnxflow_nan_lanes(_mm256_castps_si256(v)));
+        _mm256_storeu_ps(out + i, _mm256_blendv_ps(r, v, nan));
+    }
+    onnxflow_half_round_ints(x + i, out + i, n - i);
+}
+
+/* NumPy's float16 NaN for NaN lanes of 8 float32 bits (see onnxflow_half_bits), narrowed to
+ * 16-bit lanes in order; other lanes hold no meaning. */
+ONNXFLOW_F16C_TARGET
+static inline __m128i onnxflow_half_nans(__m256i bits) {
+    __m256i a = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    __m256i pay = _mm256_and_si256(_mm256_srli_epi32(a, 13), _mm256_set1_epi32(0x3ff));
+    __m256i gone = _mm256_cmpeq_epi32(pay, _mm256_setzero_si256());
+    pay = _mm256_or_si256(pay, _mm256_and_si256(gone, _mm256_set1_epi32(1)));
+    __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x8000));
+    __m256i h = _mm256_or_si256(_mm256_or_si256(pay, sign), _mm256_set1_epi32(0x7c00));
+    h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    return _mm256_castsi256_si128(h);
+}
+
+ONNXFLOW_F16C_TARGET
+static void onnxflow_to_half_f16c(const float *x, uint16_t *out, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256i bits = _mm256_castps_si256(v);
+        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+        __m256i nan = onnxflow_nan_lanes(bits);
+        nan = _mm256_permute4x64_epi64(_mm256_packs_epi32(nan, nan), 0x08);
+        h = _mm_blendv_epi8(h, onnxflow_half_nans(bits), _mm256_castsi256_si128(nan));
+        _mm_storeu_si128((__m128i *)(out + i), h);
+    }
+    onnxflow_to_half_ints(x + i, out + i, n - i);
+}
+
+ONNXFLOW_F16C_TARGET
+static void onnxflow_from_half_f16c(const uint16_t *h, float *out, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i hv = _mm_loadu_si128((const __m128i *)(h + i));
+        __m256 r = _mm256_cvtph_ps(hv);
+        __m256i w = _mm256_cvtepu16_epi32(hv);
+        __m256i a = _mm256_and_si256(w, _mm256_set1_epi32(0x7fff));
+        __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7c00));
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
+        __m256i exact = _mm256_or_si256(_mm256_slli_epi32(a, 13), _mm256_set1_epi32((int)F32_INF));
+        exact = _mm256_or_si256(exact, sign);
+        r = _mm256_blendv_ps(r, _mm256_castsi256_ps(exact), _mm256_castsi256_ps(nan));
+        _mm256_storeu_ps(out + i, r);
+    }
+    onnxflow_from_half_ints(h + i, out + i, n - i);
+}
+#define ONNXFLOW_HAS_F16C() onnxflow_has_f16c()
+#else
+#define ONNXFLOW_HAS_F16C() 0
+#define onnxflow_half_round_f16c onnxflow_half_round_ints
+#define onnxflow_to_half_f16c onnxflow_to_half_ints
+#define onnxflow_from_half_f16c onnxflow_from_half_ints
+#endif
+
+/* The loops: the F16C form where the CPU has it, unless `portable` asks for the integer form. */
+static void onnxflow_half_round(const float *x, float *out, ptrdiff_t n, int portable) {
+    (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_half_round_ints : onnxflow_half_round_f16c)(
+        x, out, n);
+}
+
+static void onnxflow_to_half(const float *x, uint16_t *out, ptrdiff_t n, int portable) {
+    (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_to_half_ints : onnxflow_to_half_f16c)(x, out, n);
+}
+
+static void onnxflow_from_half(const uint16_t *h, float *out, ptrdiff_t n, int portable) {
+    (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_from_half_ints : onnxflow_from_half_f16c)(
+        h, out, n);
 }
 
 #endif
