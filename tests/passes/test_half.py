@@ -301,3 +301,39 @@ def test_half_round_below_float16s_normal_range_is_the_cast_bit_for_bit(over: bo
     want = x.astype(np.float16).astype(np.float32)
     got = half_round(x.copy(), over=over)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    ("bias", "axis", "stats"), [(True, -1, False), (False, -1, False), (True, 1, True)]
+)
+def test_float16_layer_norm_rounds_as_its_function_body(bias: bool, axis: int, stats: bool) -> None:
+    """A float16 LayerNormalization computes in float32 with the three roundings of its body
+    (normalized, times scale, plus bias), the bits it gives computed in float16 as written; its
+    Mean and InvStdDev outputs stay float32."""
+    shape = (2, 6, 40)
+    inits = [
+        numpy_helper.from_array((RNG.standard_normal(shape[axis:]) * 2).astype(np.float16), "s")
+    ]
+    if bias:
+        inits.append(
+            numpy_helper.from_array(RNG.standard_normal(shape[axis:]).astype(np.float16), "b")
+        )
+    outs = ["y", "mean", "inv"] if stats else ["y"]
+    node = helper.make_node(
+        "LayerNormalization", ["x", "s", *(["b"] if bias else [])], outs, axis=axis
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", H, shape)],
+        [helper.make_tensor_value_info(o, H if o == "y" else F, None) for o in outs],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    wide, plain = _sessions(model)
+    assert "HalfRound" in [i.op_type for i in wide.plan.infos]
+    assert "Cast" not in [i.op_type for i in wide.plan.infos][1:-1]  # no float16 narrowing
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float16)
+    for got, want in zip(wide.run(None, {"x": x}), plain.run(None, {"x": x}), strict=True):
+        assert got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()

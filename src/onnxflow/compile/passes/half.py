@@ -6,8 +6,8 @@ float16 tensors of a graph are held as float32 arrays whose values are all float
 op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
 a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
 infinity, as a cast to float16 would, in three float32 passes
-(:func:`onnxflow.ops.pass_made.kernels.half_round`). Results are those of computing each op in
-float32 and rounding it to float16.
+(:func:`onnxflow.ops.pass_made.kernels.half_round`), or one compiled pass (``native/_half``).
+Results are those of computing each op in float32 and rounding it to float16.
 
 The rewrite, on the shape-inferred main graph and every subgraph:
 
@@ -18,6 +18,8 @@ The rewrite, on the shape-inferred main graph and every subgraph:
   (rounded once from the input's own type); every other node output declared float16 is
   rounded by a ``HalfRound`` after the node, unless the node only selects values of its inputs
   (the ``selects`` trait: Reshape, Gather, Concat, Max, Relu...);
+- a float16 LayerNormalization (float32 statistics) computes in float32 with the roundings of
+  its function body: its normalized value, times the scale, plus the bias, each rounded;
 - the main graph's float16 inputs are cast to float32 as the run starts, and its float16
   outputs cast back (exactly) at its end, so callers feed and get float16 as declared.
 
@@ -256,6 +258,8 @@ def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> li
             a.t.CopyFrom(_widened_tensor(a.t))
         elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
             a.i = FLOAT
+    if rewrite.each_op and _half_layer_norm(node, rewrite):
+        return _layer_norm_rounded(node, half_values, rewrite)
     before = []
     if not _same_in_float32(node, rewrite):  # computed in float16 as written
         for k, name in enumerate(node.input):
@@ -278,6 +282,50 @@ def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[N
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
     return rounds
+
+
+def _half_layer_norm(node: NodeProto, rewrite: _Rewrite) -> bool:
+    """Whether ``node`` is a LayerNormalization of float16 input with float32 statistics
+    (``stash_type`` 1, the default) and a float16 result."""
+    if not is_onnx_op(node, "LayerNormalization") or node.input[0] not in rewrite.half_inputs:
+        return False
+    return all(a.i == FLOAT for a in node.attribute if a.name == "stash_type")
+
+
+def _layer_norm_rounded(
+    node: NodeProto, half_values: set[str], rewrite: _Rewrite
+) -> list[NodeProto]:
+    """A float16 LayerNormalization as its function body computes it, in float32 with the
+    three roundings the body makes: the normalized value (computed in float32) cast to float16,
+    times the scale, plus the bias, each rounded (a float16 product or sum of float16 values is
+    the float32 one rounded once). The node normalizes with a scale of ones (exact); Mean and
+    InvStdDev stay its float32 outputs. Computing it in float16 as written gives the same bits
+    with slow float16 loops."""
+    x, scale, *rest = node.input
+    bias = rest[0] if rest else ""
+    fresh = [fresh_name(f"{node.output[0]}__{part}", rewrite.names) for part in _LN_PARTS]
+    shape, ones, normalized, rounded, scaled, scaled_rounded, shifted = fresh
+    y = node.output[0]
+    made = [
+        helper.make_node("Shape", [scale], [shape]),
+        helper.make_node(
+            "ConstantOfShape", [shape], [ones], value=helper.make_tensor("one", FLOAT, [1], [1.0])
+        ),
+    ]
+    node.input[:] = [x, ones]
+    node.output[0] = normalized
+    made.append(node)
+    made.append(helper.make_node(HALF_ROUND, [normalized], [rounded], domain=FUSED_DOMAIN))
+    made.append(helper.make_node("Mul", [rounded, scale], [scaled]))
+    if not bias:
+        return [*made, helper.make_node(HALF_ROUND, [scaled], [y], domain=FUSED_DOMAIN)]
+    made.append(helper.make_node(HALF_ROUND, [scaled], [scaled_rounded], domain=FUSED_DOMAIN))
+    made.append(helper.make_node("Add", [scaled_rounded, bias], [shifted]))
+    return [*made, helper.make_node(HALF_ROUND, [shifted], [y], domain=FUSED_DOMAIN)]
+
+
+#: The names of the values a float16 LayerNormalization is computed through.
+_LN_PARTS = ("scale_shape", "ones", "normalized", "rounded", "scaled", "scaled_rounded", "shifted")
 
 
 def _promises(node: NodeProto, promise: Callable[[Traits], bool], rewrite: _Rewrite) -> bool:
