@@ -11,7 +11,7 @@ from native_forms import both_forms, node_forms
 from onnx import TensorProto, helper
 
 import onnxflow
-from onnxflow.ops import cast
+from onnxflow.ops import cast, compiled
 from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
 from onnxflow.ops.pass_made import kernels as pass_made
 
@@ -196,3 +196,24 @@ def test_float16_model_both_forms(rounding):
     assert compiled.tobytes() == numpy_form.tobytes()
     code = onnxflow.InferenceSession(model.SerializeToString()).source()
     assert "_half_round_compiled" in code and "Cast_to_float16_compiled" in code
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_both_loop_forms_are_numpys_bits(portable):
+    """The integer form (every CPU) and the F16C form (x86-64 with it), at every offset of the
+    8-wide blocks: the F16C loop's scalar tail runs the integer form."""
+    loops = compiled.module("_half")
+    bits = _hard_bits()
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    for start in (0, 1, 5):
+        x = bits[start:].view(np.float32)
+        rounded, narrowed = np.empty_like(x), np.empty(x.size, np.uint16)
+        loops.round_f32(x, rounded, portable)
+        loops.f32_to_f16(x, narrowed, portable)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_array_equal(narrowed, x.astype(np.float16).view(np.uint16))
+        np.testing.assert_array_equal(rounded.view(np.uint32), _numpy_round(bits[start:]))
+        widened = np.empty(halves.size - start, np.float32)
+        loops.f16_to_f32(halves[start:], widened, portable)
+        want = halves[start:].view(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(widened.view(np.uint32), want.view(np.uint32))
