@@ -337,3 +337,28 @@ def test_float16_layer_norm_rounds_as_its_function_body(bias: bool, axis: int, s
     for got, want in zip(wide.run(None, {"x": x}), plain.run(None, {"x": x}), strict=True):
         assert got.dtype == want.dtype
         assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "opset"),
+    [((2, 4, 33, 200), -1, 17), ((3, 130), -1, 18), ((5, 7, 9), 0, 13), ((2, 6, 64, 64), -1, 21)],
+)
+def test_float16_softmax_rounds_each_step(shape: tuple[int, ...], axis: int, opset: int) -> None:
+    """A float16 Softmax computes in float32 with each step of its float16 computation rounded:
+    the bits it gives computed in float16 as written."""
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=axis)],
+        "g",
+        [helper.make_tensor_value_info("x", H, shape)],
+        [helper.make_tensor_value_info("y", H, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    wide, plain = _sessions(model)
+    narrowed = "Cast" in [i.op_type for i in wide.plan.infos][1:-1]
+    assert narrowed == (axis != -1)  # another axis: computed in float16 as written
+    for scale in (1, 4, 30):
+        x = (RNG.standard_normal(shape) * scale).astype(np.float16)
+        x.flat[:3] = [-np.inf, 65504, np.nan]
+        got, want = wide.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]
+        assert got.dtype == want.dtype == np.float16
+        assert got.tobytes() == want.tobytes()

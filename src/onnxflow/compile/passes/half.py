@@ -19,7 +19,8 @@ The rewrite, on the shape-inferred main graph and every subgraph:
   rounded by a ``HalfRound`` after the node, unless the node only selects values of its inputs
   (the ``selects`` trait: Reshape, Gather, Concat, Max, Relu...);
 - a float16 LayerNormalization (float32 statistics) computes in float32 with the roundings of
-  its function body: its normalized value, times the scale, plus the bias, each rounded;
+  its function body: its normalized value, times the scale, plus the bias, each rounded; a
+  float16 Softmax over the last axis likewise, each step of its float16 computation rounded;
 - the main graph's float16 inputs are cast to float32 as the run starts, and its float16
   outputs cast back (exactly) at its end, so callers feed and get float16 as declared.
 
@@ -59,7 +60,7 @@ from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
 from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
 
-HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
+HALF, FLOAT, I64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.INT64
 _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
 
 
@@ -258,8 +259,9 @@ def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> li
             a.t.CopyFrom(_widened_tensor(a.t))
         elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
             a.i = FLOAT
-    if rewrite.each_op and _half_layer_norm(node, rewrite):
-        return _layer_norm_rounded(node, half_values, rewrite)
+    spelled_out = _rounded_steps(node, half_values, rewrite)
+    if spelled_out is not None:
+        return spelled_out
     before = []
     if not _same_in_float32(node, rewrite):  # computed in float16 as written
         for k, name in enumerate(node.input):
@@ -282,6 +284,20 @@ def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[N
             node.output[k] = raw
             rounds.append(helper.make_node(HALF_ROUND, [raw], [out], domain=FUSED_DOMAIN))
     return rounds
+
+
+def _rounded_steps(
+    node: NodeProto, half_values: set[str], rewrite: _Rewrite
+) -> list[NodeProto] | None:
+    """The float32 nodes computing ``node`` with the roundings its float16 computation makes
+    between its steps (``each_op``: a float16 LayerNormalization or Softmax), or None."""
+    if not rewrite.each_op:
+        return None
+    if _half_layer_norm(node, rewrite):
+        return _layer_norm_rounded(node, half_values, rewrite)
+    if _half_softmax(node, rewrite):
+        return _softmax_rounded(node, rewrite)
+    return None
 
 
 def _half_layer_norm(node: NodeProto, rewrite: _Rewrite) -> bool:
@@ -326,6 +342,54 @@ def _layer_norm_rounded(
 
 #: The names of the values a float16 LayerNormalization is computed through.
 _LN_PARTS = ("scale_shape", "ones", "normalized", "rounded", "scaled", "scaled_rounded", "shifted")
+
+
+def _half_softmax(node: NodeProto, rewrite: _Rewrite) -> bool:
+    """Whether ``node`` is a Softmax (13 on: over one axis) over the last axis of a float16
+    input. (Over another axis NumPy's float16 sum adds row by row, rounding each partial sum.)"""
+    axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+    return (
+        is_onnx_op(node, "Softmax")
+        and axis == -1
+        and rewrite.opsets.get("", 0) >= 13
+        and node.input[0] in rewrite.half_inputs
+    )
+
+
+def _softmax_rounded(node: NodeProto, rewrite: _Rewrite) -> list[NodeProto]:
+    """A float16 Softmax as its kernel computes it in float16, ``e = exp(x - max(x))`` then
+    ``e / sum(e)``, in float32 with each step's result rounded: a float16 difference, exp,
+    sum or quotient is NumPy's float32 one rounded once (its float16 sum accumulates in float32
+    as its float32 sum does, along the last axis). The maximum selects: no rounding."""
+    axis = -1
+    parts = ("axes", "max", "shifted", "shifted_rounded", "exp", "exp_rounded", "sum")
+    axes, top, shifted, shifted_r, exp, exp_r, total = (
+        fresh_name(f"{node.output[0]}__{part}", rewrite.names) for part in parts
+    )
+    total_r, quotient = (fresh_name(f"{node.output[0]}__{p}", rewrite.names) for p in ("sr", "q"))
+    x = node.input[0]
+    made = [
+        helper.make_node("Constant", [], [axes], value=helper.make_tensor("a", I64, [1], [axis]))
+    ]
+    if rewrite.opsets.get("", 0) >= 18:
+        made.append(helper.make_node("ReduceMax", [x, axes], [top], keepdims=1))
+    else:
+        made.append(helper.make_node("ReduceMax", [x], [top], axes=[axis], keepdims=1))
+    made += [
+        helper.make_node("Sub", [x, top], [shifted]),
+        _round(shifted, shifted_r),
+        helper.make_node("Exp", [shifted_r], [exp]),
+        _round(exp, exp_r),
+        helper.make_node("ReduceSum", [exp_r, axes], [total], keepdims=1),
+        _round(total, total_r),
+        helper.make_node("Div", [exp_r, total_r], [quotient]),
+        _round(quotient, node.output[0]),
+    ]
+    return made
+
+
+def _round(source: str, target: str) -> NodeProto:
+    return helper.make_node(HALF_ROUND, [source], [target], domain=FUSED_DOMAIN)
 
 
 def _promises(node: NodeProto, promise: Callable[[Traits], bool], rewrite: _Rewrite) -> bool:
