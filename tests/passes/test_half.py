@@ -362,3 +362,31 @@ def test_float16_softmax_rounds_each_step(shape: tuple[int, ...], axis: int, ops
         got, want = wide.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]
         assert got.dtype == want.dtype == np.float16
         assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("to", [F, D, TensorProto.BOOL, TensorProto.INT32, TensorProto.STRING])
+def test_float16_shape_and_exact_casts_read_the_float32_value(to: int) -> None:
+    """Shape reads no values and a Cast to float32, float64 or bool gives the same result from
+    the float32 copy: neither gets a float16 copy made first; other casts still do."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Shape", ["r"], ["s"]),
+            helper.make_node("Cast", ["r"], ["c"], to=to),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", H, [3, 50])],
+        [
+            helper.make_tensor_value_info("s", I64, None),
+            helper.make_tensor_value_info("c", to, None),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    wide, plain = _sessions(model)
+    casts = [i.op_type for i in wide.plan.infos].count("Cast")
+    assert casts == (2 if to in (F, D, TensorProto.BOOL) else 3)  # entry, the node (+ narrowing)
+    x = (RNG.standard_normal((3, 50)) * 300).astype(np.float16)
+    x.flat[:4] = [0, -0.0, np.inf, np.nan]
+    for got, want in zip(wide.run(None, {"x": x}), plain.run(None, {"x": x}), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

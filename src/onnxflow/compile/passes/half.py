@@ -408,10 +408,28 @@ def _same_in_float32(node: NodeProto, rewrite: _Rewrite) -> bool:
     """Whether the op, given float32 inputs holding float16 values, computes what it computes
     on float16 inputs before rounding: a single NumPy ufunc (whose float16 loops compute in
     float32 and round), an op that rounds once (:attr:`Traits.rounds_once`), one that only
-    selects, or a node with subgraphs (rewritten themselves)."""
-    if any(True for _ in subgraphs(node)):
+    selects, one that reads only its input's shape (:attr:`Traits.from_shape`: Shape, Size),
+    a Cast that widens exactly (:func:`_exact_cast`), or a node with subgraphs (rewritten
+    themselves)."""
+    if any(True for _ in subgraphs(node)) or _exact_cast(node):
         return True
-    return _promises(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects, rewrite)
+    return _promises(
+        node, lambda t: t.ufunc is not None or t.rounds_once or t.selects or t.from_shape, rewrite
+    )
+
+
+#: The types a Cast of a float16 value gives the same result in from float32: the value
+#: exactly, or whether it is nonzero (NumPy's float16 casts to integers go through float32 in
+#: scalar code, its float32 ones through SIMD loops: out-of-range values may differ).
+_EXACT_CAST_TYPES = (FLOAT, TensorProto.DOUBLE, TensorProto.BOOL)
+
+
+def _exact_cast(node: NodeProto) -> bool:
+    """Whether ``node`` is a Cast to float32, float64 or bool: from a float16 value held in
+    float32 it gives what it gives from the float16 value."""
+    return is_onnx_op(node, "Cast") and any(
+        a.name == "to" and a.i in _EXACT_CAST_TYPES for a in node.attribute
+    )
 
 
 def _to_half(node: NodeProto, half_values: set[str]) -> bool:
