@@ -301,3 +301,92 @@ def test_half_round_below_float16s_normal_range_is_the_cast_bit_for_bit(over: bo
     want = x.astype(np.float16).astype(np.float32)
     got = half_round(x.copy(), over=over)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    ("bias", "axis", "stats"), [(True, -1, False), (False, -1, False), (True, 1, True)]
+)
+def test_float16_layer_norm_rounds_as_its_function_body(bias: bool, axis: int, stats: bool) -> None:
+    """A float16 LayerNormalization computes in float32 with the three roundings of its body
+    (normalized, times scale, plus bias), the bits it gives computed in float16 as written; its
+    Mean and InvStdDev outputs stay float32."""
+    shape = (2, 6, 40)
+    inits = [
+        numpy_helper.from_array((RNG.standard_normal(shape[axis:]) * 2).astype(np.float16), "s")
+    ]
+    if bias:
+        inits.append(
+            numpy_helper.from_array(RNG.standard_normal(shape[axis:]).astype(np.float16), "b")
+        )
+    outs = ["y", "mean", "inv"] if stats else ["y"]
+    node = helper.make_node(
+        "LayerNormalization", ["x", "s", *(["b"] if bias else [])], outs, axis=axis
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", H, shape)],
+        [helper.make_tensor_value_info(o, H if o == "y" else F, None) for o in outs],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    wide, plain = _sessions(model)
+    assert "HalfRound" in [i.op_type for i in wide.plan.infos]
+    assert "Cast" not in [i.op_type for i in wide.plan.infos][1:-1]  # no float16 narrowing
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(np.float16)
+    for got, want in zip(wide.run(None, {"x": x}), plain.run(None, {"x": x}), strict=True):
+        assert got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "opset"),
+    [((2, 4, 33, 200), -1, 17), ((3, 130), -1, 18), ((5, 7, 9), 0, 13), ((2, 6, 64, 64), -1, 21)],
+)
+def test_float16_softmax_rounds_each_step(shape: tuple[int, ...], axis: int, opset: int) -> None:
+    """A float16 Softmax computes in float32 with each step of its float16 computation rounded:
+    the bits it gives computed in float16 as written."""
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=axis)],
+        "g",
+        [helper.make_tensor_value_info("x", H, shape)],
+        [helper.make_tensor_value_info("y", H, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    wide, plain = _sessions(model)
+    narrowed = "Cast" in [i.op_type for i in wide.plan.infos][1:-1]
+    assert narrowed == (axis != -1)  # another axis: computed in float16 as written
+    for scale in (1, 4, 30):
+        x = (RNG.standard_normal(shape) * scale).astype(np.float16)
+        x.flat[:3] = [-np.inf, 65504, np.nan]
+        got, want = wide.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]
+        assert got.dtype == want.dtype == np.float16
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("to", [F, D, TensorProto.BOOL, TensorProto.INT32, TensorProto.STRING])
+def test_float16_shape_and_exact_casts_read_the_float32_value(to: int) -> None:
+    """Shape reads no values and a Cast to float32, float64 or bool gives the same result from
+    the float32 copy: neither gets a float16 copy made first; other casts still do."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Shape", ["r"], ["s"]),
+            helper.make_node("Cast", ["r"], ["c"], to=to),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", H, [3, 50])],
+        [
+            helper.make_tensor_value_info("s", I64, None),
+            helper.make_tensor_value_info("c", to, None),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    wide, plain = _sessions(model)
+    casts = [i.op_type for i in wide.plan.infos].count("Cast")
+    assert casts == (2 if to in (F, D, TensorProto.BOOL) else 3)  # entry, the node (+ narrowing)
+    x = (RNG.standard_normal((3, 50)) * 300).astype(np.float16)
+    x.flat[:4] = [0, -0.0, np.inf, np.nan]
+    for got, want in zip(wide.run(None, {"x": x}), plain.run(None, {"x": x}), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

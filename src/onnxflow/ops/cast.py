@@ -20,8 +20,9 @@ import numpy as np
 from onnx import TensorProto
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 from onnxflow.values import np_dtype
 
 STRING = np.dtype(object)
@@ -207,11 +208,55 @@ def _check_round_mode(round_mode: str) -> None:
         raise ValueError(f"round_mode must be one of {ROUND_MODES}, found {round_mode!r}")
 
 
+_HALF = compiled.module("_half")
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _to_half(x: np.ndarray) -> np.ndarray:
+    """float32 ``x`` as float16, one compiled pass (NumPy's bits, NaN payloads too)."""
+    out = np.empty(x.shape, F16)
+    _HALF.f32_to_f16(np.ascontiguousarray(x).reshape(-1), out.reshape(-1).view(np.uint16))
+    return out
+
+
+def _from_half(x: np.ndarray) -> np.ndarray:
+    """float16 ``x`` as float32, one compiled pass (exact)."""
+    out = np.empty(x.shape, F32)
+    _HALF.f16_to_f32(np.ascontiguousarray(x).reshape(-1).view(np.uint16), out.reshape(-1))
+    return out
+
+
+#: The compiled casts by target type: the source type each reads, and the loop.
+_HALF_CASTS = {F16: (F32, _to_half), F32: (F16, _from_half)}
+
+
+def _cast_compiled(
+    node: NodeContext, *, to: int | str, saturate: int = 1, round_mode: str = "up"
+) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`cast`'s compiled form: float32 to float16 and float16 to float32 in one compiled
+    pass each (``native/_half``, NumPy's bits), any other conversion as :func:`cast` makes it."""
+    numpy_form = cast(node, to=to, saturate=saturate, round_mode=round_mode)
+    dtype = target_dtype(to)
+    if dtype not in _HALF_CASTS:
+        return numpy_form
+    source, loop = _HALF_CASTS[dtype]
+
+    def step(x: np.ndarray) -> np.ndarray:
+        return loop(x) if x.dtype == source else numpy_form(x)
+
+    step.__name__ = step.__qualname__ = f"Cast_to_{dtype}_compiled"
+    return step
+
+
 @op(
     "Cast",
     *(1, 6, 9, 13, 19, 21, 23, 24, 25, 28),
     build=True,
-    traits=Traits(elementwise=True, static_shape=True),
+    traits=Traits(
+        elementwise=True,
+        static_shape=True,
+        native=native_form(_cast_compiled if _HALF else None),
+    ),
 )
 def cast(
     node: NodeContext, *, to: int | str, saturate: int = 1, round_mode: str = "up"

@@ -6,8 +6,8 @@ float16 tensors of a graph are held as float32 arrays whose values are all float
 op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
 a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
 infinity, as a cast to float16 would, in three float32 passes
-(:func:`onnxflow.ops.pass_made.kernels.half_round`). Results are those of computing each op in
-float32 and rounding it to float16.
+(:func:`onnxflow.ops.pass_made.kernels.half_round`), or one compiled pass (``native/_half``).
+Results are those of computing each op in float32 and rounding it to float16.
 
 The rewrite, on the shape-inferred main graph and every subgraph:
 
@@ -18,6 +18,9 @@ The rewrite, on the shape-inferred main graph and every subgraph:
   (rounded once from the input's own type); every other node output declared float16 is
   rounded by a ``HalfRound`` after the node, unless the node only selects values of its inputs
   (the ``selects`` trait: Reshape, Gather, Concat, Max, Relu...);
+- a float16 LayerNormalization (float32 statistics) computes in float32 with the roundings of
+  its function body: its normalized value, times the scale, plus the bias, each rounded; a
+  float16 Softmax over the last axis likewise, each step of its float16 computation rounded;
 - the main graph's float16 inputs are cast to float32 as the run starts, and its float16
   outputs cast back (exactly) at its end, so callers feed and get float16 as declared.
 
@@ -57,7 +60,7 @@ from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
 from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
 
-HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
+HALF, FLOAT, I64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.INT64
 _DTYPE_ATTRIBUTES = ("dtype", "output_dtype")
 
 
@@ -256,6 +259,9 @@ def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> li
             a.t.CopyFrom(_widened_tensor(a.t))
         elif a.name in _DTYPE_ATTRIBUTES and a.type == AttributeProto.INT and a.i == HALF:
             a.i = FLOAT
+    spelled_out = _rounded_steps(node, half_values, rewrite)
+    if spelled_out is not None:
+        return spelled_out
     before = []
     if not _same_in_float32(node, rewrite):  # computed in float16 as written
         for k, name in enumerate(node.input):
@@ -280,6 +286,112 @@ def _rounds(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[N
     return rounds
 
 
+def _rounded_steps(
+    node: NodeProto, half_values: set[str], rewrite: _Rewrite
+) -> list[NodeProto] | None:
+    """The float32 nodes computing ``node`` with the roundings its float16 computation makes
+    between its steps (``each_op``: a float16 LayerNormalization or Softmax), or None."""
+    if not rewrite.each_op:
+        return None
+    if _half_layer_norm(node, rewrite):
+        return _layer_norm_rounded(node, half_values, rewrite)
+    if _half_softmax(node, rewrite):
+        return _softmax_rounded(node, rewrite)
+    return None
+
+
+def _half_layer_norm(node: NodeProto, rewrite: _Rewrite) -> bool:
+    """Whether ``node`` is a LayerNormalization of float16 input with float32 statistics
+    (``stash_type`` 1, the default) and a float16 result."""
+    if not is_onnx_op(node, "LayerNormalization") or node.input[0] not in rewrite.half_inputs:
+        return False
+    return all(a.i == FLOAT for a in node.attribute if a.name == "stash_type")
+
+
+def _layer_norm_rounded(
+    node: NodeProto, half_values: set[str], rewrite: _Rewrite
+) -> list[NodeProto]:
+    """A float16 LayerNormalization as its function body computes it, in float32 with the
+    three roundings the body makes: the normalized value (computed in float32) cast to float16,
+    times the scale, plus the bias, each rounded (a float16 product or sum of float16 values is
+    the float32 one rounded once). The node normalizes with a scale of ones (exact); Mean and
+    InvStdDev stay its float32 outputs. Computing it in float16 as written gives the same bits
+    with slow float16 loops."""
+    x, scale, *rest = node.input
+    bias = rest[0] if rest else ""
+    fresh = [fresh_name(f"{node.output[0]}__{part}", rewrite.names) for part in _LN_PARTS]
+    shape, ones, normalized, rounded, scaled, scaled_rounded, shifted = fresh
+    y = node.output[0]
+    made = [
+        helper.make_node("Shape", [scale], [shape]),
+        helper.make_node(
+            "ConstantOfShape", [shape], [ones], value=helper.make_tensor("one", FLOAT, [1], [1.0])
+        ),
+    ]
+    node.input[:] = [x, ones]
+    node.output[0] = normalized
+    made.append(node)
+    made.append(helper.make_node(HALF_ROUND, [normalized], [rounded], domain=FUSED_DOMAIN))
+    made.append(helper.make_node("Mul", [rounded, scale], [scaled]))
+    if not bias:
+        return [*made, helper.make_node(HALF_ROUND, [scaled], [y], domain=FUSED_DOMAIN)]
+    made.append(helper.make_node(HALF_ROUND, [scaled], [scaled_rounded], domain=FUSED_DOMAIN))
+    made.append(helper.make_node("Add", [scaled_rounded, bias], [shifted]))
+    return [*made, helper.make_node(HALF_ROUND, [shifted], [y], domain=FUSED_DOMAIN)]
+
+
+#: The names of the values a float16 LayerNormalization is computed through.
+_LN_PARTS = ("scale_shape", "ones", "normalized", "rounded", "scaled", "scaled_rounded", "shifted")
+
+
+def _half_softmax(node: NodeProto, rewrite: _Rewrite) -> bool:
+    """Whether ``node`` is a Softmax (13 on: over one axis) over the last axis of a float16
+    input. (Over another axis NumPy's float16 sum adds row by row, rounding each partial sum.)"""
+    axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+    return (
+        is_onnx_op(node, "Softmax")
+        and axis == -1
+        and rewrite.opsets.get("", 0) >= 13
+        and node.input[0] in rewrite.half_inputs
+    )
+
+
+def _softmax_rounded(node: NodeProto, rewrite: _Rewrite) -> list[NodeProto]:
+    """A float16 Softmax as its kernel computes it in float16, ``e = exp(x - max(x))`` then
+    ``e / sum(e)``, in float32 with each step's result rounded: a float16 difference, exp,
+    sum or quotient is NumPy's float32 one rounded once (its float16 sum accumulates in float32
+    as its float32 sum does, along the last axis). The maximum selects: no rounding."""
+    axis = -1
+    parts = ("axes", "max", "shifted", "shifted_rounded", "exp", "exp_rounded", "sum")
+    axes, top, shifted, shifted_r, exp, exp_r, total = (
+        fresh_name(f"{node.output[0]}__{part}", rewrite.names) for part in parts
+    )
+    total_r, quotient = (fresh_name(f"{node.output[0]}__{p}", rewrite.names) for p in ("sr", "q"))
+    x = node.input[0]
+    made = [
+        helper.make_node("Constant", [], [axes], value=helper.make_tensor("a", I64, [1], [axis]))
+    ]
+    if rewrite.opsets.get("", 0) >= 18:
+        made.append(helper.make_node("ReduceMax", [x, axes], [top], keepdims=1))
+    else:
+        made.append(helper.make_node("ReduceMax", [x], [top], axes=[axis], keepdims=1))
+    made += [
+        helper.make_node("Sub", [x, top], [shifted]),
+        _round(shifted, shifted_r),
+        helper.make_node("Exp", [shifted_r], [exp]),
+        _round(exp, exp_r),
+        helper.make_node("ReduceSum", [exp_r, axes], [total], keepdims=1),
+        _round(total, total_r),
+        helper.make_node("Div", [exp_r, total_r], [quotient]),
+        _round(quotient, node.output[0]),
+    ]
+    return made
+
+
+def _round(source: str, target: str) -> NodeProto:
+    return helper.make_node(HALF_ROUND, [source], [target], domain=FUSED_DOMAIN)
+
+
 def _promises(node: NodeProto, promise: Callable[[Traits], bool], rewrite: _Rewrite) -> bool:
     """Whether the kernel serving the node at the model's opset makes the ``promise``."""
     traits = traits_of(node, rewrite.opsets, rewrite.registry)
@@ -296,10 +408,28 @@ def _same_in_float32(node: NodeProto, rewrite: _Rewrite) -> bool:
     """Whether the op, given float32 inputs holding float16 values, computes what it computes
     on float16 inputs before rounding: a single NumPy ufunc (whose float16 loops compute in
     float32 and round), an op that rounds once (:attr:`Traits.rounds_once`), one that only
-    selects, or a node with subgraphs (rewritten themselves)."""
-    if any(True for _ in subgraphs(node)):
+    selects, one that reads only its input's shape (:attr:`Traits.from_shape`: Shape, Size),
+    a Cast that widens exactly (:func:`_exact_cast`), or a node with subgraphs (rewritten
+    themselves)."""
+    if any(True for _ in subgraphs(node)) or _exact_cast(node):
         return True
-    return _promises(node, lambda t: t.ufunc is not None or t.rounds_once or t.selects, rewrite)
+    return _promises(
+        node, lambda t: t.ufunc is not None or t.rounds_once or t.selects or t.from_shape, rewrite
+    )
+
+
+#: The types a Cast of a float16 value gives the same result in from float32: the value
+#: exactly, or whether it is nonzero (NumPy's float16 casts to integers go through float32 in
+#: scalar code, its float32 ones through SIMD loops: out-of-range values may differ).
+_EXACT_CAST_TYPES = (FLOAT, TensorProto.DOUBLE, TensorProto.BOOL)
+
+
+def _exact_cast(node: NodeProto) -> bool:
+    """Whether ``node`` is a Cast to float32, float64 or bool: from a float16 value held in
+    float32 it gives what it gives from the float16 value."""
+    return is_onnx_op(node, "Cast") and any(
+        a.name == "to" and a.i in _EXACT_CAST_TYPES for a in node.attribute
+    )
 
 
 def _to_half(node: NodeProto, half_values: set[str]) -> bool:

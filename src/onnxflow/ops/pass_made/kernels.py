@@ -235,6 +235,7 @@ def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 
 _F32 = np.dtype(np.float32)
+_HALF = compiled.module("_half")
 
 
 def _half_round_over_x(x: np.ndarray) -> np.ndarray:
@@ -242,11 +243,35 @@ def _half_round_over_x(x: np.ndarray) -> np.ndarray:
     return half_round(x, over=True)
 
 
+def _half_round_compiled(x: np.ndarray) -> np.ndarray:
+    """:func:`half_round` in one compiled pass (``native/_half``) for float32 ``x``: the same
+    bits, NaN kept as it is too (bound only when the module was built)."""
+    if x.dtype != _F32:
+        return half_round(x)
+    out = np.empty(x.shape, _F32)
+    _HALF.round_f32(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    return out
+
+
+def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
+    """:func:`_half_round_compiled` written over ``x`` (which dies here) when it can be."""
+    if x.dtype != _F32 or not (x.flags.c_contiguous and x.flags.writeable):
+        return _half_round_compiled(x)
+    flat = x.reshape(-1)
+    _HALF.round_f32(flat, flat)
+    return x
+
+
 @op(
     HALF_ROUND,
     1,
     domain=FUSED_DOMAIN,
-    traits=Traits(fresh=True, static_shape=True, in_place=_half_round_over_x),
+    traits=Traits(
+        fresh=True,
+        static_shape=True,
+        in_place=_half_round_over_x,
+        native=native_form(_half_round_compiled if _HALF else None, _half_round_compiled_over_x),
+    ),
 )
 def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
     """``x`` rounded to the nearest float16 (ties to even, beyond 65504 to infinity, NaN kept),

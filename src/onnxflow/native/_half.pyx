@@ -1,0 +1,41 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""float16 in one pass each: float32 rounded to float16 (kept in float32), and the casts both
+ways, bit for bit as NumPy's ``astype`` (the loops are in ``_half.h``). float16 buffers are
+passed as their uint16 bits. ``portable`` runs the integer form even where the CPU's F16C
+conversions are there (the tests hold both forms to NumPy)."""
+
+cdef extern from "_half.h" nogil:
+    void onnxflow_half_round(const float *x, float *out, Py_ssize_t n, int portable)
+    void onnxflow_to_half(const float *x, unsigned short *out, Py_ssize_t n, int portable)
+    void onnxflow_from_half(const unsigned short *h, float *out, Py_ssize_t n, int portable)
+    int ONNXFLOW_HAS_F16C()
+
+
+def has_f16c():
+    """Whether the loops use the CPU's F16C conversions (x86-64 with AVX2 and F16C)."""
+    return bool(ONNXFLOW_HAS_F16C())
+
+
+def round_f32(const float[::1] x, float[::1] out, bint portable=False):
+    """out[i] = x[i] rounded to the nearest float16 (ties to even, beyond 65504 to infinity),
+    as float32; NaN stays as it is (x and out may be the same array)."""
+    cdef Py_ssize_t n = x.shape[0]
+    if n:
+        with nogil:
+            onnxflow_half_round(&x[0], &out[0], n, portable)
+
+
+def f32_to_f16(const float[::1] x, unsigned short[::1] out, bint portable=False):
+    """out[i] = the float16 bits of x[i], as NumPy's float32 -> float16 cast makes them."""
+    cdef Py_ssize_t n = x.shape[0]
+    if n:
+        with nogil:
+            onnxflow_to_half(&x[0], &out[0], n, portable)
+
+
+def f16_to_f32(const unsigned short[::1] h, float[::1] out, bint portable=False):
+    """out[i] = the float16 whose bits are h[i], as float32 (exact)."""
+    cdef Py_ssize_t n = h.shape[0]
+    if n:
+        with nogil:
+            onnxflow_from_half(&h[0], &out[0], n, portable)
