@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 #: Every compiled module this package builds (``setup.py`` compiles ``native/<name>.pyx``).
-MODULES: tuple[str, ...] = ("_math",)
+MODULES: tuple[str, ...] = ("_math", "_trees")
 
 _LOADED: dict[str, ModuleType | None] = {}
 
