@@ -125,20 +125,23 @@ class Forest:
 
     def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
         """Return the [N, targets] aggregate (float64) of the leaves' votes over the trees."""
-        n, n_trees = leaves.shape
+        return self.aggregate_slots(self.leaf_slot.take(leaves), how)
+
+    def aggregate_slots(self, slots: np.ndarray, how: str) -> np.ndarray:
+        """:meth:`aggregate` of the leaves' slots (rows of ``weights``), [N, trees]."""
+        n, n_trees = slots.shape
         out = np.zeros((n, self.weights.shape[1]))
         step = max(1, _CHUNK // max(1, n_trees * self.weights.shape[1]))
         by_target = np.ascontiguousarray(self.weights.T)
         for start in range(0, n, step):
+            chunk = slots[start : start + step]
             if how in ("SUM", "AVERAGE"):  # per target, trees summed in order over rows
-                slots = self.leaf_slot.take(leaves[start : start + step].T)
                 for j, column in enumerate(by_target):
-                    out[start : start + step, j] = column.take(slots).sum(axis=0)
+                    out[start : start + step, j] = column.take(chunk.T).sum(axis=0)
                 continue
-            slots = self.leaf_slot.take(leaves[start : start + step])
-            w = self.weights[slots]
+            w = self.weights[chunk]
             best = w.min(axis=1) if how == "MIN" else w.max(axis=1)
-            out[start : start + step] = np.where(self.voted[slots].any(axis=1), best, 0.0)
+            out[start : start + step] = np.where(self.voted[chunk].any(axis=1), best, 0.0)
         return out / n_trees if how == "AVERAGE" and n_trees else out
 
 
@@ -171,10 +174,10 @@ def forest_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray
 def packed_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray]:
     """The compiled form (:mod:`onnxflow.native._trees`): the forest packed once, each row
     walked once per tree; the NumPy form where the forest does not pack."""
-    packed = packed_forest.pack(forest, _CHUNK)
-    if packed is None or _TREES is None:
+    packed = None if _TREES is None else packed_forest.pack(_TREES, forest, _CHUNK)
+    if packed is None:
         return forest_scores(forest, how)
-    return packed_forest.compiled_scores(_TREES, packed, how, forest_scores(forest, how))
+    return packed_forest.compiled_scores(packed, forest, how, forest_scores(forest, how))
 
 
 def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
