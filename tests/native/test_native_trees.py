@@ -11,9 +11,9 @@ from native_forms import both_forms, node_forms
 
 ML = "ai.onnx.ml"
 FORMS_TESTED = [
-    (ML, "TreeEnsemble"),
-    (ML, "TreeEnsembleRegressor"),
-    (ML, "TreeEnsembleClassifier"),
+    ("ai.onnx.ml", "TreeEnsemble"),
+    ("ai.onnx.ml", "TreeEnsembleRegressor"),
+    ("ai.onnx.ml", "TreeEnsembleClassifier"),
 ]
 
 LEGACY_MODES = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]

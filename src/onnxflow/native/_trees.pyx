@@ -6,8 +6,9 @@ word, or two for a float64 forest), then ``fm``, ``yes`` and ``no`` (and a pad w
 ``fm`` holds the feature tested (bits 0-26), whether the node tests set membership (bit 27), and
 in bits 28-31 which comparison outcomes take ``no``: outcome 0 x < t, 1 x == t, 2 x > t,
 3 unordered (a NaN). A leaf takes ``yes`` to itself and holds its leaf slot in ``no``, so a walk
-may go on past its leaf: rows and trees are walked in lock step, a tile of lanes at a time, each
-lane one (row, tree) pair, for the depth of the tile's deepest tree.
+may go on past its leaf: a tree walks up to 32 rows in lock step for its depth (no branch to
+mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead, each lane to its
+own leaf (trees of unequal depth waste no steps), then the next pair.
 
 Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
 row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
@@ -25,7 +26,7 @@ cdef enum:
     FEATURE = (1 << 27) - 1
     MEMBER = 1 << 27
     LANES = 32  # (row, tree) pairs walked in lock step
-    BLOCK = 128  # rows walked through all trees before their sums
+    BLOCK = 256  # rows walked through all trees before their sums
 
 
 cdef struct Forest:
@@ -63,9 +64,8 @@ cdef inline int32_t step(const Forest* f, int32_t node, const real* row) noexcep
     cdef real t = (<const real*>nd)[0]
     cdef uint32_t fm = <uint32_t>nd[k]
     cdef real v = row[fm & FEATURE]
-    cdef int le = v <= t
-    cdef int gt = v > t
-    cdef int code = (v == t) + (le == gt) + ((1 - le) << 1)
+    # 0 x < t, 1 x == t, 2 x > t, 3 x NaN (a NaN threshold's node takes one child for all codes)
+    cdef int code = (v > t) + (v >= t) + 3 * (v != v)
     if fm & MEMBER:
         if v != v:
             code = 3
@@ -78,41 +78,74 @@ cdef inline int32_t step(const Forest* f, int32_t node, const real* row) noexcep
 
 cdef void walk_tile(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t r0, Py_ssize_t nr,
-    Py_ssize_t t0, Py_ssize_t nt, int32_t* out,
+    Py_ssize_t t, int32_t* out,
 ) noexcept nogil:
-    """Walk nr rows from x[r0] through trees t0..t0+nt: out[r * trees + t] = the leaf slot."""
+    """Walk nr rows from x[r0] through tree t in lock step, for the tree's depth:
+    out[r * trees + t] = the leaf slot row r0 + r reaches."""
     cdef int32_t node[LANES]
     cdef const real* rows[LANES]
-    cdef Py_ssize_t lanes = nr * nt, i, d, depth = 0
+    cdef Py_ssize_t i, d
     cdef Py_ssize_t slot = sizeof(real) // 4 + 2
-    for i in range(lanes):
-        node[i] = f.roots[t0 + i % nt]
-        rows[i] = x + (r0 + i // nt) * n_features
-    for i in range(nt):
-        depth = max(depth, <Py_ssize_t>f.depth[t0 + i])
-    for d in range(depth):
-        for i in range(lanes):
+    for i in range(nr):
+        node[i] = f.roots[t]
+        rows[i] = x + (r0 + i) * n_features
+    for d in range(f.depth[t]):
+        for i in range(nr):
             node[i] = step(f, node[i], rows[i])
-    for i in range(lanes):
-        out[(i // nt) * f.trees + t0 + i % nt] = f.nodes[node[i] * words(<real>0) + slot]
+    for i in range(nr):
+        out[i * f.trees + t] = f.nodes[node[i] * words(<real>0) + slot]
+
+
+cdef void walk_jobs(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows: each lane
+    walks one (row, tree) pair to its leaf, then takes the next pair (rows first)."""
+    cdef int32_t node[LANES]
+    cdef const real* rows[LANES]
+    cdef int32_t* at[LANES]
+    cdef Py_ssize_t active = 0, i = 0, row = 0, tree = 0
+    cdef Py_ssize_t slot = sizeof(real) // 4 + 2
+    cdef int32_t nxt
+    while active < LANES and tree < f.trees:
+        node[active], rows[active], at[active] = f.roots[tree], x + row * n_features, out + row * f.trees + tree
+        active += 1
+        row += 1
+        if row == nr:
+            row, tree = 0, tree + 1
+    while active:
+        i = 0
+        while i < active:
+            nxt = step(f, node[i], rows[i])
+            if nxt != node[i]:
+                node[i] = nxt
+                i += 1
+                continue
+            at[i][0] = f.nodes[nxt * words(<real>0) + slot]
+            if tree < f.trees:
+                node[i], rows[i], at[i] = f.roots[tree], x + row * n_features, out + row * f.trees + tree
+                row += 1
+                if row == nr:
+                    row, tree = 0, tree + 1
+                i += 1
+            else:
+                active -= 1
+                node[i], rows[i], at[i] = node[active], rows[active], at[active]
 
 
 cdef void walk_block(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
-    cdef Py_ssize_t t = 0, r, lanes = LANES, group
-    if nr >= LANES:
-        for t in range(f.trees):
-            r = 0
-            while r < nr:
-                walk_tile(f, x, n_features, r, min(lanes, nr - r), t, 1, out + r * f.trees)
-                r += lanes
+    cdef Py_ssize_t t, r, lanes = LANES
+    if nr < LANES:  # lanes across trees, of unequal depths: each lane walks to its leaf
+        walk_jobs(f, x, n_features, nr, out)
         return
-    group = lanes // nr
-    while t < f.trees:
-        walk_tile(f, x, n_features, 0, nr, t, min(group, f.trees - t), out)
-        t += group
+    for t in range(f.trees):
+        r = 0
+        while r < nr:
+            walk_tile(f, x, n_features, r, min(lanes, nr - r), t, out + r * f.trees)
+            r += lanes
 
 
 cdef double pairwise(const double* a, Py_ssize_t n) noexcept nogil:

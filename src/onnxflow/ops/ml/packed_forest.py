@@ -52,10 +52,12 @@ def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] 
     no = np.where(forest.interior, table[np.arange(n), np.argmax(takes_no, axis=1)], 0)
     no = np.where(forest.interior, no, forest.leaf_slot)
     shifts = np.arange(_CODE_SHIFT, _CODE_SHIFT + 4, dtype=np.uint64)
-    fm = forest.feature.astype(np.uint64)
+    member = np.zeros(n, bool) if forest.memberships is None else forest.memberships[0].slot >= 0
+    # a NaN threshold leaves every comparison unordered: all codes take code 3's child
+    unordered = np.isnan(forest.thresholds[0]) & ~member
+    takes_no[unordered] = takes_no[unordered, 3:]
+    fm = forest.feature.astype(np.uint64) | np.where(member, _MEMBER_BIT, 0).astype(np.uint64)
     fm |= (takes_no.astype(np.uint64) << shifts).sum(axis=1, dtype=np.uint64)
-    if forest.memberships is not None:
-        fm |= np.where(forest.memberships[0].slot >= 0, _MEMBER_BIT, 0).astype(np.uint64)
     words = [fm.astype(np.uint32).view(np.int32), yes.astype(np.int32), no.astype(np.int32)]
     roots = forest.roots.astype(np.int32)
     depth = _tree_depths(table, forest.interior, forest.roots, forest.depth)
