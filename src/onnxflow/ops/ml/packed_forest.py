@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from onnxflow.ops.ml.trees import Forest, _Membership
+#: A :class:`onnxflow.ops.ml.trees.Forest` (not imported: that module imports this one).
+Forest = Any
 
 #: Features a packed node can name (bits 0-26 of its ``fm`` word).
 _MAX_FEATURES = 1 << 27
@@ -100,7 +100,7 @@ def _members(forest: Forest, n: int, dtype: type) -> _Members:
     return _sets(forest.memberships[dtype == np.float32], dtype)
 
 
-def _sets(membership: _Membership, dtype: type) -> _Members:
+def _sets(membership: Any, dtype: type) -> _Members:
     """Each node's member values as sorted runs of one array in ``dtype``."""
     width = len(membership.values)
     keys = membership.keys[membership.keys >= 0]

@@ -7,6 +7,10 @@ where ``next[node, code]`` is the child taken for a comparison outcome ``code`` 
 1: x == t, 2: x > t, 3: unordered, i.e. NaN), so a node's mode and its missing-value rule are
 folded into the table. Evaluation advances a [rows, trees] array of node indices depth times;
 leaves point to themselves.
+
+Each kernel takes how it scores rows as its positional-only ``scores``: the NumPy form
+(:func:`forest_scores`) or, as its compiled form declares, the forest packed once and walked by
+:mod:`onnxflow.native._trees` (:func:`packed_scores`), which gives the same bits.
 """
 
 from __future__ import annotations
@@ -604,6 +608,7 @@ def tree_ensemble_classifier(
     all_positive = bool((weights >= 0).all())
     # A class no leaf votes for never wins (its score is only its base value).
     never_voted = np.where(forest.voted.any(axis=0), 0.0, -np.inf)
+    all_voted = bool((never_voted == 0).all())  # adding zeros changes no argmax
     score = scores(forest, "SUM")
 
     def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -613,7 +618,7 @@ def tree_ensemble_classifier(
             top = labels[(positive > (0.5 if all_positive else 0.0)).astype(np.intp)]
             return top, binary_scores(positive, transform, all_positive).astype(np.float32)
         summed += base
-        top = labels[np.argmax(summed + never_voted, axis=1)]
+        top = labels[np.argmax(summed if all_voted else summed + never_voted, axis=1)]
         return top, transform_scores(summed, transform).astype(np.float32)
 
     return run
