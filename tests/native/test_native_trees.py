@@ -231,23 +231,32 @@ def v5_forest(rng: np.random.Generator, n_trees: int, depth: int, thresholds: np
     return a, members
 
 
+def v5_attrs(
+    rng: np.random.Generator, n_trees: int, depth: int, thresholds: np.ndarray, dtype: Any
+) -> dict[str, Any]:
+    """:func:`v5_forest` as node attributes, its tensors in ``dtype``; weights of about 1e6
+    (summed in another order, they round differently)."""
+    from onnx import numpy_helper
+
+    a, members = v5_forest(rng, n_trees, depth, thresholds)
+    tensors = {
+        "nodes_modes": np.array(a.pop("nodes_modes"), np.uint8),
+        "nodes_splits": np.array(a.pop("nodes_splits"), dtype),
+        "leaf_weights": np.array(a.pop("leaf_weights"), dtype) * 1e6,
+    }
+    if members:
+        tensors["membership_values"] = np.array(members, dtype)
+    return {**a, **{k: numpy_helper.from_array(v, k) for k, v in tensors.items()}}
+
+
 @pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
 @pytest.mark.parametrize("transform", [0, 1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tree_ensemble_5(aggregate, transform, dtype):
-    from onnx import numpy_helper
-
+    """Every mode, BRANCH_MEMBER included; float64 in, float64 out: the sums' order shows."""
     rng = np.random.default_rng(aggregate * 4 + transform)
     thresholds = _thresholds(rng)
-    a, members = v5_forest(rng, 10, 6, thresholds)
-    tensors = {
-        "nodes_modes": np.array(a.pop("nodes_modes"), np.uint8),
-        "nodes_splits": np.array(a.pop("nodes_splits"), dtype),
-        "leaf_weights": np.array(a.pop("leaf_weights"), dtype),
-    }
-    if members:
-        tensors["membership_values"] = np.array(members, dtype)
-    attrs = {**a, **{k: numpy_helper.from_array(v, k) for k, v in tensors.items()}}
+    attrs = v5_attrs(rng, 10, 6, thresholds, dtype)
     for n in ROWS:
         x = _inputs(rng, n, thresholds, dtype)
         compiled, numpy_form = node_forms(
@@ -260,15 +269,26 @@ def test_tree_ensemble_5(aggregate, transform, dtype):
 @pytest.mark.parametrize("n_trees", [1, 7, 8, 9, 130, 300])
 def test_one_row_sums_pairwise_as_numpy(n_trees):
     """A single row is summed by NumPy's pairwise sum (a [trees, 1] reduction); more rows
-    one tree after the other: both orders reproduced, at 1 row and at 2."""
+    one tree after the other: both orders reproduced, at 1 row and at more."""
     rng = np.random.default_rng(n_trees)
     thresholds = _thresholds(rng)
-    attrs = legacy_forest(rng, n_trees, 3, ["BRANCH_LEQ"], "target", 1, thresholds)
-    attrs["target_weights"] = (rng.standard_normal(len(attrs["target_weights"])) * 1e6).tolist()
+    attrs = v5_attrs(rng, n_trees, 3, thresholds, np.float64)
     for n in (1, 2, 1000):
-        x = _inputs(rng, n, thresholds, np.float32)
-        compiled, numpy_form = node_forms("TreeEnsembleRegressor", [x], 3, domain=ML, **attrs)
+        x = _inputs(rng, n, thresholds, np.float64)
+        compiled, numpy_form = node_forms("TreeEnsemble", [x], 5, domain=ML, n_targets=2, **attrs)
         assert_same(compiled, numpy_form)
+
+
+def test_a_last_chunk_of_one_row_sums_pairwise():
+    """The NumPy form sums in chunks of 2**22 // (trees * targets) rows: a last chunk of one
+    row is summed pairwise there, so the compiled sums do the same for that row."""
+    rng = np.random.default_rng(11)
+    thresholds = _thresholds(rng)
+    attrs = v5_attrs(rng, 2000, 2, thresholds, np.float64)
+    n_trees = len(attrs["tree_roots"])
+    x = _inputs(rng, (1 << 22) // (n_trees * 2) + 1, thresholds, np.float64)
+    compiled, numpy_form = node_forms("TreeEnsemble", [x], 5, domain=ML, n_targets=2, **attrs)
+    assert_same(compiled, numpy_form)
 
 
 def test_integer_and_float16_inputs_are_walked_in_float32():
