@@ -381,3 +381,18 @@ def test_the_compiled_walk_is_what_runs(monkeypatch):
     model, feeds = _converted("rf_regressor", 3)
     both_forms(model, feeds)
     assert len(packed) == 1 and packed[0] is not None
+
+
+@pytest.mark.parametrize("rows", [1, 40])
+def test_trees_of_one_leaf(rows):
+    """A tree whose root is its leaf, beside deeper ones."""
+    rng = np.random.default_rng(4)
+    thresholds = _thresholds(rng)
+    shallow = legacy_forest(rng, 3, 0, ["BRANCH_LEQ"], "target", 1, thresholds)
+    deep = legacy_forest(rng, 2, 4, ["BRANCH_LEQ"], "target", 1, thresholds)
+    attrs = {
+        k: v + [t + 3 if k.endswith("treeids") else t for t in deep[k]] for k, v in shallow.items()
+    }
+    x = _inputs(rng, rows, thresholds, np.float64)
+    compiled, numpy_form = node_forms("TreeEnsembleRegressor", [x], 3, domain=ML, **attrs)
+    assert_same(compiled, numpy_form)
