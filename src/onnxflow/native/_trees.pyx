@@ -7,8 +7,9 @@ word, or two for a float64 forest), then ``fm``, ``yes`` and ``no`` (and a pad w
 in bits 28-31 which comparison outcomes take ``no``: outcome 0 x < t, 1 x == t, 2 x > t,
 3 unordered (a NaN). A leaf takes ``yes`` to itself and holds its leaf slot in ``no``, so a walk
 may go on past its leaf: a tree walks up to 32 rows in lock step for its depth (no branch to
-mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead, each lane to its
-own leaf (trees of unequal depth waste no steps), then the next pair.
+mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead: in lock step
+when all trees have one depth, else each lane to its own leaf and then the next pair (trees of
+unequal depths waste no steps).
 
 Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
 row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
@@ -37,6 +38,7 @@ cdef struct Forest:
     const int32_t* member_start  # per node: its set in member_values (membership nodes only)
     const int32_t* member_end
     const void* member_values  # each set sorted, in the forest's float type
+    bint even  # all trees of one depth
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -96,6 +98,29 @@ cdef void walk_tile(
         out[i * f.trees + t] = f.nodes[node[i] * words(<real>0) + slot]
 
 
+cdef void walk_trees(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, Py_ssize_t t0,
+    Py_ssize_t nt, int32_t* out,
+) noexcept nogil:
+    """Walk nr rows through trees t0..t0+nt (nr * nt <= LANES) in lock step, for the depth
+    of the deepest: out[r * trees + t] = the leaf slot row r reaches in tree t."""
+    cdef int32_t node[LANES]
+    cdef const real* rows[LANES]
+    cdef int32_t* at[LANES]
+    cdef Py_ssize_t i = 0, r, t, d, depth = 0
+    cdef Py_ssize_t slot = sizeof(real) // 4 + 2
+    for t in range(t0, t0 + nt):
+        depth = max(depth, <Py_ssize_t>f.depth[t])
+        for r in range(nr):
+            node[i], rows[i], at[i] = f.roots[t], x + r * n_features, out + r * f.trees + t
+            i += 1
+    for d in range(depth):
+        for i in range(nr * nt):
+            node[i] = step(f, node[i], rows[i])
+    for i in range(nr * nt):
+        at[i][0] = f.nodes[node[i] * words(<real>0) + slot]
+
+
 cdef void walk_jobs(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
@@ -137,9 +162,15 @@ cdef void walk_block(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
-    cdef Py_ssize_t t, r, lanes = LANES
-    if nr < LANES:  # lanes across trees, of unequal depths: each lane walks to its leaf
+    cdef Py_ssize_t t = 0, r, lanes = LANES, group
+    if nr < LANES and not f.even:  # lanes across trees of unequal depths: each to its leaf
         walk_jobs(f, x, n_features, nr, out)
+        return
+    if nr < LANES:  # lanes across trees of one depth, in lock step
+        group = lanes // nr
+        while t < f.trees:
+            walk_trees(f, x, n_features, nr, t, min(group, f.trees - t), out)
+            t += group
         return
     for t in range(f.trees):
         r = 0
@@ -219,6 +250,7 @@ cdef class PackedForest:
         const int32_t[::1] member_end, const unsigned char[::1] member_values,
         const double[:, ::1] weights, Py_ssize_t chunk,
     ):
+        cdef Py_ssize_t i
         if roots.shape[0] == 0 or depth.shape[0] != roots.shape[0] or width not in (4, 6):
             raise ValueError("a packed forest needs trees, one depth each, 4 or 6 words a node")
         self.nodes, self.roots, self.depth = nodes, roots, depth
@@ -231,6 +263,9 @@ cdef class PackedForest:
         self.f.member_start = &member_start[0]
         self.f.member_end = &member_end[0]
         self.f.member_values = &member_values[0]
+        self.f.even = True
+        for i in range(depth.shape[0]):
+            self.f.even = self.f.even and depth[i] == depth[0]
 
     def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
         """out[r, t] = the leaf slot row r of x reaches in tree t."""
