@@ -21,15 +21,17 @@ N_FEATURES = 5
 ROWS = [1, 2, 3, 33, 300]
 
 
-def _grow(rng: np.random.Generator, depth: int, thresholds: np.ndarray) -> list[dict[str, Any]]:
+def _grow(
+    rng: np.random.Generator, depth: int, thresholds: np.ndarray, shallow: float = 0.25
+) -> list[dict[str, Any]]:
     """One random tree as preorder nodes: dicts of mode, feature, threshold, children, track;
-    leaves have mode LEAF. Shallow leaves appear at random, so the tree is unbalanced."""
+    leaves have mode LEAF. A node above the last level is a leaf with probability ``shallow``."""
     nodes: list[dict[str, Any]] = []
 
     def node(level: int) -> int:
         me = len(nodes)
         nodes.append({})
-        if level == 0 or (level < depth and rng.random() < 0.25):
+        if level == 0 or (level < depth and rng.random() < shallow):
             nodes[me] = {"mode": "LEAF"}
             return me
         spec = {
@@ -69,6 +71,7 @@ def legacy_forest(
     prefix: str,
     n_targets: int,
     thresholds: np.ndarray,
+    shallow: float = 0.25,
 ) -> dict[str, Any]:
     """The nodes_* and <prefix>_* attributes of a random TreeEnsembleRegressor/-Classifier."""
     a: dict[str, list[Any]] = {
@@ -88,7 +91,7 @@ def legacy_forest(
         f"{prefix}_{k}": [] for k in (["ids", "treeids", "nodeids", "weights"])
     }
     for t in range(n_trees):
-        for i, spec in enumerate(_grow(rng, depth, thresholds)):
+        for i, spec in enumerate(_grow(rng, depth, thresholds, shallow)):
             leaf = spec["mode"] == "LEAF"
             a["nodes_treeids"].append(t)
             a["nodes_nodeids"].append(i)
@@ -396,3 +399,17 @@ def test_trees_of_one_leaf(rows):
     x = _inputs(rng, rows, thresholds, np.float64)
     compiled, numpy_form = node_forms("TreeEnsembleRegressor", [x], 3, domain=ML, **attrs)
     assert_same(compiled, numpy_form)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_balanced_trees_few_rows(dtype):
+    """Trees all of one depth: fewer rows than lanes walk them in lock step across trees."""
+    rng = np.random.default_rng(6)
+    thresholds = _thresholds(rng)
+    attrs = legacy_forest(rng, 70, 5, LEGACY_MODES, "target", 3, thresholds, shallow=0.0)
+    for n in (1, 2, 5, 31, 32, 33):
+        x = _inputs(rng, n, thresholds, dtype)
+        compiled, numpy_form = node_forms(
+            "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
+        )
+        assert_same(compiled, numpy_form)
