@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 #: Every compiled module this package builds (``setup.py`` compiles ``native/<name>.pyx``).
-MODULES: tuple[str, ...] = ("_conv", "_half", "_math", "_pointwise", "_quant", "_rnn")
+MODULES: tuple[str, ...] = ("_conv", "_half", "_math", "_pointwise", "_quant", "_rnn", "_trees")
 
 _LOADED: dict[str, ModuleType | None] = {}
 

@@ -7,6 +7,10 @@ where ``next[node, code]`` is the child taken for a comparison outcome ``code`` 
 1: x == t, 2: x > t, 3: unordered, i.e. NaN), so a node's mode and its missing-value rule are
 folded into the table. Evaluation advances a [rows, trees] array of node indices depth times;
 leaves point to themselves.
+
+Each kernel takes how it scores rows as its positional-only ``scores``: the NumPy form
+(:func:`forest_scores`) or, as its compiled form declares, the forest packed once and walked by
+:mod:`onnxflow.native._trees` (:func:`packed_scores`), which gives the same bits.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
+from onnxflow.ops.ml import packed_forest
 from onnxflow.ops.ml.common import (
     ML_DOMAIN,
     POST_TRANSFORMS,
@@ -28,6 +34,7 @@ from onnxflow.ops.ml.common import (
     transform_scores,
 )
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits, native_form
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER, LEAF = range(8)
 _MODE_NAMES = {
@@ -80,8 +87,7 @@ class Forest:
         leaf, those are set aside, so shallow leaves do not pay for the deepest one.
         """
         n, n_features = x.shape
-        if len(self.feature) and n and self.feature.max() >= n_features:
-            raise ValueError(f"a node tests feature {self.feature.max()}, input has {n_features}")
+        self.check_features(x)
         single = x.dtype != np.float64
         if single:
             x = x.astype(np.float32)
@@ -100,6 +106,12 @@ class Forest:
         reached[pos] = node
         return reached.reshape(n, len(self.roots))
 
+    def check_features(self, x: np.ndarray) -> None:
+        """Raise ValueError when a node tests a feature the [N, F] input ``x`` lacks."""
+        n, n_features = x.shape
+        if len(self.feature) and n and self.feature.max() >= n_features:
+            raise ValueError(f"a node tests feature {self.feature.max()}, input has {n_features}")
+
     def _step(self, node: np.ndarray, xv: np.ndarray, single: bool) -> np.ndarray:
         """The children that ``node`` leads to for the values ``xv`` they test (a leaf stays)."""
         t = self.thresholds[single].take(node)
@@ -117,20 +129,23 @@ class Forest:
 
     def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
         """Return the [N, targets] aggregate (float64) of the leaves' votes over the trees."""
-        n, n_trees = leaves.shape
+        return self.aggregate_slots(self.leaf_slot.take(leaves), how)
+
+    def aggregate_slots(self, slots: np.ndarray, how: str) -> np.ndarray:
+        """:meth:`aggregate` of the leaves' slots (rows of ``weights``), [N, trees]."""
+        n, n_trees = slots.shape
         out = np.zeros((n, self.weights.shape[1]))
         step = max(1, _CHUNK // max(1, n_trees * self.weights.shape[1]))
         by_target = np.ascontiguousarray(self.weights.T)
         for start in range(0, n, step):
+            chunk = slots[start : start + step]
             if how in ("SUM", "AVERAGE"):  # per target, trees summed in order over rows
-                slots = self.leaf_slot.take(leaves[start : start + step].T)
                 for j, column in enumerate(by_target):
-                    out[start : start + step, j] = column.take(slots).sum(axis=0)
+                    out[start : start + step, j] = column.take(chunk.T).sum(axis=0)
                 continue
-            slots = self.leaf_slot.take(leaves[start : start + step])
-            w = self.weights[slots]
+            w = self.weights[chunk]
             best = w.min(axis=1) if how == "MIN" else w.max(axis=1)
-            out[start : start + step] = np.where(self.voted[slots].any(axis=1), best, 0.0)
+            out[start : start + step] = np.where(self.voted[chunk].any(axis=1), best, 0.0)
         return out / n_trees if how == "AVERAGE" and n_trees else out
 
 
@@ -143,6 +158,42 @@ def _member_codes(
         v = xv.reshape(-1)[where]
         inside = membership.contains(idx.reshape(-1)[where], v)
         code.reshape(-1)[where] = np.where(inside, 0, np.where(np.isnan(v), 3, 2))
+
+
+#: How a tree ensemble's kernel scores its rows: ``scores(forest, aggregate)`` gives the
+#: function from an [N, F] input to its [N, targets] float64 aggregate.
+Scores = Callable[["Forest", str], Callable[[np.ndarray], np.ndarray]]
+_TREES = compiled.module("_trees")
+
+
+def forest_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The NumPy form: every row walked level by level, then aggregated."""
+
+    def scores(x: np.ndarray) -> np.ndarray:
+        return forest.aggregate(forest.leaves(x), how)
+
+    return scores
+
+
+def packed_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The compiled form (:mod:`onnxflow.native._trees`): the forest packed once, each row
+    walked once per tree; the NumPy form where the forest does not pack."""
+    packed = None if _TREES is None else packed_forest.pack(_TREES, forest, _CHUNK)
+    if packed is None:
+        return forest_scores(forest, how)
+    return packed_forest.compiled_scores(packed, forest, how, forest_scores(forest, how))
+
+
+def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
+    """The traits declaring the compiled form of the tree-ensemble ``builder()``: the builder
+    with :func:`packed_scores` (none when the compiled module was not built)."""
+    if _TREES is None:
+        return Traits()
+
+    def form(node: NodeContext, **attrs: Any) -> Any:
+        return builder()(node, packed_scores, **attrs)
+
+    return Traits(native=native_form(form))
 
 
 @dataclass(frozen=True)
@@ -272,9 +323,11 @@ def _split_members(membership_values: np.ndarray | None) -> list[np.ndarray]:
 
 
 # Over 40 lines only for its signature: one keyword per schema attribute (17 of them).
-@op("TreeEnsemble", 5, domain=ML_DOMAIN, build=True)
+@op("TreeEnsemble", 5, domain=ML_DOMAIN, build=True, traits=_compiled(lambda: tree_ensemble))
 def tree_ensemble(
     node: NodeContext,
+    scores: Scores = forest_scores,
+    /,
     *,
     tree_roots: list[int],
     nodes_modes: np.ndarray,
@@ -311,10 +364,10 @@ def tree_ensemble(
         forest = _build_forest(nodes, roots, votes, targets, how, _split_members(membership_values))
     except ValueError as exc:
         raise node.error(str(exc)) from exc
+    score = scores(forest, how)
 
     def run(x: np.ndarray) -> np.ndarray:
-        scores = forest.aggregate(forest.leaves(as_2d(x)), how)
-        return transform_scores(scores, transform).astype(x.dtype)
+        return transform_scores(score(as_2d(x)), transform).astype(x.dtype)
 
     return run
 
@@ -459,9 +512,19 @@ _LEGACY_NODE_ATTRS = (
 )  # fmt: skip
 
 
-@op("TreeEnsembleRegressor", 1, 3, 5, domain=ML_DOMAIN, build=True)
+@op(
+    "TreeEnsembleRegressor",
+    1,
+    3,
+    5,
+    domain=ML_DOMAIN,
+    build=True,
+    traits=_compiled(lambda: tree_ensemble_regressor),
+)
 def tree_ensemble_regressor(
     node: NodeContext,
+    scores: Scores = forest_scores,
+    /,
     *,
     n_targets: int | None = None,
     aggregate_function: str = "SUM",
@@ -493,18 +556,28 @@ def tree_ensemble_regressor(
         node, {**nodes, **votes}, (base_values, base_values_as_tensor), "target", targets,
         aggregate_function,
     )  # fmt: skip
+    score = scores(forest, aggregate_function)
 
     def run(x: np.ndarray) -> np.ndarray:
-        scores = forest.aggregate(forest.leaves(as_2d(x)), aggregate_function) + base
-        return transform_scores(scores, transform).astype(np.float32)
+        return transform_scores(score(as_2d(x)) + base, transform).astype(np.float32)
 
     return run
 
 
 # Over 40 lines for its signature (one keyword per schema attribute) and its two-class rule.
-@op("TreeEnsembleClassifier", 1, 3, 5, domain=ML_DOMAIN, build=True)
+@op(
+    "TreeEnsembleClassifier",
+    1,
+    3,
+    5,
+    domain=ML_DOMAIN,
+    build=True,
+    traits=_compiled(lambda: tree_ensemble_classifier),
+)
 def tree_ensemble_classifier(
     node: NodeContext,
+    scores: Scores = forest_scores,
+    /,
     *,
     classlabels_int64s: list[int] | None = None,
     classlabels_strings: list[str] | None = None,
@@ -535,16 +608,18 @@ def tree_ensemble_classifier(
     all_positive = bool((weights >= 0).all())
     # A class no leaf votes for never wins (its score is only its base value).
     never_voted = np.where(forest.voted.any(axis=0), 0.0, -np.inf)
+    all_voted = bool((never_voted == 0).all())  # adding zeros changes no argmax
+    score = scores(forest, "SUM")
 
     def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = forest.aggregate(forest.leaves(as_2d(x)), "SUM")
+        summed = score(as_2d(x))
         if one_score:
-            score = scores[:, 0] + base[0]
-            top = labels[(score > (0.5 if all_positive else 0.0)).astype(np.intp)]
-            return top, binary_scores(score, transform, all_positive).astype(np.float32)
-        scores += base
-        top = labels[np.argmax(scores + never_voted, axis=1)]
-        return top, transform_scores(scores, transform).astype(np.float32)
+            positive = summed[:, 0] + base[0]
+            top = labels[(positive > (0.5 if all_positive else 0.0)).astype(np.intp)]
+            return top, binary_scores(positive, transform, all_positive).astype(np.float32)
+        summed += base
+        top = labels[np.argmax(summed if all_voted else summed + never_voted, axis=1)]
+        return top, transform_scores(summed, transform).astype(np.float32)
 
     return run
 

@@ -1,0 +1,309 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Tree ensembles: every row walked through every tree of a packed forest.
+
+A packed forest is one int32 array of nodes, ``width`` words each: the threshold (one float32
+word, or two for a float64 forest), then ``fm``, ``yes`` and ``no`` (and a pad word for float64).
+``fm`` holds the feature tested (bits 0-26), whether the node tests set membership (bit 27), and
+in bits 28-31 which comparison outcomes take ``no``: outcome 0 x < t, 1 x == t, 2 x > t,
+3 unordered (a NaN). A leaf takes ``yes`` to itself and holds its leaf slot in ``no``, so a walk
+may go on past its leaf: a tree walks up to 32 rows in lock step for its depth (no branch to
+mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead: in lock step
+when all trees have one depth, else each lane to its own leaf and then the next pair (trees of
+unequal depths waste no steps).
+
+Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
+row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
+the other from 0.0; pairwise, as NumPy does, when its chunk holds one row).
+"""
+
+from libc.stdint cimport int32_t, uint32_t
+from libc.stdlib cimport free, malloc
+
+ctypedef fused real:
+    float
+    double
+
+cdef enum:
+    FEATURE = (1 << 27) - 1
+    MEMBER = 1 << 27
+    LANES = 32  # (row, tree) pairs walked in lock step
+    BLOCK = 256  # rows walked through all trees before their sums
+
+
+cdef struct Forest:
+    const int32_t* nodes
+    const int32_t* roots
+    const int32_t* depth
+    Py_ssize_t trees
+    const int32_t* member_start  # per node: its set in member_values (membership nodes only)
+    const int32_t* member_end
+    const void* member_values  # each set sorted, in the forest's float type
+    bint even  # all trees of one depth
+
+
+cdef inline Py_ssize_t words(real t) noexcept nogil:
+    """A node's int32 words in a forest of thresholds of t's type."""
+    return 4 if real is float else 6
+
+
+cdef inline bint contains(const Forest* f, int32_t node, real v) noexcept nogil:
+    """Whether v is in the (sorted) set of membership node ``node``."""
+    cdef const real* values = <const real*>f.member_values
+    cdef int32_t lo = f.member_start[node], hi = f.member_end[node], mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < f.member_end[node] and values[lo] == v
+
+
+cdef inline int32_t step(const Forest* f, int32_t node, const real* row) noexcept nogil:
+    """The node that ``node`` leads to for the row (a leaf leads to itself)."""
+    cdef Py_ssize_t k = sizeof(real) // 4
+    cdef const int32_t* nd = f.nodes + node * words(<real>0)
+    cdef real t = (<const real*>nd)[0]
+    cdef uint32_t fm = <uint32_t>nd[k]
+    cdef real v = row[fm & FEATURE]
+    # 0 x < t, 1 x == t, 2 x > t, 3 x NaN (a NaN threshold's node takes one child for all codes)
+    cdef int code = (v > t) + (v >= t) + 3 * (v != v)
+    if fm & MEMBER:
+        if v != v:
+            code = 3
+        elif contains(f, node, v):
+            code = 0
+        else:
+            code = 2
+    return nd[k + 1 + ((fm >> (28 + code)) & 1)]
+
+
+cdef void walk_tile(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t r0, Py_ssize_t nr,
+    Py_ssize_t t, int32_t* out,
+) noexcept nogil:
+    """Walk nr rows from x[r0] through tree t in lock step, for the tree's depth:
+    out[r * trees + t] = the leaf slot row r0 + r reaches."""
+    cdef int32_t node[LANES]
+    cdef const real* rows[LANES]
+    cdef Py_ssize_t i, d
+    cdef Py_ssize_t slot = sizeof(real) // 4 + 2
+    for i in range(nr):
+        node[i] = f.roots[t]
+        rows[i] = x + (r0 + i) * n_features
+    for d in range(f.depth[t]):
+        for i in range(nr):
+            node[i] = step(f, node[i], rows[i])
+    for i in range(nr):
+        out[i * f.trees + t] = f.nodes[node[i] * words(<real>0) + slot]
+
+
+cdef void walk_trees(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, Py_ssize_t t0,
+    Py_ssize_t nt, int32_t* out,
+) noexcept nogil:
+    """Walk nr rows through trees t0..t0+nt (nr * nt <= LANES) in lock step, for the depth
+    of the deepest: out[r * trees + t] = the leaf slot row r reaches in tree t."""
+    cdef int32_t node[LANES]
+    cdef const real* rows[LANES]
+    cdef int32_t* at[LANES]
+    cdef Py_ssize_t i = 0, r, t, d, depth = 0
+    cdef Py_ssize_t slot = sizeof(real) // 4 + 2
+    for t in range(t0, t0 + nt):
+        depth = max(depth, <Py_ssize_t>f.depth[t])
+        for r in range(nr):
+            node[i], rows[i], at[i] = f.roots[t], x + r * n_features, out + r * f.trees + t
+            i += 1
+    for d in range(depth):
+        for i in range(nr * nt):
+            node[i] = step(f, node[i], rows[i])
+    for i in range(nr * nt):
+        at[i][0] = f.nodes[node[i] * words(<real>0) + slot]
+
+
+cdef void walk_jobs(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows: each lane
+    walks one (row, tree) pair to its leaf, then takes the next pair (rows first)."""
+    cdef int32_t node[LANES]
+    cdef const real* rows[LANES]
+    cdef int32_t* at[LANES]
+    cdef Py_ssize_t active = 0, i = 0, row = 0, tree = 0
+    cdef Py_ssize_t slot = sizeof(real) // 4 + 2
+    cdef int32_t nxt
+    while active < LANES and tree < f.trees:
+        node[active], rows[active], at[active] = f.roots[tree], x + row * n_features, out + row * f.trees + tree
+        active += 1
+        row += 1
+        if row == nr:
+            row, tree = 0, tree + 1
+    while active:
+        i = 0
+        while i < active:
+            nxt = step(f, node[i], rows[i])
+            if nxt != node[i]:
+                node[i] = nxt
+                i += 1
+                continue
+            at[i][0] = f.nodes[nxt * words(<real>0) + slot]
+            if tree < f.trees:
+                node[i], rows[i], at[i] = f.roots[tree], x + row * n_features, out + row * f.trees + tree
+                row += 1
+                if row == nr:
+                    row, tree = 0, tree + 1
+                i += 1
+            else:
+                active -= 1
+                node[i], rows[i], at[i] = node[active], rows[active], at[active]
+
+
+cdef void walk_block(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
+    cdef Py_ssize_t t = 0, r, lanes = LANES, group
+    if nr < LANES and not f.even:  # lanes across trees of unequal depths: each to its leaf
+        walk_jobs(f, x, n_features, nr, out)
+        return
+    if nr < LANES:  # lanes across trees of one depth, in lock step
+        group = lanes // nr
+        while t < f.trees:
+            walk_trees(f, x, n_features, nr, t, min(group, f.trees - t), out)
+            t += group
+        return
+    for t in range(f.trees):
+        r = 0
+        while r < nr:
+            walk_tile(f, x, n_features, r, min(lanes, nr - r), t, out + r * f.trees)
+            r += lanes
+
+
+cdef double pairwise(const double* a, Py_ssize_t n) noexcept nogil:
+    """NumPy's pairwise sum of a[:n] (numpy/_core/src/umath/loops_utils.h.src)."""
+    cdef double r[8]
+    cdef double res
+    cdef Py_ssize_t i, j, n2
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        for j in range(8):
+            r[j] = a[j]
+        i = 8
+        while i < n - (n % 8):
+            for j in range(8):
+                r[j] += a[i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise(a, n2) + pairwise(a + n2, n - n2)
+
+
+cdef void sum_row(
+    const int32_t* slots, Py_ssize_t trees, const double* weights, Py_ssize_t targets,
+    bint pairwise_order, double* out, double* scratch,
+) noexcept nogil:
+    """out[j] = 0.0 + the sum over trees of weights[slots[t], j]: one after the other in tree
+    order, or pairwise (NumPy's order when it reduces one row)."""
+    cdef Py_ssize_t t, j
+    cdef const double* w
+    if pairwise_order:
+        for j in range(targets):
+            for t in range(trees):
+                scratch[t] = weights[slots[t] * targets + j]
+            out[j] = 0.0 + pairwise(scratch, trees)
+        return
+    for j in range(targets):
+        out[j] = 0.0
+    for t in range(trees):
+        w = weights + slots[t] * targets
+        for j in range(targets):
+            out[j] += w[j]
+
+
+cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) noexcept nogil:
+    """How many rows the chunk of row r holds when n rows go in chunks of ``chunk``."""
+    return min(chunk, n - (r // chunk) * chunk)
+
+
+cdef class PackedForest:
+    """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
+    the arrays it is made of are kept, not copied."""
+
+    cdef Forest f
+    cdef const int32_t[::1] nodes, roots, depth, member_start, member_end
+    cdef const unsigned char[::1] member_values
+    cdef const double[:, ::1] weights
+    cdef Py_ssize_t chunk, width
+
+    def __init__(
+        self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
+        const int32_t[::1] depth, const int32_t[::1] member_start,
+        const int32_t[::1] member_end, const unsigned char[::1] member_values,
+        const double[:, ::1] weights, Py_ssize_t chunk,
+    ):
+        cdef Py_ssize_t i
+        if roots.shape[0] == 0 or depth.shape[0] != roots.shape[0] or width not in (4, 6):
+            raise ValueError("a packed forest needs trees, one depth each, 4 or 6 words a node")
+        self.nodes, self.roots, self.depth = nodes, roots, depth
+        self.member_start, self.member_end, self.member_values = member_start, member_end, member_values
+        self.weights, self.chunk, self.width = weights, max(chunk, 1), width
+        self.f.nodes = &nodes[0]
+        self.f.roots = &roots[0]
+        self.f.depth = &depth[0]
+        self.f.trees = roots.shape[0]
+        self.f.member_start = &member_start[0]
+        self.f.member_end = &member_end[0]
+        self.f.member_values = &member_values[0]
+        self.f.even = True
+        for i in range(depth.shape[0]):
+            self.f.even = self.f.even and depth[i] == depth[0]
+
+    def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
+        """out[r, t] = the leaf slot row r of x reaches in tree t."""
+        cdef Py_ssize_t n = x.shape[0], r0 = 0
+        self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.f.trees)
+        with nogil:
+            while r0 < n:
+                walk_block(&self.f, &x[r0, 0], x.shape[1], min(<Py_ssize_t>BLOCK, n - r0), &out[r0, 0])
+                r0 += BLOCK
+
+    def sums(self, const real[:, ::1] x, double[:, ::1] out):
+        """out[r, j] = the sum of weights[slot, j] over the leaves row r reaches, trees in order,
+        as NumPy sums a [trees, rows] chunk over its first axis."""
+        cdef Py_ssize_t n = x.shape[0], r0 = 0, r, nr, trees = self.f.trees
+        cdef Py_ssize_t targets = self.weights.shape[1]
+        self._check(n, x.shape[1], words(<real>0), out.shape[0], out.shape[1], targets)
+        cdef int32_t* block = <int32_t*>malloc(BLOCK * trees * sizeof(int32_t))
+        cdef double* scratch = <double*>malloc(trees * sizeof(double))
+        if block == NULL or scratch == NULL:
+            free(block)
+            free(scratch)
+            raise MemoryError()
+        with nogil:
+            while r0 < n:
+                nr = min(<Py_ssize_t>BLOCK, n - r0)
+                walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
+                for r in range(nr):
+                    sum_row(
+                        block + r * trees, trees, &self.weights[0, 0], targets,
+                        chunk_rows(r0 + r, n, self.chunk) == 1, &out[r0 + r, 0], scratch,
+                    )
+                r0 += BLOCK
+        free(block)
+        free(scratch)
+
+    cdef _check(
+        self, Py_ssize_t n, Py_ssize_t features, Py_ssize_t width, Py_ssize_t out_rows,
+        Py_ssize_t out_cols, Py_ssize_t cols,
+    ):
+        if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
+            raise ValueError("input of the wrong float type, no features, or output of the wrong shape")

@@ -1,0 +1,142 @@
+"""The tree ensembles' compiled form: a :class:`~onnxflow.ops.ml.trees.Forest` packed once, at
+compile time, into the node words :mod:`onnxflow.native._trees` walks.
+
+Each node becomes ``W`` int32 words: its threshold (float32: one word, float64: two), then
+``fm`` (the feature in bits 0-26, bit 27 for a set-membership node, bits 28-31: which of the
+comparison codes 0..3 of the Forest's table take ``no``), ``yes`` and ``no``. A leaf leads to
+itself and keeps its leaf slot in ``no``. Sums (SUM, AVERAGE) are taken in the compiled loop in
+the NumPy form's order; MIN and MAX take the compiled walk's leaf slots to the NumPy aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: A :class:`onnxflow.ops.ml.trees.Forest` (not imported: that module imports this one).
+Forest = Any
+
+#: Features a packed node can name (bits 0-26 of its ``fm`` word).
+_MAX_FEATURES = 1 << 27
+_MEMBER_BIT = 1 << 27
+_CODE_SHIFT = 28
+#: A packed node's words: threshold words, fm, yes, no (and a pad word after a float64).
+_WIDTH = {np.float32: 4, np.float64: 6}
+
+
+@dataclass(frozen=True)
+class _Members:
+    """Per node, its set [start, end) in ``values`` (sorted), in one float type."""
+
+    start: np.ndarray
+    end: np.ndarray
+    values: np.ndarray
+
+
+def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] | None:
+    """``forest`` packed for ``mod`` (:mod:`onnxflow.native._trees`), one form per float type
+    of the input; None when it does not fit the words (2**27 features, 2**28 nodes) or has no
+    trees. ``chunk_values``: the NumPy aggregate's gathered values per chunk (its rows per
+    chunk decide the order it sums in)."""
+    n = len(forest.feature)
+    n_trees = len(forest.roots)
+    if not n_trees or n >= 1 << 28 or (n and forest.feature.max() >= _MAX_FEATURES):
+        return None
+    table = forest.next.reshape(n, 4)
+    yes = table[:, 0]
+    takes_no = table != yes[:, None]
+    no = np.where(forest.interior, table[np.arange(n), np.argmax(takes_no, axis=1)], 0)
+    no = np.where(forest.interior, no, forest.leaf_slot)
+    shifts = np.arange(_CODE_SHIFT, _CODE_SHIFT + 4, dtype=np.uint64)
+    member = np.zeros(n, bool) if forest.memberships is None else forest.memberships[0].slot >= 0
+    # a NaN threshold leaves every comparison unordered: all codes take code 3's child
+    unordered = np.isnan(forest.thresholds[0]) & ~member
+    takes_no[unordered] = takes_no[unordered, 3:]
+    fm = forest.feature.astype(np.uint64) | np.where(member, _MEMBER_BIT, 0).astype(np.uint64)
+    fm |= (takes_no.astype(np.uint64) << shifts).sum(axis=1, dtype=np.uint64)
+    words = [fm.astype(np.uint32).view(np.int32), yes.astype(np.int32), no.astype(np.int32)]
+    roots = forest.roots.astype(np.int32)
+    depth = _tree_depths(table, forest.interior, forest.roots, forest.depth)
+    chunk = max(1, chunk_values // max(1, n_trees * forest.weights.shape[1]))
+    weights = np.ascontiguousarray(forest.weights, np.float64)
+    packed = {}
+    for dtype, thresholds, pad in ((np.float32, forest.thresholds[1], 0),
+                                   (np.float64, forest.thresholds[0], 1)):  # fmt: skip
+        members = _members(forest, n, dtype)
+        packed[dtype] = mod.PackedForest(
+            _words(thresholds, words, pad), _WIDTH[dtype], roots, depth, members.start,
+            members.end, members.values.view(np.uint8), weights, chunk,
+        )  # fmt: skip
+    return packed
+
+
+def _words(thresholds: np.ndarray, words: list[np.ndarray], pad: int) -> np.ndarray:
+    """The flat int32 words of every node: threshold, fm, yes, no (and ``pad`` zero words)."""
+    n = len(thresholds)
+    threshold = np.ascontiguousarray(thresholds).view(np.int32).reshape(n, -1)
+    columns = [threshold, *(w.reshape(n, 1) for w in words), np.zeros((n, pad), np.int32)]
+    return np.ascontiguousarray(np.concatenate(columns, axis=1)).reshape(-1)
+
+
+def _tree_depths(
+    table: np.ndarray, interior: np.ndarray, roots: np.ndarray, depth: int
+) -> np.ndarray:
+    """Each tree's depth: the steps from its root to its deepest leaf."""
+    height = np.zeros(len(interior), np.int64)
+    for _ in range(depth):
+        height = np.where(interior, 1 + height[table].max(axis=1), 0)
+    return height[roots].astype(np.int32)
+
+
+def _members(forest: Forest, n: int, dtype: type) -> _Members:
+    """The membership sets of each node (empty where the node tests none), in ``dtype``."""
+    if forest.memberships is None:
+        none = np.zeros(n + 1, np.int32)
+        return _Members(none, none, np.zeros(1, dtype))
+    return _sets(forest.memberships[dtype == np.float32], dtype)
+
+
+def _sets(membership: Any, dtype: type) -> _Members:
+    """Each node's member values as sorted runs of one array in ``dtype``."""
+    width = len(membership.values)
+    keys = membership.keys[membership.keys >= 0]
+    values = membership.values[keys % width].astype(dtype)
+    slot = membership.slot
+    start = np.searchsorted(keys, np.maximum(slot, 0) * width).astype(np.int32)
+    end = np.searchsorted(keys, (np.maximum(slot, 0) + 1) * width).astype(np.int32)
+    start, end = np.where(slot >= 0, start, 0), np.where(slot >= 0, end, 0)
+    return _Members(
+        start.astype(np.int32), end.astype(np.int32), np.append(values, 0).astype(dtype)
+    )
+
+
+def compiled_scores(
+    packed: dict[type, Any], forest: Forest, how: str, fallback: Callable[[np.ndarray], np.ndarray]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The [N, F] -> [N, targets] float64 aggregate of the forest's votes, walked compiled:
+    the same values as the NumPy form's ``forest.aggregate(forest.leaves(x), how)``."""
+    n_trees = len(forest.roots)
+    top_feature = int(forest.feature.max(initial=0))
+    targets = forest.weights.shape[1]
+
+    def scores(x: np.ndarray) -> np.ndarray:
+        n, n_features = x.shape
+        if not n:
+            return fallback(x)
+        if top_feature >= n_features:
+            raise ValueError(f"a node tests feature {top_feature}, input has {n_features}")
+        x = np.ascontiguousarray(x, np.float64 if x.dtype == np.float64 else np.float32)
+        walker = packed[x.dtype.type]
+        if how not in ("SUM", "AVERAGE"):
+            slots = np.empty((n, n_trees), np.int32)
+            walker.slots(x, slots)
+            return forest.aggregate_slots(slots, how)
+        out = np.empty((n, targets))
+        walker.sums(x, out)
+        return out / n_trees if how == "AVERAGE" else out
+
+    return scores
