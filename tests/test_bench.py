@@ -174,6 +174,14 @@ def test_the_bench_takes_a_thread_count() -> None:
         main(["--threads", "-1", "--only", "dispatch"])
 
 
+def test_the_zoo_times_either_kernel_form_on_chosen_engines() -> None:
+    args = parse_args(["--zoo", "--kernels", "numpy", "--engines", "onnxflow"])
+    assert (args.kernels, args.engines) == ("numpy", "onnxflow")
+    assert parse_args(["--zoo"]).kernels == "native"
+    with pytest.raises(SystemExit):
+        parse_args(["--zoo", "--kernels", "fast"])
+
+
 def test_each_engines_process_reports_its_own_row(quick_run: tuple[str, dict]) -> None:
     """Merged rows: every engine's time, from its process; none says another's failure."""
     _, data = quick_run

@@ -155,6 +155,15 @@ def test_a_zoo_models_options_reach_onnxflows_session(tmp_path: Path) -> None:
     assert dict(BY_NAME["ppocr_cls_fp16_f32"].options) == {"float16_rounding": "outputs"}
 
 
+def test_the_zoo_runs_onnxflows_numpy_forms_when_asked() -> None:
+    """run_zoo(kernels="numpy") gives onnxflow's engine SessionOptions(kernels="numpy"): the
+    row still runs and agrees with onnxruntime."""
+    (row,) = run_zoo(
+        [BY_NAME["streaming_standin"]], 0.1, ("onnxflow", "onnxruntime"), kernels="numpy"
+    )
+    assert not row.failures and row.match == "✓"
+
+
 #: The models issue 30 adds, and their kinds.
 ADDED = {
     "sklearn_forest_pipeline": "trees",

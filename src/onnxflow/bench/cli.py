@@ -62,6 +62,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="intra_op_num_threads of onnxflow's and onnxruntime's sessions (default 0: each "
         "engine's own default)",
     )
+    parser.add_argument(
+        "--kernels",
+        choices=("native", "numpy"),
+        default="native",
+        help="zoo: onnxflow's SessionOptions.kernels (numpy: time its NumPy forms)",
+    )
+    parser.add_argument(
+        "--engines",
+        metavar="A,B",
+        help="zoo: only these engines (onnxflow, onnxruntime, tract, reference)",
+    )
     return parser.parse_args(argv)
 
 
@@ -88,6 +99,7 @@ def _zoo(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from onnxflow.bench.harness import machine_info
+    from onnxflow.bench.zoo.engine import ENGINES
     from onnxflow.bench.zoo.run import run_zoo, zoo_text
     from onnxflow.bench.zoo.run import select as select_models
 
@@ -95,7 +107,10 @@ def _zoo(args: argparse.Namespace) -> int:
         for model in select_models(args.only):
             print(f"{model.name:24} {model.kind:12} {model.size}")
         return 0
-    rows = run_zoo(select_models(args.only), args.seconds, threads=args.threads)
+    engines = tuple(args.engines.split(",")) if args.engines else tuple(ENGINES)
+    rows = run_zoo(
+        select_models(args.only), args.seconds, engines, threads=args.threads, kernels=args.kernels
+    )
     machine = machine_info()
     machine["tract"] = _version("tract")
     print(zoo_text(rows, machine, args.seconds))

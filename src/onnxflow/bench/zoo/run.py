@@ -52,15 +52,19 @@ def run_zoo(
     seconds: float,
     engines: tuple[str, ...] = tuple(ENGINES),
     threads: int = 0,
+    kernels: str = "native",
 ) -> list[ZooRow]:
     """Measure ``models`` on ``engines``; ``seconds`` of samples per engine and round;
-    ``threads``: each engine's intra-op thread count (0: its default)."""
+    ``threads``: each engine's intra-op thread count (0: its default); ``kernels``: onnxflow's
+    SessionOptions.kernels (``"numpy"`` times its NumPy forms)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnxflow-zoo-") as tmp:
         for model in models:
             log.info("[zoo] %s ...", model.name)
             if threads:
                 model = replace(model, options=(*model.options, ("threads", threads)))
+            if kernels != "native":
+                model = replace(model, options=(*model.options, ("kernels", kernels)))
             rows.append(_measure_model(model, Path(tmp), seconds, engines))
     return rows
 
