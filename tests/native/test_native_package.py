@@ -78,3 +78,38 @@ def test_bad_kernels_option_is_named():
 
     with pytest.raises(onnxflow.OnnxflowError, match="kernels"):
         onnxflow.SessionOptions(kernels="fast")
+
+
+def test_code_names_the_compiled_form_of_a_builder_kernel():
+    """`onnxflow code` tells the forms apart for builder kernels too (a tree ensemble)."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["x"],
+        ["y"],
+        domain="ai.onnx.ml",
+        n_targets=1,
+        nodes_treeids=[0],
+        nodes_nodeids=[0],
+        nodes_featureids=[0],
+        nodes_modes=["LEAF"],
+        nodes_values=[0.0],
+        nodes_truenodeids=[0],
+        nodes_falsenodeids=[0],
+        target_treeids=[0],
+        target_nodeids=[0],
+        target_ids=[0],
+        target_weights=[1.5],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])],
+    )
+    imports = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    model = helper.make_model(graph, opset_imports=imports).SerializeToString()
+    native_code = onnxflow.InferenceSession(model).source()
+    numpy_code = onnxflow.InferenceSession(model, onnxflow.SessionOptions(kernels="numpy")).source()
+    assert "run_compiled" in native_code and "run_compiled" not in numpy_code

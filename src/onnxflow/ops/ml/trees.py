@@ -191,7 +191,12 @@ def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
         return Traits()
 
     def form(node: NodeContext, **attrs: Any) -> Any:
-        return builder()(node, packed_scores, **attrs)
+        step = builder()(node, packed_scores, **attrs)
+        fn = getattr(step, "fn", step)  # a Built, or the step itself
+        if hasattr(fn, "__qualname__"):  # named apart from the NumPy form's in `onnxflow code`
+            fn.__name__ = "run_compiled"
+            fn.__qualname__ = fn.__qualname__.rpartition(".")[0] + ".run_compiled"
+        return step
 
     return Traits(native=native_form(form))
 
