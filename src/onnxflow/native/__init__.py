@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 #: Every compiled module this package builds (``setup.py`` compiles ``native/<name>.pyx``).
-MODULES: tuple[str, ...] = ("_math", "_pointwise")
+MODULES: tuple[str, ...] = ("_math", "_pointwise", "_fuse")
 
 _LOADED: dict[str, ModuleType | None] = {}
 

@@ -17,13 +17,17 @@ from onnx import GraphProto
 from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
+from onnxflow.ops.linalg import matmul
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.pass_made import (
     FAKE_QUANTIZE,
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
+    MATMUL_BIAS,
     POINTWISE,
+    PRIMITIVE_LAYER_NORM,
+    PRIMITIVE_RMS_NORM,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
 )
@@ -390,3 +394,108 @@ def pointwise(
     this NumPy form runs them as written (``body``); ``opcodes`` and ``operands`` are the
     program its compiled form runs."""
     return _body_call(node, body)
+
+
+# -- LayerNorm and RMSNorm written as primitives -----------------------------------------------
+_FUSE = compiled.module("_fuse")
+_NONE = np.zeros(0, np.float32)
+
+
+def norm_rows(
+    x: np.ndarray,
+    gamma: np.ndarray | None,
+    beta: np.ndarray | None,
+    epsilon: float,
+    centered: bool,
+) -> np.ndarray | None:
+    """LayerNorm (``centered``) or RMSNorm of float32 ``x`` over its last axis, times ``gamma``
+    and plus ``beta`` (None: none), computed in double and rounded once
+    (:func:`onnxflow.native._fuse.norm_rows`); None when the inputs are not float32 arrays
+    whose gamma and beta give one value per column or one in all (the caller then runs the
+    nodes as written). The one entry point of the fused norms' compiled forms."""
+    if x.__class__ is not np.ndarray or x.dtype != _F32 or x.ndim == 0 or x.size == 0:
+        return None
+    cols = x.shape[-1]
+    params = [_columns(p, cols) for p in (gamma, beta)]
+    if any(p is None for p in params):
+        return None
+    out = np.empty(x.shape, _F32)
+    rows = np.ascontiguousarray(x).reshape(-1, cols)
+    _FUSE.norm_rows(rows, params[0], params[1], epsilon, centered, out.reshape(-1, cols))  # type: ignore[union-attr]
+    return out
+
+
+def _columns(p: np.ndarray | None, cols: int) -> np.ndarray | None:
+    """``p`` as one contiguous float32 value per column (empty for None), or None when it is
+    not a float32 array of at most one dim holding one value or ``cols``."""
+    if p is None:
+        return _NONE
+    if p.__class__ is not np.ndarray or p.dtype != _F32 or p.ndim > 1 or p.size not in (1, cols):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(p.reshape(-1), (cols,)))
+
+
+def _norm_compiled(centered: bool) -> Callable[..., Callable[..., Any]]:
+    """The compiled form of a fused norm: :func:`norm_rows`, else the nodes as written."""
+
+    def build(
+        node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+    ) -> Callable[..., Any]:
+        as_written = _body_call(node, body)
+
+        def norm(*args: Any) -> Any:
+            gamma = args[1] if scaled else None
+            beta = args[1 + scaled] if shifted else None
+            out = norm_rows(args[0], gamma, beta, epsilon, centered)
+            return as_written(*args) if out is None else out
+
+        norm.__name__ = norm.__qualname__ = "norm_compiled"
+        return norm
+
+    return build
+
+
+def _norm_traits(centered: bool) -> Traits:
+    compiled_form = _norm_compiled(centered) if _FUSE is not None else None
+    return Traits(static_shape=True, fresh=True, native=native_form(compiled_form))
+
+
+@op(PRIMITIVE_LAYER_NORM, 1, domain=FUSED_DOMAIN, build=True, traits=_norm_traits(True))
+def primitive_layer_norm(
+    node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+) -> Callable[..., Any]:
+    """LayerNorm over the last axis written as primitives (see
+    :mod:`~onnxflow.compile.passes.fuse_norms`): this NumPy form runs the nodes as written
+    (``body``); inputs: x, gamma when ``scaled``, beta when ``shifted``, then the chain's other
+    constants."""
+    return _body_call(node, body)
+
+
+@op(PRIMITIVE_RMS_NORM, 1, domain=FUSED_DOMAIN, build=True, traits=_norm_traits(False))
+def primitive_rms_norm(
+    node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+) -> Callable[..., Any]:
+    """RMSNorm over the last axis written as primitives (see
+    :mod:`~onnxflow.compile.passes.fuse_norms`): this NumPy form runs the nodes as written
+    (``body``); inputs: x, the weight when ``scaled``, then the chain's other constants."""
+    return _body_call(node, body)
+
+
+# -- MatMul and its bias -----------------------------------------------------------------------
+@op(MATMUL_BIAS, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))
+def matmul_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`): the
+    bias added into the product's own fresh array when both are float32 and the bias does not
+    widen it (the same values: ``np.add`` with ``out`` computes what it does without); else the
+    two kernels as written."""
+    y = matmul(a, b)
+    if (
+        y.dtype == _F32
+        and bias.dtype == _F32
+        and y.ndim >= bias.ndim
+        and y.flags.writeable
+        and np.broadcast_shapes(y.shape, bias.shape) == y.shape
+    ):
+        np.add(y, bias, out=y)
+        return y
+    return np.asarray(np.add(y, bias))
