@@ -18,7 +18,8 @@ _F32 = np.dtype(np.float32)
 
 class Chains:
     """One graph as a fusion walks it: who makes and who reads each value, and the values of
-    its constants (initializers the caller cannot override, and Constant nodes' outputs), read
+    its constants (initializers the caller cannot override, Constant nodes' outputs, and
+    Identity nodes of either, as torch.onnx writes parameters equal to others), read
     the first time a pattern asks for one."""
 
     def __init__(self, view: GraphView) -> None:
@@ -44,6 +45,8 @@ class Chains:
         if name in self._inits:
             return numpy_helper.to_array(self._inits[name])
         node = self.producer.get(name)
+        if node is not None and is_onnx_op(node, "Identity"):  # torch's shared parameters
+            return self.const(node.input[0])
         if node is None or not is_onnx_op(node, "Constant") or len(node.attribute) != 1:
             return None
         attr = node.attribute[0]
