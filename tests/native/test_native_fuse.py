@@ -11,7 +11,6 @@ import pytest
 from onnx import TensorProto
 
 import onnxflow
-from onnxflow.ops.pass_made import FUSED_DOMAIN
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "passes"))
 from native_forms import both_forms
@@ -22,7 +21,7 @@ from norm_models import (
     rms_norm_nodes,
 )
 
-FORMS_TESTED = [(FUSED_DOMAIN, "PrimitiveLayerNorm"), (FUSED_DOMAIN, "PrimitiveRMSNorm")]
+FORMS_TESTED = [("onnxflow.fused", "PrimitiveLayerNorm"), ("onnxflow.fused", "PrimitiveRMSNorm")]
 
 #: The compiled norm and the written chain differ by at most this many float32 ulps of
 #: max(|y|, 1): the chain rounds in float32 at each of its nodes (the two means summed over the
