@@ -432,6 +432,8 @@ def _columns(p: np.ndarray | None, cols: int) -> np.ndarray | None:
         return _NONE
     if p.__class__ is not np.ndarray or p.dtype != _F32 or p.ndim > 1 or p.size not in (1, cols):
         return None
+    if p.ndim == 1 and p.size == cols and p.flags.c_contiguous:
+        return p
     return np.ascontiguousarray(np.broadcast_to(p.reshape(-1), (cols,)))
 
 
