@@ -42,7 +42,7 @@ from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import run_in_scope
-from onnxflow.traits import Built, Traits, native_form
+from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -484,20 +484,64 @@ def primitive_rms_norm(
 
 
 # -- MatMul and its bias -----------------------------------------------------------------------
-@op(MATMUL_BIAS, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))
-def matmul_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`): the
-    bias added into the product's own fresh array when both are float32 and the bias does not
-    widen it (the same values: ``np.add`` with ``out`` computes what it does without); else the
-    two kernels as written."""
-    y = matmul(a, b)
-    if (
+@op(
+    MATMUL_BIAS,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(fresh=True, static_shape=True),
+)
+def build_matmul_bias(node: Any) -> Built:
+    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`):
+    :func:`matmul_bias`; the stateful form each generated function makes keeps a small bias
+    widened to the product's shape, as the Add it replaces does (:func:`_widened_bias`)."""
+    return Built(matmul_bias, node.traits.replace(stateful=_widened_bias))
+
+
+def _adds_in_place(y: np.ndarray, bias: np.ndarray) -> bool:
+    """Whether float32 ``bias`` (at most one dim) adds into float32 product ``y`` without
+    widening it."""
+    return (
         y.dtype == _F32
         and bias.dtype == _F32
-        and y.ndim >= bias.ndim
+        and y.ndim >= 1
+        and bias.ndim <= 1
+        and bias.size in (1, y.shape[-1])
         and y.flags.writeable
-        and np.broadcast_shapes(y.shape, bias.shape) == y.shape
-    ):
-        np.add(y, bias, out=y)
+    )
+
+
+def matmul_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The bias added into the product's own fresh array when :func:`_adds_in_place` (the same
+    values: ``np.add`` with ``out`` computes what it does without); else the two kernels as
+    written."""
+    y = matmul(a, b)
+    if not _adds_in_place(y, bias):
+        return np.asarray(np.add(y, bias))
+    np.add(y, bias, out=y)
+    return y
+
+
+def _widened_bias() -> Callable[..., np.ndarray]:
+    """:func:`matmul_bias` keeping the bias it saw last broadcast to the product's shape while
+    that holds at most WIDEN_LIMIT elements: NumPy adds equal shapes faster than it broadcasts
+    (the bias is a constant: the same object holds the same values)."""
+    memo: Memo[tuple[np.ndarray, tuple[int, ...], np.ndarray]] = Memo()
+
+    def run(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        y = matmul(a, b)
+        kept = memo.kept
+        if kept is not None and kept[0] is bias and kept[1] == y.shape and y.dtype is _F32:
+            np.add(y, kept[2], out=y)  # the checks below held when kept (fresh, writeable y)
+            return y
+        if not _adds_in_place(y, bias):
+            return np.asarray(np.add(y, bias))
+        if kept is None or kept[0] is not bias or kept[1] != y.shape:
+            if y.size > WIDEN_LIMIT:
+                np.add(y, bias, out=y)
+                return y
+            kept = memo.kept = (bias, y.shape, np.ascontiguousarray(np.broadcast_to(bias, y.shape)))
+        np.add(y, kept[2], out=y)
         return y
-    return np.asarray(np.add(y, bias))
+
+    return run
