@@ -316,7 +316,10 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "FakeQuantize"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "FoldBatchNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "HalfRound"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "MatMulBias"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "Pointwise"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "PrimitiveLayerNorm"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "PrimitiveRMSNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "RowSquaredDistances"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "ShapeMemo"): ("onnxflow.ops.pass_made.kernels",),
 }

@@ -50,6 +50,8 @@ from onnxflow.compile.passes import (
     fold_batch_norm,
     functions,
     fuse_distances,
+    fuse_matmul_bias,
+    fuse_norms,
     fuse_qdq,
     half,
     hoist,
@@ -95,15 +97,19 @@ class Pass:
 
 #: The passes in the order they run. Float16 widening sees the model as written; hoisting
 #: splits a loop body as written, before any fusion of what stays in it; the graph fusions come
-#: before the shape memo, which groups what they leave; function expansion and folding meet
-#: the nodes one by one as they compile.
+#: before the shape memo, which groups what they leave; the norms before the pointwise regions,
+#: which would take their elementwise tails; a MatMul's bias after them, since a bias Add in a
+#: region costs less (added while the region's chunk is in cache); function expansion and
+#: folding meet the nodes one by one as they compile.
 PIPELINE: tuple[Pass, ...] = (
     Pass("widen float16", Stage.MODEL, half.widen),
     Pass("hoist", Stage.LOOP_BODY, hoist.hoist),
     Pass("fuse row distances", Stage.LOOP_BODY, fuse_distances.fuse),
     Pass("fuse QDQ pairs", Stage.GRAPH, fuse_qdq.fuse_qdq),
     Pass("fold batch norm", Stage.GRAPH, fold_batch_norm.fold_batch_norm),
+    Pass("fuse norms", Stage.GRAPH, fuse_norms.fuse_norms),
     Pass("pointwise regions", Stage.GRAPH, pointwise.fuse_pointwise),
+    Pass("fuse MatMul bias", Stage.GRAPH, fuse_matmul_bias.fuse_matmul_bias),
     Pass("memo shapes", Stage.GRAPH, memo_shapes.memo_shapes),
     Pass("expand functions", Stage.NODE, functions.expand_functions, always=True),
     Pass("fold constants", Stage.NODE, fold.fold_constants),

@@ -14,7 +14,12 @@ module registers nothing.
 - HalfRound 1: a value rounded to float16 and held in float32, made by
   :mod:`~onnxflow.compile.passes.half`;
 - Pointwise 1: a group of float32 elementwise nodes run as one compiled region, made by
-  :mod:`~onnxflow.compile.passes.pointwise`.
+  :mod:`~onnxflow.compile.passes.pointwise`;
+- PrimitiveLayerNorm 1, PrimitiveRMSNorm 1: LayerNorm and RMSNorm over the last axis written
+  as primitives (ReduceMean, Sub, Pow, Add, Sqrt, Div, ...), made by
+  :mod:`~onnxflow.compile.passes.fuse_norms`;
+- MatMulBias 1: a MatMul and the Add of a constant bias that alone reads it, made by
+  :mod:`~onnxflow.compile.passes.fuse_matmul_bias`.
 """
 
 from __future__ import annotations
@@ -28,3 +33,6 @@ SHAPE_MEMO = "ShapeMemo"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
 POINTWISE = "Pointwise"
+PRIMITIVE_LAYER_NORM = "PrimitiveLayerNorm"
+PRIMITIVE_RMS_NORM = "PrimitiveRMSNorm"
+MATMUL_BIAS = "MatMulBias"

@@ -18,13 +18,17 @@ from onnxflow.ops import compiled
 from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
+from onnxflow.ops.linalg import matmul
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.pass_made import (
     FAKE_QUANTIZE,
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
+    MATMUL_BIAS,
     POINTWISE,
+    PRIMITIVE_LAYER_NORM,
+    PRIMITIVE_RMS_NORM,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
 )
@@ -39,7 +43,7 @@ from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
 from onnxflow.runtime.executor import current_runner
 from onnxflow.runtime.observe import run_in_scope
-from onnxflow.traits import Built, Traits, native_form
+from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -443,3 +447,154 @@ def pointwise(
     this NumPy form runs them as written (``body``); ``opcodes`` and ``operands`` are the
     program its compiled form runs."""
     return _body_call(node, body)
+
+
+# -- LayerNorm and RMSNorm written as primitives -----------------------------------------------
+_FUSE = compiled.module("_fuse")
+_NONE = np.zeros(0, np.float32)
+
+
+def norm_rows(
+    x: np.ndarray,
+    gamma: np.ndarray | None,
+    beta: np.ndarray | None,
+    epsilon: float,
+    centered: bool,
+) -> np.ndarray | None:
+    """LayerNorm (``centered``) or RMSNorm of float32 ``x`` over its last axis, times ``gamma``
+    and plus ``beta`` (None: none), computed in double and rounded once
+    (:func:`onnxflow.native._fuse.norm_rows`); None when the inputs are not float32 arrays
+    whose gamma and beta give one value per column or one in all (the caller then runs the
+    nodes as written). The one entry point of the fused norms' compiled forms."""
+    if x.__class__ is not np.ndarray or x.dtype != _F32 or x.ndim == 0 or x.size == 0:
+        return None
+    cols = x.shape[-1]
+    params = [_columns(p, cols) for p in (gamma, beta)]
+    if any(p is None for p in params):
+        return None
+    out = np.empty(x.shape, _F32)
+    rows = np.ascontiguousarray(x).reshape(-1, cols)
+    _FUSE.norm_rows(rows, params[0], params[1], epsilon, centered, out.reshape(-1, cols))  # type: ignore[union-attr]
+    return out
+
+
+def _columns(p: np.ndarray | None, cols: int) -> np.ndarray | None:
+    """``p`` as one contiguous float32 value per column (empty for None), or None when it is
+    not a float32 array of at most one dim holding one value or ``cols``."""
+    if p is None:
+        return _NONE
+    if p.__class__ is not np.ndarray or p.dtype != _F32 or p.ndim > 1 or p.size not in (1, cols):
+        return None
+    if p.ndim == 1 and p.size == cols and p.flags.c_contiguous:
+        return p
+    return np.ascontiguousarray(np.broadcast_to(p.reshape(-1), (cols,)))
+
+
+def _norm_compiled(centered: bool) -> Callable[..., Callable[..., Any]]:
+    """The compiled form of a fused norm: :func:`norm_rows`, else the nodes as written."""
+
+    def build(
+        node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+    ) -> Callable[..., Any]:
+        as_written = _body_call(node, body)
+
+        def norm(*args: Any) -> Any:
+            gamma = args[1] if scaled else None
+            beta = args[1 + scaled] if shifted else None
+            out = norm_rows(args[0], gamma, beta, epsilon, centered)
+            return as_written(*args) if out is None else out
+
+        norm.__name__ = norm.__qualname__ = "norm_compiled"
+        return norm
+
+    return build
+
+
+def _norm_traits(centered: bool) -> Traits:
+    compiled_form = _norm_compiled(centered) if _FUSE is not None else None
+    return Traits(static_shape=True, fresh=True, native=native_form(compiled_form))
+
+
+@op(PRIMITIVE_LAYER_NORM, 1, domain=FUSED_DOMAIN, build=True, traits=_norm_traits(True))
+def primitive_layer_norm(
+    node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+) -> Callable[..., Any]:
+    """LayerNorm over the last axis written as primitives (see
+    :mod:`~onnxflow.compile.passes.fuse_norms`): this NumPy form runs the nodes as written
+    (``body``); inputs: x, gamma when ``scaled``, beta when ``shifted``, then the chain's other
+    constants."""
+    return _body_call(node, body)
+
+
+@op(PRIMITIVE_RMS_NORM, 1, domain=FUSED_DOMAIN, build=True, traits=_norm_traits(False))
+def primitive_rms_norm(
+    node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
+) -> Callable[..., Any]:
+    """RMSNorm over the last axis written as primitives (see
+    :mod:`~onnxflow.compile.passes.fuse_norms`): this NumPy form runs the nodes as written
+    (``body``); inputs: x, the weight when ``scaled``, then the chain's other constants."""
+    return _body_call(node, body)
+
+
+# -- MatMul and its bias -----------------------------------------------------------------------
+@op(
+    MATMUL_BIAS,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(fresh=True, static_shape=True),
+)
+def build_matmul_bias(node: Any) -> Built:
+    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`):
+    :func:`matmul_bias`; the stateful form each generated function makes keeps a small bias
+    widened to the product's shape, as the Add it replaces does (:func:`_widened_bias`)."""
+    return Built(matmul_bias, node.traits.replace(stateful=_widened_bias))
+
+
+def _adds_in_place(y: np.ndarray, bias: np.ndarray) -> bool:
+    """Whether float32 ``bias`` (at most one dim) adds into float32 product ``y`` without
+    widening it."""
+    return (
+        y.dtype == _F32
+        and bias.dtype == _F32
+        and y.ndim >= 1
+        and bias.ndim <= 1
+        and bias.size in (1, y.shape[-1])
+        and y.flags.writeable
+    )
+
+
+def matmul_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The bias added into the product's own fresh array when :func:`_adds_in_place` (the same
+    values: ``np.add`` with ``out`` computes what it does without); else the two kernels as
+    written."""
+    y = matmul(a, b)
+    if not _adds_in_place(y, bias):
+        return np.asarray(np.add(y, bias))
+    np.add(y, bias, out=y)
+    return y
+
+
+def _widened_bias() -> Callable[..., np.ndarray]:
+    """:func:`matmul_bias` keeping the bias it saw last broadcast to the product's shape while
+    that holds at most WIDEN_LIMIT elements: NumPy adds equal shapes faster than it broadcasts
+    (the bias is a constant: the same object holds the same values)."""
+    memo: Memo[tuple[np.ndarray, tuple[int, ...], np.ndarray]] = Memo()
+
+    def run(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        y = matmul(a, b)
+        kept = memo.kept
+        if kept is not None and kept[0] is bias and kept[1] == y.shape and y.dtype is _F32:
+            np.add(y, kept[2], out=y)  # the checks below held when kept (fresh, writeable y)
+            return y
+        if not _adds_in_place(y, bias):
+            return np.asarray(np.add(y, bias))
+        if kept is None or kept[0] is not bias or kept[1] != y.shape:
+            if y.size > WIDEN_LIMIT:
+                np.add(y, bias, out=y)
+                return y
+            kept = memo.kept = (bias, y.shape, np.ascontiguousarray(np.broadcast_to(bias, y.shape)))
+        np.add(y, kept[2], out=y)
+        return y
+
+    return run
