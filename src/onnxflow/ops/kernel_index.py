@@ -317,6 +317,7 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "FoldBatchNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "HalfRound"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "Pointwise"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "QDQConv"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "RowSquaredDistances"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "ShapeMemo"): ("onnxflow.ops.pass_made.kernels",),
 }

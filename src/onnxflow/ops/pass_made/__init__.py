@@ -14,7 +14,9 @@ module registers nothing.
 - HalfRound 1: a value rounded to float16 and held in float32, made by
   :mod:`~onnxflow.compile.passes.half`;
 - Pointwise 1: a group of float32 elementwise nodes run as one compiled region, made by
-  :mod:`~onnxflow.compile.passes.pointwise`.
+  :mod:`~onnxflow.compile.passes.pointwise`;
+- QDQConv 1: ``QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(w), ...))``, made by
+  :mod:`~onnxflow.compile.passes.fuse_qdq_conv`.
 """
 
 from __future__ import annotations
@@ -28,3 +30,6 @@ SHAPE_MEMO = "ShapeMemo"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
 POINTWISE = "Pointwise"
+QDQ_CONV = "QDQConv"
+#: The roles of a QDQConv node's inputs, in the order of its ``slots`` attribute.
+QDQ_ROLES = ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "zb", "sy", "zy")
