@@ -525,12 +525,13 @@ def _qdq_conv_compiled(
     from onnxflow.ops.conv import qlinear_conv_compiled
 
     as_written = _body_call(node, body)
+    within = _QdqBound()
 
     def integer(*args: Any) -> Any:
         roles = {r: (args[k] if k >= 0 else None) for r, k in zip(QDQ_ROLES, slots)}
         if not all(a is None or a.__class__ is np.ndarray for a in roles.values()):
             return as_written(*args)
-        if not _qdq_conv_fits(roles, weight_axis) or not _qdq_conv_within(roles):
+        if not _qdq_conv_fits(roles, weight_axis) or not within(roles):
             return as_written(*args)
         x, sx, zx, w, sw, zw, b, _, _, sy, zy = roles.values()
         return qlinear_conv_compiled(x, sx, zx, w, sw, zw, sy, zy, b, **conv)
@@ -539,13 +540,25 @@ def _qdq_conv_compiled(
     return integer
 
 
-def _qdq_conv_within(roles: dict[str, Any]) -> bool:
-    """Whether :func:`qdq_conv_bound` is below 1 for every channel, made once per constant W
-    and the parameters' values."""
-    names = ("sx", "zx", "sw", "zw", "b", "sb", "sy")
-    key = ("qdq bound", roles["x"].dtype.char, *(ig.by_value(roles[k]) for k in names))
-    args = (roles[k] for k in ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "sy"))
-    return ig.kept(roles["w"], key, lambda: bool(np.all(qdq_conv_bound(*args) < 1.0)))
+class _QdqBound:
+    """Whether :func:`qdq_conv_bound` is below 1 for every channel: one node's answer, kept
+    for its constant W and the parameters' values (computed again when they change)."""
+
+    _NAMES = ("sx", "zx", "sw", "zw", "b", "sb", "sy")
+
+    def __init__(self) -> None:
+        self.kept: tuple[np.ndarray, tuple[Any, ...], bool] | None = None
+
+    def __call__(self, roles: dict[str, Any]) -> bool:
+        w = roles["w"]
+        key = (roles["x"].dtype.char, *(ig.by_value(roles[k]) for k in self._NAMES))
+        kept = self.kept
+        if kept is not None and kept[0] is w and kept[1] == key and not w.flags.writeable:
+            return kept[2]
+        args = (roles[k] for k in ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "sy"))
+        answer = bool(np.all(qdq_conv_bound(*args) < 1.0))
+        self.kept = (w, key, answer)
+        return answer
 
 
 @op(
