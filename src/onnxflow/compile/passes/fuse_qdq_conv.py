@@ -65,26 +65,32 @@ def fuse_qdq_conv(view: GraphView) -> list[NodeProto] | None:
     node, or None if there is none."""
     if not view.main or not any(is_onnx_op(n, "Conv") for n in view.nodes):
         return None
+    groups = _groups(view)
+    if not groups:
+        return None
     reads = view.reads()
-    producer = {o: n for n in view.nodes for o in n.output if o}
     readers = Counter(i for n in view.nodes for i in set(n.input) if i)
-    constants = view.constants()
-    dims = {t.name: list(t.dims) for t in view.graph.initializer}
     fused: dict[int, NodeProto] = {}
     dropped: set[int] = set()
-    for node in view.nodes:
-        group = _group(node, producer, reads, constants)
-        if group is None:
-            continue
-        conv, q, dqs = group
-        if not pays(conv, dims.get(dqs[1].input[0], [])):  # type: ignore[union-attr]
-            continue
+    for conv, q, dqs in groups:
         fused[id(q)] = _fused_node(view.graph, conv, q, dqs)
         dropped.add(id(conv))
         dropped.update(id(d) for d in dqs if d is not None and _only_reader(d, readers, reads))
-    if not fused:
-        return None
     return [fused.get(id(n), n) for n in view.nodes if id(n) not in dropped]
+
+
+def _groups(view: GraphView) -> list[Group]:
+    """The quantized convolutions of the graph that the integer kernel runs faster."""
+    reads = view.reads()
+    producer = {o: n for n in view.nodes for o in n.output if o}
+    constants = view.constants()
+    dims = {t.name: list(t.dims) for t in view.graph.initializer}
+    found = []
+    for node in view.nodes:
+        group = _group(node, producer, reads, constants)
+        if group is not None and pays(group[0], dims.get(group[2][1].input[0], [])):  # type: ignore[union-attr]
+            found.append(group)
+    return found
 
 
 def pays(conv: NodeProto, w_dims: list[int]) -> bool:
@@ -118,9 +124,7 @@ def _group(
     q: NodeProto, producer: dict[str, NodeProto], reads: Counter[str], constants: set[str]
 ) -> Group | None:
     """``(conv, q, [dq_x, dq_w, dq_b or None])`` when ``q`` ends a quantized convolution."""
-    if not is_onnx_op(q, "QuantizeLinear") or len(q.input) < 3 or not q.input[2]:
-        return None
-    if set(_attrs(q)) - {"axis", "saturate"}:
+    if not _quantizer(q):
         return None
     conv = producer.get(q.input[0])
     if conv is None or not is_onnx_op(conv, "Conv") or reads[q.input[0]] != 1:
@@ -133,6 +137,14 @@ def _group(
     if len(dqs) > 2 and (dqs[2] is None or dqs[2].input[0] not in constants):
         return None
     return conv, q, [*dqs, None][:3]
+
+
+def _quantizer(q: NodeProto) -> bool:
+    """Whether ``q`` is a QuantizeLinear with its zero point given and no attribute but
+    ``axis`` and ``saturate``."""
+    if not is_onnx_op(q, "QuantizeLinear") or len(q.input) < 3 or not q.input[2]:
+        return False
+    return not set(_attrs(q)) - {"axis", "saturate"}
 
 
 def _dequantized(dq: NodeProto | None) -> NodeProto | None:

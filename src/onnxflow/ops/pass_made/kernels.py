@@ -490,19 +490,29 @@ def _qdq_conv_fits(roles: dict[str, Any], weight_axis: int) -> bool:
     """Whether the integer path takes these values: 8-bit X and W with their zero points'
     types, per-tensor X and Y parameters, W's per tensor or per output channel, an int32 bias
     of zero point 0 with its scale per tensor or per channel."""
-    x, w, b, zx, zw, zy = (roles[k] for k in ("x", "w", "b", "zx", "zw", "zy"))
+    x, w, b = roles["x"], roles["w"], roles["b"]
     m = w.shape[0] if w.ndim else 0
-    if x.dtype not in ig.BYTES or w.dtype not in ig.BYTES or zy.dtype not in ig.BYTES:
-        return False
-    if zx.dtype != x.dtype or zw.dtype != w.dtype or w.ndim != x.ndim:
+    if not _qdq_types_fit(roles) or w.ndim != x.ndim:
         return False
     if any(roles[k].size != 1 for k in ("sx", "zx", "sy", "zy")):
         return False
     if roles["sw"].size != 1 and (weight_axis not in (0, -w.ndim) or roles["sw"].shape != (m,)):
         return False
-    if zw.shape != roles["sw"].shape or roles["sx"].dtype != _F32 or roles["sy"].dtype != _F32:
+    if (
+        roles["zw"].shape != roles["sw"].shape
+        or roles["sx"].dtype != _F32
+        or roles["sy"].dtype != _F32
+    ):
         return False
     return b is None or _qdq_bias_fits(b, roles["sb"], roles["zb"], m)
+
+
+def _qdq_types_fit(roles: dict[str, Any]) -> bool:
+    """Whether X, W and Y are 8-bit, X and W of their zero points' types."""
+    x, w, zx, zw, zy = (roles[k] for k in ("x", "w", "zx", "zw", "zy"))
+    if x.dtype not in ig.BYTES or w.dtype not in ig.BYTES or zy.dtype not in ig.BYTES:
+        return False
+    return zx.dtype == x.dtype and zw.dtype == w.dtype
 
 
 def _qdq_bias_fits(b: np.ndarray, sb: np.ndarray, zb: np.ndarray | None, m: int) -> bool:
