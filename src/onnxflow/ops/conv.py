@@ -20,7 +20,7 @@ import numpy as np
 
 from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import float_compute_dtype
-from onnxflow.ops.conv_direct import compiled_conv
+from onnxflow.ops.conv_direct import compiled_conv, direct
 from onnxflow.ops.conv_paths import _geometry, _tuple, check_kernel_shape, convolve, grouped_gemm
 from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
@@ -274,7 +274,7 @@ def _float_conv(
         return None
     step = ig.k_step(w.shape[1] * taps, reach, w_side.reach)
     if step >= w.shape[1] * taps:
-        return _rows3(convolve(x_shifted, w_side.shifted, *geometry).astype(np.int32))
+        return _rows3(_float_sums(x_shifted, w_side.shifted, geometry).astype(np.int32))
     if geometry.group != 1 or step < taps:
         return None
     acc, channels = None, step // taps
@@ -284,6 +284,14 @@ def _float_conv(
         acc = np.empty(part.shape, np.int32) if acc is None else acc
         ig.QUANT.accumulate(part.reshape(-1), acc.reshape(-1), c0 == 0)
     return None if acc is None else _rows3(acc)
+
+
+def _float_sums(x: np.ndarray, w: np.ndarray, geometry: _Geometry) -> np.ndarray:
+    """The float32 convolution of integer-valued X and W whose every partial sum is exact:
+    by the compiled direct loop where it takes it (depthwise and small-channel convolutions,
+    whatever its order of summing), else by :func:`convolve`."""
+    y = direct(x, w, None, None, geometry._asdict())
+    return convolve(x, w, *geometry) if y is None else y
 
 
 def _rows3(acc: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:

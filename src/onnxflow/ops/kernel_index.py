@@ -320,6 +320,7 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "Pointwise"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "PrimitiveLayerNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "PrimitiveRMSNorm"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "QDQConv"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "RowSquaredDistances"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "ShapeMemo"): ("onnxflow.ops.pass_made.kernels",),
 }

@@ -19,7 +19,9 @@ module registers nothing.
   as primitives (ReduceMean, Sub, Pow, Add, Sqrt, Div, ...), made by
   :mod:`~onnxflow.compile.passes.fuse_norms`;
 - MatMulBias 1: a MatMul and the Add of a constant bias that alone reads it, made by
-  :mod:`~onnxflow.compile.passes.fuse_matmul_bias`.
+  :mod:`~onnxflow.compile.passes.fuse_matmul_bias`;
+- QDQConv 1: ``QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(w), ...))``, made by
+  :mod:`~onnxflow.compile.passes.fuse_qdq_conv`.
 """
 
 from __future__ import annotations
@@ -36,3 +38,6 @@ POINTWISE = "Pointwise"
 PRIMITIVE_LAYER_NORM = "PrimitiveLayerNorm"
 PRIMITIVE_RMS_NORM = "PrimitiveRMSNorm"
 MATMUL_BIAS = "MatMulBias"
+QDQ_CONV = "QDQConv"
+#: The roles of a QDQConv node's inputs, in the order of its ``slots`` attribute.
+QDQ_ROLES = ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "zb", "sy", "zy")
