@@ -1,5 +1,6 @@
-"""Compiled forms of the fused norms (native/_fuse.pyx) against their NumPy forms, which run
-the primitives as written (tests/passes/norm_models.py builds them)."""
+"""Compiled forms of the fused norms (the LayerNormalization loop of native/_math.pyx)
+against their NumPy forms, which run the primitives as written (tests/passes/norm_models.py
+builds them)."""
 
 from __future__ import annotations
 

@@ -452,7 +452,7 @@ def pointwise(
 
 
 # -- LayerNorm and RMSNorm written as primitives -----------------------------------------------
-_FUSE = compiled.module("_fuse")
+_MATH = compiled.module("_math")
 _NONE = np.zeros(0, np.float32)
 
 
@@ -465,7 +465,8 @@ def norm_rows(
 ) -> np.ndarray | None:
     """LayerNorm (``centered``) or RMSNorm of float32 ``x`` over its last axis, times ``gamma``
     and plus ``beta`` (None: none), computed in double and rounded once
-    (:func:`onnxflow.native._fuse.norm_rows`); None when the inputs are not float32 arrays
+    (``onnxflow.native._math.norm_f32``, LayerNormalization's and RMSNormalization's own
+    compiled loop, with gamma 1 when there is none); None when the inputs are not float32 arrays
     whose gamma and beta give one value per column or one in all (the caller then runs the
     nodes as written). The one entry point of the fused norms' compiled forms."""
     if x.__class__ is not np.ndarray or x.dtype != _F32 or x.ndim == 0 or x.size == 0:
@@ -476,7 +477,21 @@ def norm_rows(
         return None
     out = np.empty(x.shape, _F32)
     rows = np.ascontiguousarray(x).reshape(-1, cols)
-    _FUSE.norm_rows(rows, params[0], params[1], epsilon, centered, out.reshape(-1, cols))  # type: ignore[union-attr]
+    gamma_row = params[0] if params[0].size else np.ones(cols, _F32)
+    beta_row = params[1] if params[1].size else None
+    _MATH.norm_f32(  # type: ignore[union-attr]
+        rows.reshape(-1),
+        None,
+        None,
+        gamma_row,
+        beta_row,
+        out.reshape(-1),
+        None,
+        None,
+        None,
+        epsilon,
+        not centered,
+    )
     return out
 
 
@@ -513,7 +528,7 @@ def _norm_compiled(centered: bool) -> Callable[..., Callable[..., Any]]:
 
 
 def _norm_traits(centered: bool) -> Traits:
-    compiled_form = _norm_compiled(centered) if _FUSE is not None else None
+    compiled_form = _norm_compiled(centered) if _MATH is not None else None
     return Traits(static_shape=True, fresh=True, native=native_form(compiled_form))
 
 
