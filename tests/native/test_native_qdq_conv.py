@@ -1,7 +1,7 @@
 """QDQConv's two forms (compile/passes/fuse_qdq_conv.py): the NumPy form runs the quantized
 convolution's nodes as written, bit for bit; the compiled form runs the exact integer
 convolution, within one quantization step of it, and only at the float graph's rounding ties
-(within the bound :func:`~onnxflow.ops.pass_made.kernels.qdq_conv_bound` of one)."""
+(within the bound :func:`~onnxflow.ops.pass_made.qdq_conv.qdq_conv_bound` of one)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 import onnxflow
-from onnxflow.ops.pass_made.kernels import qdq_conv_bound
+from onnxflow.ops.pass_made.qdq_conv import qdq_conv_bound
 
 FORMS_TESTED = [("onnxflow.fused", "QDQConv")]
 

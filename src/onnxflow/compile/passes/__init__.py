@@ -28,7 +28,8 @@ To add a pass, a fusion say:
 1. write one module here: its pattern, its replacement, and a function of its stage's
    signature (:mod:`.fuse_qdq` is a graph pass, :mod:`.fuse_distances` a loop-body one);
 2. name the op the fused node runs in :mod:`onnxflow.ops.pass_made` and register its kernel in
-   :mod:`onnxflow.ops.pass_made.kernels`, then run ``python tools/kernel_index.py`` (the
+   a module there (:mod:`onnxflow.ops.pass_made.kernels`, or one of its own for a family, such
+   as :mod:`onnxflow.ops.pass_made.regions`), then run ``python tools/kernel_index.py`` (the
    registry imports the module the first time a plan looks its op up);
 3. add its :class:`Pass` to :data:`PIPELINE` where it should run;
 4. test it under ``tests/passes/``.

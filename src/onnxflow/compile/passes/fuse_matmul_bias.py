@@ -3,7 +3,7 @@
 
 Every linear layer of a transformer export (torch.onnx writes ``nn.Linear`` on a 3-D input as
 ``MatMul`` then ``Add(bias)``) makes the product, then a second full-size array for the sum.
-The fused kernel (:func:`onnxflow.ops.pass_made.kernels.matmul_bias`) adds the bias into the
+The fused kernel (:func:`onnxflow.ops.pass_made.matmul_bias.matmul_bias`) adds the bias into the
 product's own fresh array: one allocation and one pass fewer, with the same values
 (``np.add(y, b, out=y)`` computes what ``np.add(y, b)`` does, and addition is commutative in
 IEEE arithmetic, so either operand order of the Add gives them).

@@ -6,7 +6,7 @@ Sqrt -> Div -> Mul(gamma) -> Add(beta)`` and LLaMA-style RMSNorm as ``Pow(2) -> 
 Add(eps) -> Sqrt -> Reciprocal -> Mul -> Mul(weight)``: nine and seven nodes, each a full pass
 over the activation and most a full-size array. The pass makes each chain one node,
 ``PrimitiveLayerNorm`` or ``PrimitiveRMSNorm``
-(:func:`onnxflow.ops.pass_made.kernels.primitive_layer_norm`), whose NumPy form runs the nodes
+(:func:`onnxflow.ops.pass_made.norms.primitive_layer_norm`), whose NumPy form runs the nodes
 as written (its ``body``) and whose compiled form normalizes each row in double and rounds once.
 
 Variants taken: ``Mul(d, d)`` for the square, ``Mul(d, Reciprocal(s))`` or ``Mul(d, Div(1, s))``

@@ -6,7 +6,7 @@ onnxruntime's quantizer (``quantize_static``, QDQ format) writes every convoluti
 runs it as an integer kernel; run as written, each is a float convolution of dequantized
 values between two passes over the activation. The fused node's NumPy form runs the nodes as
 written (its ``body``), so ``kernels="numpy"`` gives the float graph's values bit for bit. Its
-compiled form (:func:`onnxflow.ops.pass_made.kernels.qdq_conv`) computes what QLinearConv
+compiled form (:func:`onnxflow.ops.pass_made.qdq_conv.qdq_conv`) computes what QLinearConv
 computes: the exact integer sum ``acc = sum (x_q - zx)(w_q - zw)``, plus the int32 bias,
 scaled by ``sx * sw / sy`` and rounded once.
 
