@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 import pytest
 from native_forms import node_forms, ulp_distance
+from onnx import helper, numpy_helper
 
+import onnxflow
 from onnxflow.ops import conv_direct
 from onnxflow.ops.conv import conv
 from onnxflow.ops.microsoft.nchwc import machine_block_size, unblock_filter
@@ -222,3 +225,39 @@ def test_fused_conv_by_blas_then_one_pass(activation):
             assert np.array_equal(compiled, numpy_form)
         else:
             assert ulp_distance(compiled, numpy_form).max() <= ACTIVATION_ULPS
+
+
+#: (X shape, W shape, strides, pads) of convolutions the NumPy form runs as one GEMM (gathered
+#: columns, pointwise), as a streaming model's encoder calls them: Conv's stateful compiled form
+#: makes their path once and reruns it.
+GEMM_CASES = [
+    ((1, 1, 640), (24, 1, 64), [16], [0, 0]),
+    ((1, 33, 4), (16, 33, 3), [1], [1, 1]),
+    ((1, 16, 4), (8, 16, 3), [2], [1, 1]),
+    ((1, 12, 5, 5), (6, 12, 3, 3), [1, 1], [1, 1, 1, 1]),
+    ((1, 16, 3), (4, 16, 1), [1], [0, 0]),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, strides, pads", GEMM_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_stateful_form_reruns_the_numpy_gemm(x_shape, w_shape, strides, pads, bias):
+    """Every run of a session (the first through the compiled form, later ones through the path
+    it made) gives bit for bit the NumPy form's result; a new X shape makes a new path."""
+    rng = np.random.default_rng(len(x_shape) * 10 + w_shape[0])
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    names = ["x", "w", "b"] if bias else ["x", "w"]
+    node = helper.make_node("Conv", names, ["y"], strides=strides, pads=pads)
+    spatial = [f"L{i}" for i in range(len(x_shape) - 2)]
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, x_shape[1], *spatial])
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")][: len(names) - 1]
+    graph = helper.make_graph([node], "conv", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    longer = (*x_shape[:-1], x_shape[-1] + 2)
+    for shape in (x_shape, x_shape, x_shape, longer, longer, x_shape):
+        feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+        np.testing.assert_array_equal(kept.run(None, feeds)[0], numpy_form.run(None, feeds)[0])

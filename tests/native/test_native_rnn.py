@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from native_forms import node_forms
+from onnx import helper, numpy_helper
+
+import onnxflow
 
 FORMS_TESTED = [("", "LSTM"), ("", "GRU"), ("", "RNN"), ("com.microsoft", "DynamicQuantizeLSTM")]
 
@@ -198,3 +202,47 @@ def test_dynamic_quantize_lstm_peepholes_clip_and_activations():
     compiled, numpy_form = node_forms("DynamicQuantizeLSTM", inputs, 1, 3, "com.microsoft", **attrs)
     for c, n in zip(compiled, numpy_form, strict=True):
         np.testing.assert_allclose(c, n, rtol=RTOL, atol=ATOL)
+
+
+def _weights_model(op: str, direction: str, given_states: bool) -> onnx.ModelProto:
+    """One ``op`` node with W, R, B as initializers (the arrays every run reads) and X (and
+    the initial states when ``given_states``) as inputs."""
+    rng = np.random.default_rng(11)
+    _, w, r, b = _inputs(op, 1, 1, 16, direction, rng)
+    states = ["h0", "c0"][: 2 if op == "LSTM" else 1] if given_states else []
+    names = ["x", "w", "r", "b", "", *states]
+    outs = ["y", "yh", "yc"][: 3 if op == "LSTM" else 2]
+    node = helper.make_node(op, names, outs, direction=direction, hidden_size=16)
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "B", 5])]
+    inputs += [
+        helper.make_tensor_value_info(s, onnx.TensorProto.FLOAT, [1, "B", 16]) for s in states
+    ]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (r, "r"), (b, "b"))]
+    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outs]
+    graph = helper.make_graph([node], op, inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+@pytest.mark.parametrize("given_states", [False, True])
+def test_later_runs_match_the_first(op, direction, given_states):
+    """A session's later runs (the loop called straight, its weights prepared by the first)
+    give bit for bit what a fresh session's first run gives, and stay near the NumPy form."""
+    data = _weights_model(op, direction, given_states).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    rng = np.random.default_rng(5)
+    for seq, batch in ((3, 1), (1, 1), (4, 2), (1, 2)):
+        feeds = {"x": rng.standard_normal((seq, batch, 5)).astype(np.float32)}
+        if given_states:
+            for s in ("h0", "c0")[: 2 if op == "LSTM" else 1]:
+                feeds[s] = rng.standard_normal((1, batch, 16)).astype(np.float32)
+        later = kept.run(None, feeds)
+        first = onnxflow.InferenceSession(data).run(None, feeds)
+        numpy_opts = onnxflow.SessionOptions(kernels="numpy")
+        numpy_form = onnxflow.InferenceSession(data, numpy_opts).run(None, feeds)
+        for a, b, n in zip(later, first, numpy_form, strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, n, rtol=RTOL, atol=ATOL)
+        assert not np.shares_memory(later[0], later[1])

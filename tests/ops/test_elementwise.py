@@ -379,7 +379,8 @@ _SPECIAL = [-0.0, 0.0, np.nan, -np.inf, np.inf, -1.5, 2.5, 7.0, -1e-40, 1e-40]
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int64])
-def test_relu_and_clip_through_the_clip_ufunc_keep_numpys_bits(dtype: type) -> None:
+@pytest.mark.parametrize("repeats", [3, 1000])  # small tensors (np.maximum) and large (clip)
+def test_relu_and_clip_through_the_clip_ufunc_keep_numpys_bits(dtype: type, repeats: int) -> None:
     """Relu equals np.maximum(x, 0) (with +0.0 for -0.0) and Clip equals np.clip (what
     onnx.reference computes) bit for bit, signed zeros and NaN included, whatever path the
     kernels take inside."""
@@ -387,11 +388,11 @@ def test_relu_and_clip_through_the_clip_ufunc_keep_numpys_bits(dtype: type) -> N
 
     if np.issubdtype(dtype, np.floating):
         with np.errstate(over="ignore"):
-            x = np.array(_SPECIAL * 3, dtype)
+            x = np.array(_SPECIAL * repeats, dtype)
     else:
         info = np.iinfo(dtype)
-        x = np.array([info.min, -1, 0, 1, 5, info.max] * 3, dtype)
-    x = x.reshape(3, -1)
+        x = np.array([info.min, -1, 0, 1, 5, info.max] * repeats, dtype)
+    x = x.reshape(repeats, -1)
     relu = np.maximum(x, dtype(0))
     if np.issubdtype(dtype, np.floating):
         relu += dtype(0)  # +0.0 for -0.0 (IEEE maximum), where NumPy's float16 loop keeps -0.0

@@ -75,10 +75,20 @@ def _relu_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> 
     return _relu(x, out=x)
 
 
+#: Up to this many elements, Relu calls ``np.maximum`` itself: the clip ufunc's faster loop
+#: does not make up for the two calls around it (measured, float32: 128 to 4096 elements 0.6 to
+#: 2.1 us against 2.3 to 3.1; at 65536, 25 us against 13).
+_SMALL_RELU = 4096
+#: The dtypes whose clip-then-add gives ``np.maximum``'s bits (-0.0, NaN, infinities checked).
+_MAXIMUM_SAME = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """max(x, 0) as ``np.maximum`` gives it, through the clip ufunc (4x faster on float32); for
     floats, ``+ 0.0`` then turns the -0.0 that clip keeps into the +0.0 maximum returns."""
     if x.dtype.kind not in "fiu":  # ml_dtypes' bfloat16 and the like
+        return np.maximum(x, x.dtype.type(0), out=out)
+    if x.ndim and x.size <= _SMALL_RELU and x.dtype in _MAXIMUM_SAME:
         return np.maximum(x, x.dtype.type(0), out=out)
     y = np.asarray(clamp(x, x.dtype.type(0), None, out=out))  # 0-d: a scalar comes back
     if x.dtype.kind == "f":

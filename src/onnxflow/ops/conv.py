@@ -20,7 +20,7 @@ import numpy as np
 
 from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import float_compute_dtype
-from onnxflow.ops.conv_direct import compiled_conv, direct
+from onnxflow.ops.conv_direct import compiled_conv, direct, prepared_conv
 from onnxflow.ops.conv_paths import _geometry, _tuple, check_kernel_shape, convolve, grouped_gemm
 from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
@@ -71,7 +71,11 @@ op(
     1,
     11,
     22,
-    traits=Traits(fresh=True, rounds_once=True, native=native_form(compiled_conv(conv))),
+    traits=Traits(
+        fresh=True,
+        rounds_once=True,
+        native=native_form(compiled_conv(conv), stateful=prepared_conv(compiled_conv(conv))),
+    ),
 )(conv)
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from onnxflow.ops import compiled
 from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry, convolve
+from onnxflow.ops.im2col import GATHER_COLUMNS, _column_index
 
 _CONV = compiled.module("_conv")
 
@@ -232,3 +233,83 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
 def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
     """The compiled form ``form``, or None when the loop it calls was not built."""
     return form if _CONV is not None else None
+
+
+class _Columns(NamedTuple):
+    """A float32 convolution of one image by one W that the NumPy form runs as one GEMM over
+    gathered im2col columns (``index``, :func:`onnxflow.ops.im2col._column_index`) or, for a
+    pointwise one (``index`` None), over the image's rows: made once for the X shape, W and B
+    of ``key``."""
+
+    key: tuple[Any, ...]  # X's shape, W, B (the arrays, compared by identity)
+    index: np.ndarray | None
+    wm: np.ndarray  # (M, C*K): W's rows
+    bias: np.ndarray | None  # (M, 1)
+    shape: tuple[int, ...]  # Y's
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The NumPy form's columns, product and bias add (the same calls), over ``x``."""
+        if self.index is None:
+            cols = x.reshape(x.shape[1], -1)
+        else:
+            flat = np.empty(x.size + 1, np.float32)
+            flat[:-1] = x.reshape(-1)
+            flat[-1] = 0
+            cols = flat.take(self.index)
+        y = self.wm @ cols
+        if self.bias is not None:
+            y += self.bias
+        return y.reshape(self.shape)
+
+
+def _columns_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dict) -> Any:
+    """The :class:`_Columns` of this convolution, or None where the loop takes it or the
+    NumPy form runs it otherwise (batches, groups, other dtypes, large column matrices)."""
+    ok = x.dtype == w.dtype == np.float32 and x.ndim == w.ndim and x.shape[0] == 1
+    if not ok or attrs.get("group", 1) != 1 or (b is not None and b.dtype != np.float32):
+        return None
+    check_kernel_shape(attrs.get("kernel_shape"), w)
+    grid = [attrs.get(k) for k in ("strides", "dilations", "pads")]
+    geometry = conv_geometry(x.shape, w.shape, 1, *grid, attrs.get("auto_pad", "NOTSET"))
+    out, begin, strides, dilations, path = geometry
+    taken = _may_take(w.shape, 1) and _takes(w.shape, 1, path, dilations, math.prod(out))
+    kernel = w.shape[2:]
+    size = x.shape[1] * math.prod(kernel) * math.prod(out)
+    if taken or path not in ("pointwise", "columns") or not x.size or size > GATHER_COLUMNS:
+        return None
+    index = None
+    if path == "columns":
+        index = _column_index(x.shape[1:], kernel, out, strides, dilations, begin)
+    bias = None if b is None else b.reshape(-1, 1)
+    wm = w.reshape(w.shape[0], -1)
+    return _Columns((x.shape, w, b), index, wm, bias, (1, w.shape[0], *out))
+
+
+class _PreparedConv:
+    """Conv's compiled stateful form: the compiled form, and for a node that runs the same W
+    and B twice in a row on one float32 image, the NumPy form's GEMM path made once
+    (:class:`_Columns`), its geometry and column index then not looked up at every call."""
+
+    def __init__(self, form: Callable[..., np.ndarray]) -> None:
+        self.form = form
+        self.plan: _Columns | None = None
+        self.last: tuple[Any, ...] = ()
+
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, **attrs: Any) -> np.ndarray:
+        """Y for X, W, B and the node's attributes."""
+        plan = self.plan
+        if plan is not None:
+            key = plan.key
+            if x.shape == key[0] and w is key[1] and b is key[2] and x.dtype == np.float32:
+                return plan(x)
+        y = self.form(x, w, b, **attrs)
+        key = (x.shape, w, b)
+        last, self.last = self.last, key
+        if len(last) == 3 and last[0] == key[0] and last[1] is w and last[2] is b:
+            self.plan = _columns_plan(x, w, b, attrs)
+        return y
+
+
+def prepared_conv(form: Callable[..., np.ndarray] | None) -> Callable[[], Any] | None:
+    """What makes Conv's compiled stateful form over its compiled ``form`` (None: not built)."""
+    return None if form is None else lambda: _PreparedConv(form)

@@ -554,6 +554,123 @@ def _memoized(kernel: Kernel) -> Callable[[], Kernel]:
     return lambda: functools.partial(kernel, weights_memo=WeightMemo())
 
 
+def _prepared(kernel: Kernel, op_type: str) -> Callable[[], Kernel]:
+    """What makes the compiled stateful form of ``kernel`` (RNN, LSTM or GRU)."""
+    kind = {"RNN": _RNN, "LSTM": _LSTM, "GRU": _GRU}[op_type]
+    return lambda: _Prepared(kernel, kind)
+
+
+class _Prepared:
+    """A node's stateful compiled form: the kernel, whose first call on float32 weights the
+    compiled loop serves also prepares a :class:`_Direct` call; later calls on the same weight
+    arrays and inputs that fit go straight to it (the same GEMM and loop, minus the kernel's
+    per-call checks and setup). Anything else runs the kernel."""
+
+    def __init__(self, kernel: Kernel, kind: _CellKind) -> None:
+        self.kernel, self.kind, self.memo = kernel, kind, WeightMemo()
+        self.direct: _Direct | None = None
+
+    def __call__(self, *inputs: Any, **attrs: Any) -> tuple[np.ndarray, ...]:
+        """The node's outputs for ``inputs`` (X, W, R, B, sequence_lens, the initial states
+        and, for LSTM, P) and the node's attributes."""
+        direct = self.direct
+        if direct is not None and direct.fits(inputs):
+            return direct(inputs)
+        outs = self.kernel(*inputs, weights_memo=self.memo, compiled=True, **attrs)
+        self.direct = _direct(self.kind, inputs, self.memo, attrs)
+        return outs
+
+
+def _padded(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A recurrent node's eight inputs (X, W, R, B, sequence_lens, initial_h, initial_c, P),
+    None for those not given."""
+    return (tuple(inputs) + (None,) * 8)[:8]
+
+
+@dataclass(frozen=True, eq=False)
+class _Direct:
+    """One direction's compiled loop over float32 inputs, layout 0, full-length sequences:
+    made once for one set of weight arrays (``weights``: W, R, B, P, compared by identity)."""
+
+    weights: tuple[Any, ...]
+    static: _Static
+    gates: Any
+    backwards: bool
+    n_states: int
+    hidden: int
+    batch_limit: int
+
+    def fits(self, inputs: tuple[Any, ...]) -> bool:
+        """Whether ``inputs`` are the weights prepared, with a float32 X of the width they
+        take, no sequence lengths and float32 initial states of shape (1, B, H) or none."""
+        x = inputs[0]
+        if x.__class__ is not np.ndarray or x.dtype != np.float32 or x.ndim != 3:
+            return False
+        given = _padded(inputs)
+        weights = (given[1], given[2], given[3], given[7])
+        if given[4] is not None or any(a is not b for a, b in zip(weights, self.weights)):
+            return False
+        shape = (1, x.shape[1], self.hidden)
+        states = given[5 : 5 + self.n_states]
+        return (
+            x.shape[2] == self.static.wt.shape[0]
+            and x.shape[1] < self.batch_limit
+            and all(s is None or (s.dtype == np.float32 and s.shape == shape) for s in states)
+        )
+
+    def __call__(self, inputs: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+        """Y (T, 1, B, H) and the final states (1, B, H): what :func:`_run` returns for them."""
+        x = inputs[0]
+        seq, batch, size = x.shape
+        q = self.static
+        xw = np.dot(x.reshape(seq * batch, size), q.wt).reshape(seq, batch, -1)
+        y = np.empty((seq, batch, self.hidden), np.float32)
+        given = _padded(inputs)[5 : 5 + self.n_states]
+        zeros = (batch, self.hidden)
+        states = [np.zeros(zeros, np.float32) if s is None else s[0].copy() for s in given]
+        h, c = (states * 2)[:2]
+        _NATIVE.recur(self.gates, q.native, xw, h, c, np.full(batch, seq), y, self.backwards)
+        return (y[:, None], *(s[None] for s in states))
+
+
+def _direct(
+    kind: _CellKind, inputs: tuple[Any, ...], memo: WeightMemo[list[_Static]], attrs: dict
+) -> _Direct | None:
+    """The :class:`_Direct` call for a node whose kernel just ran on ``inputs`` with ``attrs``
+    and kept its weights in ``memo``, or None where the compiled loop would not serve it."""
+    direction = attrs.get("direction", "forward")
+    given = _padded(inputs)
+    if (
+        _NATIVE is None
+        or attrs.get("layout", 0)
+        or direction not in ("forward", "reverse")
+        or given[0].dtype != np.float32
+        or given[4] is not None  # sequence lengths: the kernel's (the call never fits)
+        or memo.kept is None
+        or len(memo.kept[1]) != 1
+    ):
+        return None
+    spec = _Recurrence(
+        direction,
+        attrs.get("hidden_size"),
+        0,
+        attrs.get("activations"),
+        attrs.get("activation_alpha"),
+        attrs.get("activation_beta"),
+    )
+    flag = attrs.get("input_forget", attrs.get("linear_before_reset", 0))
+    loop = _loop(kind, spec, attrs.get("clip"), flag)
+    static, hidden, batch = memo.kept[1][0], given[2].shape[-1], given[0].shape[1]
+    state = [np.zeros((batch, hidden), np.float32)]
+    if loop is None or not loop.serves(static, given[0], state, np.zeros(batch)):
+        return None
+    weights = (given[1], given[2], given[3], given[7])
+    limit = _BLAS_BATCH[loop.kind]
+    return _Direct(
+        weights, static, loop.gates[0], direction == "reverse", kind.n_states, hidden, limit
+    )
+
+
 def recurrent(
     op_type: str, *versions: int, domain: str = "", memo: bool = True
 ) -> Callable[[Kernel], Kernel]:
@@ -570,7 +687,7 @@ def recurrent(
         form.__name__ = form.__qualname__ = f"{kernel.__name__}_compiled"
         native = native_form(
             form if _NATIVE is not None else None,
-            stateful=_memoized(form) if memo else None,
+            stateful=_prepared(kernel, op_type) if memo else None,
         )
         traits = Traits(stateful=_memoized(kernel) if memo else None, native=native)
         return op(op_type, *versions, domain=domain, traits=traits)(kernel)

@@ -22,6 +22,8 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     """Return a 1-D integer tensor (or list) as Python ints; None as an empty list."""
     if values is None:
         return []
+    if values.__class__ is np.ndarray and values.ndim == 1 and values.dtype.kind in "iu":
+        return values.tolist()  # the common case first: half the time of the general path
     array = np.asarray(values)
     if array.dtype.kind in "iu":  # tolist gives Python ints, 20x faster than int() of each
         return array.reshape(-1).tolist()
@@ -352,23 +354,31 @@ def _cropped_and_widths(
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """``data`` cropped by the negative pads, and the (before, after) widths still to add on
     each axis."""
-    axes = list(range(data.ndim)) if axes is None else [normalize_axis(a, data.ndim) for a in axes]
+    crop, widths = _crop_and_widths(data.shape, tuple(pads), None if axes is None else tuple(axes))
+    return data[crop], list(widths)
+
+
+@functools.lru_cache(maxsize=1024)
+def _crop_and_widths(
+    shape: tuple[int, ...], pads: tuple[int, ...], axes: tuple[int, ...] | None
+) -> tuple[tuple[slice, ...], tuple[tuple[int, int], ...]]:
+    """:func:`_cropped_and_widths`' index and widths for a tensor of ``shape``, remembered: a
+    model pads the same few shapes again and again (errors are raised every time)."""
+    rank = len(shape)
+    axes = tuple(range(rank)) if axes is None else tuple(normalize_axis(a, rank) for a in axes)
     if len(pads) != 2 * len(axes):
         raise ValueError(f"pads has {len(pads)} entries, expected 2 * {len(axes)}")
-    begin, end = [0] * data.ndim, [0] * data.ndim
+    begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[i + len(axes)]
-    crop = tuple(
-        slice(-min(b, 0), max(0, n + min(e, 0))) for n, b, e in zip(data.shape, begin, end)
-    )
-    lengths = [max(0, n + b + e) for n, b, e in zip(data.shape, begin, end)]
-    data = data[crop]
+    crop = tuple(slice(-min(b, 0), max(0, n + min(e, 0))) for n, b, e in zip(shape, begin, end))
+    lengths = [max(0, n + b + e) for n, b, e in zip(shape, begin, end)]
+    cropped = [len(range(n)[c]) for n, c in zip(shape, crop)]
     # A crop past the far end eats into the other side's padding: the output stays n + b + e.
-    widths = [
-        (w := min(max(b, 0), n_out), n_out - n - w)
-        for n, b, n_out in zip(data.shape, begin, lengths)
-    ]
-    return data, widths
+    widths = tuple(
+        (w := min(max(b, 0), n_out), n_out - n - w) for n, b, n_out in zip(cropped, begin, lengths)
+    )
+    return crop, widths
 
 
 def _pad_constant(data: np.ndarray, widths: list[tuple[int, int]], value: object) -> np.ndarray:
@@ -395,18 +405,25 @@ def _pad_by_copies(data: np.ndarray, widths: list[tuple[int, int]], mode: str) -
     for axis, (b, e) in enumerate(widths):
         if not (b or e):
             continue
-        n = data.shape[axis]
-        index = np.arange(-b, n + e)
-        if mode == "reflect":
-            index = np.abs(index)
-            index = np.where(index >= n, 2 * (n - 1) - index, index)
-        elif mode == "edge":
-            index = np.clip(index, 0, n - 1)
-        else:
-            index %= n
-        data = data.take(index, axis=axis)
+        data = data.take(_pad_index(data.shape[axis], b, e, mode), axis=axis)
         padded = True
     return data if padded else data.copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _pad_index(n: int, b: int, e: int, mode: str) -> np.ndarray:
+    """The positions along an axis of ``n`` that its reflect, edge or wrap padding by ``b``
+    before and ``e`` after reads (read-only), remembered: a stream pads one length each call."""
+    index = np.arange(-b, n + e)
+    if mode == "reflect":
+        index = np.abs(index)
+        index = np.where(index >= n, 2 * (n - 1) - index, index)
+    elif mode == "edge":
+        index = np.clip(index, 0, n - 1)
+    else:
+        index %= n
+    index.flags.writeable = False
+    return index
 
 
 @op("Pad", 1)

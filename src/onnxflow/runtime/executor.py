@@ -26,6 +26,15 @@ def current_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]]:
     return runner(plan, current_run_options())
 
 
+def unwatched_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """``plan``'s generated function when the run in progress has no observer and no
+    RunOptions (what :func:`current_runner` then returns, fetched with fewer calls); else None."""
+    if current_observation() is not None or current_run_options() is not None:
+        return None
+    made = LOWERED.get(id(plan)) or lower(plan)
+    return made.call
+
+
 def execute(plan: Plan, args: list[Any] | tuple[Any, ...]) -> list[Any]:
     """Run ``plan`` with ``args`` (formal inputs then captures) and return its outputs.
 

@@ -13,7 +13,7 @@ from onnx import GraphProto
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
-from onnxflow.runtime.executor import current_runner
+from onnxflow.runtime.executor import current_runner, unwatched_runner
 from onnxflow.runtime.observe import run_in_scope
 from onnxflow.runtime.stacking import as_bool
 
@@ -33,11 +33,14 @@ def if_(
     then_sub, else_sub = node.subgraph(then_branch), node.subgraph(else_branch)
     label = node.describe()
 
-    key = node.key
+    key, what = node.key, f"{label}: condition"
 
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
-        taken = as_bool(cond, f"{label}: condition")
+        taken = as_bool(cond, what)
         sub, branch = (then_sub, "then_branch") if taken else (else_sub, "else_branch")
+        plain = unwatched_runner(sub.plan)  # no observer, no RunOptions: the branch's function
+        if plain is not None:
+            return tuple(plain([captured[i] for i in sub.positions]))
         return tuple(run_in_scope(key, branch, 1, current_runner(sub.plan), sub.bind(captured)))
 
     return run
