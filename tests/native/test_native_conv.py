@@ -160,6 +160,29 @@ def test_what_the_loop_does_not_take_runs_the_numpy_form():
         assert np.array_equal(compiled, numpy_form)
 
 
+def test_pointwise_gemm_is_the_numpy_forms_product_and_bias():
+    """A 1x1 float32 convolution of one image (the compiled form's product without the checks
+    again): bit for bit the NumPy form, with and without B, contiguous or not, run after run
+    (the kept plan); a batch, groups or strides are not its."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 24, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    for xi in (x, np.asfortranarray(x)):
+        for bias in (None, b):
+            for _ in range(2):
+                got = conv_direct.pointwise_gemm(xi, w, bias, {})
+                assert got is not None
+                assert np.array_equal(got, conv(xi, w, bias))
+                (compiled,), (numpy_form,) = node_forms(
+                    "Conv", [xi, w] if bias is None else [xi, w, bias], 22
+                )
+                assert np.array_equal(compiled, numpy_form)
+    assert conv_direct.pointwise_gemm(np.concatenate([x, x]), w, b, {}) is None
+    assert conv_direct.pointwise_gemm(x, w, b, {"strides": [2, 2]}) is None
+    assert conv_direct.pointwise_gemm(x, w.reshape(40, 12, 2, 1)[:, :, :1], b, {"group": 2}) is None
+
+
 def test_bad_attributes_raise_in_both_forms():
     x = np.zeros((1, 2, 8, 8), np.float32)
     w = np.zeros((2, 1, 3, 3), np.float32)
