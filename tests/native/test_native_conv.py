@@ -13,7 +13,12 @@ from onnxflow.ops import conv_direct
 from onnxflow.ops.conv import conv
 from onnxflow.ops.microsoft.nchwc import machine_block_size, unblock_filter
 
-FORMS_TESTED = [("", "Conv"), ("com.microsoft", "FusedConv"), ("com.microsoft.nchwc", "Conv")]
+FORMS_TESTED = [
+    ("", "Conv"),
+    ("com.microsoft", "FusedConv"),
+    ("com.microsoft.nchwc", "Conv"),
+    ("onnxflow.fused", "ConvActivation"),
+]
 
 #: Both forms sum each output's K terms (products, then the bias and Z) in float32, in different
 #: orders: each is within (K - 1) * eps * sum|terms| of the exact sum (the classic bound for
@@ -245,3 +250,29 @@ def test_fused_conv_by_blas_then_one_pass(activation):
             assert np.array_equal(compiled, numpy_form)
         else:
             assert ulp_distance(compiled, numpy_form).max() <= ACTIVATION_ULPS
+
+
+@pytest.mark.parametrize("activation", [None, "Relu", "HardSigmoid"])
+@pytest.mark.parametrize("bias_shape", [(8,), (1, 8, 1, 1)])
+def test_conv_activation_reads_its_bias_flat(activation, bias_shape):
+    """The pass-made ConvActivation (FusedConv with B of one value per channel, any shape):
+    a pointwise one bit for bit (the NumPy form's product, then B and the activation in one
+    pass), a 3x3 depthwise one within the loop's summation bound."""
+    rng = np.random.default_rng(len(bias_shape))
+    fused = {"activation": activation} if activation else {}
+    if activation == "HardSigmoid":
+        fused["activation_params"] = [0.2, 0.5]
+    x = rng.standard_normal((1, 8, 6, 7)).astype(np.float32)
+    b = rng.standard_normal(bias_shape).astype(np.float32)
+    for ws, attrs in (((8, 8, 1, 1), {}), ((8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]})):
+        w = rng.standard_normal(ws).astype(np.float32)
+        (compiled,), (numpy_form,) = node_forms(
+            "ConvActivation", [x, w, b], 1, domain="onnxflow.fused", **attrs, **fused
+        )
+        if ws[2] == 1:
+            assert compiled.tobytes() == numpy_form.tobytes()
+        else:
+            full = dict(attrs, group=attrs.get("group", 1))
+            assert np.all(
+                np.abs(compiled - numpy_form) <= _bound(x, w, b.reshape(-1), None, full, compiled)
+            )

@@ -14,7 +14,9 @@ module registers nothing.
 - HalfRound 1: a value rounded to float16 and held in float32, made by
   :mod:`~onnxflow.compile.passes.half`;
 - Pointwise 1: a group of float32 elementwise nodes run as one compiled region, made by
-  :mod:`~onnxflow.compile.passes.pointwise`.
+  :mod:`~onnxflow.compile.passes.pointwise`;
+- ConvActivation 1: a Conv with the Relu or HardSigmoid after it, onnxruntime's FusedConv,
+  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`.
 """
 
 from __future__ import annotations
@@ -28,3 +30,4 @@ SHAPE_MEMO = "ShapeMemo"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
 POINTWISE = "Pointwise"
+CONV_ACTIVATION = "ConvActivation"
