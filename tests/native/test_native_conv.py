@@ -16,7 +16,12 @@ from onnxflow.ops import conv_direct
 from onnxflow.ops.conv import conv
 from onnxflow.ops.microsoft.nchwc import machine_block_size, unblock_filter
 
-FORMS_TESTED = [("", "Conv"), ("com.microsoft", "FusedConv"), ("com.microsoft.nchwc", "Conv")]
+FORMS_TESTED = [
+    ("", "Conv"),
+    ("com.microsoft", "FusedConv"),
+    ("com.microsoft.nchwc", "Conv"),
+    ("onnxflow.fused", "ConvActivation"),
+]
 
 #: Both forms sum each output's K terms (products, then the bias and Z) in float32, in different
 #: orders: each is within (K - 1) * eps * sum|terms| of the exact sum (the classic bound for
@@ -163,6 +168,29 @@ def test_what_the_loop_does_not_take_runs_the_numpy_form():
         assert np.array_equal(compiled, numpy_form)
 
 
+def test_pointwise_gemm_is_the_numpy_forms_product_and_bias():
+    """A 1x1 float32 convolution of one image (the compiled form's product without the checks
+    again): bit for bit the NumPy form, with and without B, contiguous or not, run after run
+    (the kept plan); a batch, groups or strides are not its."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 24, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    for xi in (x, np.asfortranarray(x)):
+        for bias in (None, b):
+            for _ in range(2):
+                got = conv_direct.pointwise_gemm(xi, w, bias, {})
+                assert got is not None
+                assert np.array_equal(got, conv(xi, w, bias))
+                (compiled,), (numpy_form,) = node_forms(
+                    "Conv", [xi, w] if bias is None else [xi, w, bias], 22
+                )
+                assert np.array_equal(compiled, numpy_form)
+    assert conv_direct.pointwise_gemm(np.concatenate([x, x]), w, b, {}) is None
+    assert conv_direct.pointwise_gemm(x, w, b, {"strides": [2, 2]}) is None
+    assert conv_direct.pointwise_gemm(x, w.reshape(40, 12, 2, 1)[:, :, :1], b, {"group": 2}) is None
+
+
 def test_bad_attributes_raise_in_both_forms():
     x = np.zeros((1, 2, 8, 8), np.float32)
     w = np.zeros((2, 1, 3, 3), np.float32)
@@ -261,3 +289,29 @@ def test_stateful_form_reruns_the_numpy_gemm(x_shape, w_shape, strides, pads, bi
     for shape in (x_shape, x_shape, x_shape, longer, longer, x_shape):
         feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
         np.testing.assert_array_equal(kept.run(None, feeds)[0], numpy_form.run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("activation", [None, "Relu", "HardSigmoid"])
+@pytest.mark.parametrize("bias_shape", [(8,), (1, 8, 1, 1)])
+def test_conv_activation_reads_its_bias_flat(activation, bias_shape):
+    """The pass-made ConvActivation (FusedConv with B of one value per channel, any shape):
+    a pointwise one bit for bit (the NumPy form's product, then B and the activation in one
+    pass), a 3x3 depthwise one within the loop's summation bound."""
+    rng = np.random.default_rng(len(bias_shape))
+    fused = {"activation": activation} if activation else {}
+    if activation == "HardSigmoid":
+        fused["activation_params"] = [0.2, 0.5]
+    x = rng.standard_normal((1, 8, 6, 7)).astype(np.float32)
+    b = rng.standard_normal(bias_shape).astype(np.float32)
+    for ws, attrs in (((8, 8, 1, 1), {}), ((8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]})):
+        w = rng.standard_normal(ws).astype(np.float32)
+        (compiled,), (numpy_form,) = node_forms(
+            "ConvActivation", [x, w, b], 1, domain="onnxflow.fused", **attrs, **fused
+        )
+        if ws[2] == 1:
+            assert compiled.tobytes() == numpy_form.tobytes()
+        else:
+            full = dict(attrs, group=attrs.get("group", 1))
+            assert np.all(
+                np.abs(compiled - numpy_form) <= _bound(x, w, b.reshape(-1), None, full, compiled)
+            )

@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) float conv_activate(float v, int ac
     float t;
     switch (act) {
     case CONV_ACT_RELU:
-        return v < 0.0f ? 0.0f : v;
+        return v <= 0.0f ? 0.0f : v; /* -0.0 to +0.0, as np.maximum(v, 0) */
     case CONV_ACT_LEAKY_RELU:
         return v < 0.0f ? v * a : v;
     case CONV_ACT_SIGMOID:

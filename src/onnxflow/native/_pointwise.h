@@ -52,8 +52,10 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
     case PW_ERF: for (i = 0; i < m; i++) d[i] = (float)of_erf((double)a[i]); break;
     case PW_SIGMOID: for (i = 0; i < m; i++) d[i] = (float)of_sigmoid((double)a[i]); break;
     case PW_CLIP: /* an omitted bound (NULL) does not clip */
-        if (b != NULL && c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(pw_max(a[i], b[i]), c[i]);
-        else if (b != NULL) for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);
+        if (b != NULL && c != NULL) { /* two loops: GCC vectorizes neither nested form */
+            for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);
+            for (i = 0; i < m; i++) d[i] = pw_min(d[i], c[i]);
+        } else if (b != NULL) for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);
         else if (c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(a[i], c[i]);
         else memcpy(d, a, sizeof(float) * (size_t)m);
         break;

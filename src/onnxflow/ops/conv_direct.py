@@ -46,7 +46,7 @@ NO_ACTIVATION = (0, 0.0, 0.0)
 
 def _may_take(w_shape: tuple[int, ...], group: int) -> bool:
     """Whether the loop may take a convolution by W ``w_shape``, from W's shape alone: a cheap
-    first test, so that the convolutions BLAS runs lose no time here."""
+    first test of the plan (:func:`_plan`)."""
     m, cg, *kernel = w_shape
     if not 1 <= len(kernel) <= 2:
         return False
@@ -74,6 +74,65 @@ def _takes(
     return "taps" if small else ""
 
 
+#: The loop's plans by :func:`_plan_key`, kept for the convolutions seen last: a model's
+#: convolutions meet the same shapes run after run, and the checks, the geometry and the
+#: choice of path cost as much as a small layer's loop.
+_PLANS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_PLANS_KEPT = 1024
+
+
+def _seq(values: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _plan_key(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """What a plan depends on: the shapes and the geometry attributes."""
+    return (
+        x.shape,
+        w.shape,
+        attrs.get("group", 1),
+        _seq(attrs.get("strides")),
+        _seq(attrs.get("dilations")),
+        _seq(attrs.get("pads")),
+        attrs.get("auto_pad", "NOTSET"),
+        _seq(attrs.get("kernel_shape")),
+    )
+
+
+def _plan(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """How a float32 convolution of X by W runs, checked as the NumPy form checks it: ("loop",
+    output shape, strides, dilations, begin pads, how) or (path,) for one of conv_paths' paths
+    ("pointwise", "depthwise", ...) when the loop does not take it."""
+    group = attrs.get("group", 1)
+    check_kernel_shape(attrs.get("kernel_shape"), w)
+    out, begin, strides, dilations, path = conv_geometry(
+        x.shape,
+        w.shape,
+        group,
+        attrs.get("strides"),
+        attrs.get("dilations"),
+        attrs.get("pads"),
+        attrs.get("auto_pad", "NOTSET"),
+    )
+    taken = x.size and _may_take(w.shape, group)
+    how = _takes(w.shape, group, path, dilations, math.prod(out)) if taken else ""
+    if not how:
+        return (path,)
+    return ("loop", (x.shape[0], w.shape[0], *out), strides, dilations, begin, how)
+
+
+def _cached_plan(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """:func:`_plan`, kept in :data:`_PLANS` (a plan whose checks raise is not kept)."""
+    key = _plan_key(x, w, attrs)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(x, w, attrs)
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def direct(
     x: np.ndarray,
     w: np.ndarray,
@@ -86,25 +145,31 @@ def direct(
     ``activation``: the loop's code and parameters), or None when the loop does not take it."""
     if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
         return None
-    group = attrs.get("group", 1)
-    if not _may_take(w.shape, group):
+    plan = _cached_plan(x, w, attrs)
+    if plan[0] != "loop":
         return None
-    check_kernel_shape(attrs.get("kernel_shape"), w)
-    out, begin, strides, dilations, path = conv_geometry(
-        x.shape,
-        w.shape,
-        group,
-        attrs.get("strides"),
-        attrs.get("dilations"),
-        attrs.get("pads"),
-        attrs.get("auto_pad", "NOTSET"),
-    )
-    how = _takes(w.shape, group, path, dilations, math.prod(out)) if x.size else ""
-    shape = (x.shape[0], w.shape[0], *out)
-    if not how or not _fits(b, z, shape):
+    shape, grid, how = plan[1], plan[2:5], plan[5]
+    if not _fits(b, z, shape):
         return None
+    return _run_loop(x, w, b, z, shape, attrs.get("group", 1), grid, how, activation)
+
+
+def _run_loop(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    shape: tuple[int, ...],
+    group: int,
+    grid: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    how: str,
+    activation: tuple[int, float, float],
+) -> np.ndarray:
+    """The loop's convolution into a new array of ``shape`` (``grid``: strides, dilations and
+    begin pads; a 1-D convolution runs as a 2-D one of height 1)."""
+    strides, dilations, begin = grid
     y = np.empty(shape, np.float32)
-    ones = (1,) * (4 - x.ndim)  # a 1-D convolution is a 2-D one of height 1
+    ones = (1,) * (4 - x.ndim)
     _CONV.conv2d_f32(
         np.ascontiguousarray(x).reshape(*x.shape[:2], *ones, *x.shape[2:]),
         np.ascontiguousarray(w).reshape(*w.shape[:2], *ones, *w.shape[2:]),
@@ -119,6 +184,27 @@ def direct(
         dots=how == "dots",
     )
     return y
+
+
+def pointwise_gemm(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dict[str, Any]
+) -> np.ndarray | None:
+    """A float32 1x1 convolution of one image, one group, as the NumPy form computes it (the
+    same product ``W (M, C) @ X (C, P)``, then B added to each row), without its checks and
+    geometry again (the plan kept them); None for the other convolutions."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+        return None
+    if x.shape[0] != 1 or attrs.get("group", 1) != 1:
+        return None
+    if b is not None and (b.dtype != np.float32 or b.shape != w.shape[:1]):
+        return None
+    if _cached_plan(x, w, attrs)[0] != "pointwise":
+        return None
+    m, c = w.shape[:2]
+    y = w.reshape(m, c) @ x.reshape(c, -1)
+    if b is not None:
+        y += b.reshape(m, 1)
+    return y.reshape(1, m, *x.shape[2:])
 
 
 def by_blas(
@@ -191,6 +277,8 @@ def compiled_conv(numpy_form: Callable[..., np.ndarray]) -> Callable[..., np.nda
             strides=strides,
         )
         y = direct(x, w, b, None, attrs)
+        if y is None:
+            y = pointwise_gemm(x, w, b, attrs)
         return numpy_form(x, w, b, **attrs) if y is None else y
 
     return conv_compiled

@@ -313,6 +313,7 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("com.microsoft.nchwc", "ReorderInput"): ("onnxflow.ops.microsoft.nchwc",),
     ("com.microsoft.nchwc", "ReorderOutput"): ("onnxflow.ops.microsoft.nchwc",),
     ("com.microsoft.nchwc", "Upsample"): ("onnxflow.ops.microsoft.nchwc",),
+    ("onnxflow.fused", "ConvActivation"): ("onnxflow.ops.pass_made.conv_activation",),
     ("onnxflow.fused", "FakeQuantize"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "FoldBatchNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "HalfRound"): ("onnxflow.ops.pass_made.kernels",),

@@ -21,7 +21,9 @@ module registers nothing.
 - MatMulBias 1: a MatMul and the Add of a constant bias that alone reads it, made by
   :mod:`~onnxflow.compile.passes.fuse_matmul_bias`;
 - QDQConv 1: ``QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(w), ...))``, made by
-  :mod:`~onnxflow.compile.passes.fuse_qdq_conv`.
+  :mod:`~onnxflow.compile.passes.fuse_qdq_conv`;
+- ConvActivation 1: a Conv with the Relu or HardSigmoid after it, onnxruntime's FusedConv,
+  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`.
 """
 
 from __future__ import annotations
@@ -41,3 +43,4 @@ MATMUL_BIAS = "MatMulBias"
 QDQ_CONV = "QDQConv"
 #: The roles of a QDQConv node's inputs, in the order of its ``slots`` attribute.
 QDQ_ROLES = ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "zb", "sy", "zy")
+CONV_ACTIVATION = "ConvActivation"
