@@ -30,6 +30,7 @@ from collections import Counter
 from onnx import GraphProto, NodeProto, TensorProto, TypeProto, helper
 
 from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.ir.walk import scope_types
 from onnxflow.ops.pass_made import FUSED_DOMAIN, POINTWISE
 
 #: The most inputs each instruction reads (Clip's bounds may be omitted).
@@ -69,13 +70,10 @@ def fuse_pointwise(view: GraphView) -> list[NodeProto] | None:
 
 
 def _float32_types(graph: GraphProto) -> dict[str, TypeProto]:
-    """The float32 tensors of ``graph`` whose type is declared, by name."""
-    found = {t.name: helper.make_tensor_type_proto(t.data_type, t.dims) for t in graph.initializer}
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        found[vi.name] = vi.type
+    """The float32 tensors ``graph`` declares (:func:`~onnxflow.ir.walk.scope_types`), by name."""
     return {
         name: tp
-        for name, tp in found.items()
+        for name, tp in scope_types(graph).items()
         if tp.HasField("tensor_type") and tp.tensor_type.elem_type == TensorProto.FLOAT
     }
 
