@@ -108,21 +108,30 @@ class Native:
     ``stateful`` makes its form that keeps a memo between calls, as :attr:`Traits.stateful`
     (None: none, the NumPy form's is not used either). Every other trait of the kernel holds
     for it too.
+
+    ``prepare`` (plain kernels) makes, once at compile time, ``fn`` specialized for one node:
+    ``prepare(constants, **attributes)`` gets the node's inputs that are constants of its graph
+    (``constants[i]`` input ``i``'s value, None when it is fed at run time or omitted) and
+    returns a function taking what ``fn`` takes (it may ignore the constant inputs, whose
+    values it has read), or None to leave the node on ``fn``. What it makes is the node's for
+    the plan's life: it holds no state between calls.
     """
 
     fn: Callable[..., Any]
     in_place: Callable[..., Any] | None = None
     stateful: Callable[[], Callable[..., Any]] | None = None
+    prepare: Callable[..., Callable[..., Any] | None] | None = None
 
 
 def native_form(
     fn: Callable[..., Any] | None,
     in_place: Callable[..., Any] | None = None,
     stateful: Callable[[], Callable[..., Any]] | None = None,
+    prepare: Callable[..., Callable[..., Any] | None] | None = None,
 ) -> Native | None:
-    """``Native(fn, in_place, stateful)``, or None when ``fn`` is None (its compiled module
-    not built)."""
-    return None if fn is None else Native(fn, in_place, stateful)
+    """``Native(fn, in_place, stateful, prepare)``, or None when ``fn`` is None (its compiled
+    module not built)."""
+    return None if fn is None else Native(fn, in_place, stateful, prepare)
 
 
 def chosen(

@@ -11,6 +11,7 @@ import pytest
 from native_forms import both_forms, node_forms
 from onnx import TensorProto, helper, numpy_helper
 
+import onnxflow
 from onnxflow.ops import integer_gemm
 
 FORMS_TESTED = [
@@ -261,8 +262,39 @@ def test_conv_integer_and_qlinear_conv(kernel, case, x_type, w_type):
     bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
     for b in (bias, None):
         inputs = [x, np.float32(0.02), x_zero, w, scales, w_zero, np.float32(0.05), y_zero, b]
-        for constant in [set(), {"x3", "x4", "x5", "x8"}]:
+        for constant in [set(), {"x3", "x4", "x5", "x8"}, ALL_BUT_X]:
             same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
+
+
+#: Every input of a QLinearConv but X a constant: the compiled form made at compile time.
+ALL_BUT_X = {f"x{i}" for i in range(1, 9)}
+
+
+def test_qlinear_conv_prepared_for_its_constants(kernel):
+    """With every input but X constant the node runs the form its constants prepared; fed
+    parameters, or a bias the tail does not take (int32 sums float32 would round), keep it on
+    the compiled form, which gives the same bits."""
+    rng = np.random.default_rng(3)
+    x, w = _integers(rng, np.uint8, (1, 8, 5, 5)), _integers(rng, np.int8, (6, 8, 1, 1))
+    bias = rng.integers(-5000, 5000, 6).astype(np.int32)
+    inputs = [x, np.float32(0.02), np.uint8(3), w, np.float32(0.01), np.int8(0)]
+    inputs += [np.float32(0.05), np.uint8(7), bias]
+    for constant, b, name in [
+        (ALL_BUT_X, bias, "qlinear_conv_prepared"),
+        (ALL_BUT_X - {"x6"}, bias, "qlinear_conv_compiled"),
+        (ALL_BUT_X, np.full(6, 1 << 30, np.int32), "qlinear_conv_compiled"),
+    ]:
+        inputs[8] = b
+        model, feeds = _conv_model("QLinearConv", inputs, constant)
+        sess = onnxflow.InferenceSession(model.SerializeToString())
+        assert _step_name(sess) == name
+        same(*both_forms(model, feeds))
+
+
+def _step_name(sess) -> str:
+    """The name of the function a one-node session's step runs (attributes bound or not)."""
+    fn = sess.plan.steps[0][0]
+    return getattr(fn, "func", fn).__name__
 
 
 def test_qlinear_conv_ties_and_saturation(kernel):
@@ -347,10 +379,14 @@ def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", BYTE_TYPES)
-@pytest.mark.parametrize("b_shape", [(2, 3, 17), (1,), (), (3, 1), (17,), (1, 3, 17), (1, 1, 17)])
+@pytest.mark.parametrize(
+    "b_shape",
+    [(2, 3, 17), (1,), (), (3, 1), (17,), (1, 3, 17), (1, 1, 17), (2, 1, 1), (2, 3, 1), (2, 1, 17)],
+)
 def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
-    """Same shapes, one value on either side (one pass), a broadcast row (the NumPy form);
-    scales whose ratios make ties and saturation."""
+    """Same shapes, one value on either side, a bias along the last axes, a value per channel
+    held along the axes after it (one pass), axes that are no one run (the NumPy form); scales
+    whose ratios make ties and saturation."""
     rng = np.random.default_rng(11)
     a, b = _integers(rng, dtype, (2, 3, 17)), _integers(rng, dtype, b_shape)
     z = [np.asarray(v, dtype) for v in (5, -3 if dtype == np.int8 else 250, 1)]

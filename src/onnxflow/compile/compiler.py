@@ -357,7 +357,22 @@ class _GraphBuilder:
         if traits.passthrough and len(ins) == 1 and len(node.output) == 1:
             return passthrough, traits, ins, []
         fn = _bind_kernel_attributes(form, attrs, node, opset)
+        fn = self._prepared(kernel, ins, attrs) or fn
         return fn, bind_attributes(traits.replace(passthrough=False), attrs), ins, []
+
+    def _prepared(
+        self, kernel: Kernel, ins: list[int], attrs: dict[str, Any]
+    ) -> Callable[..., Any] | None:
+        """The node's compiled form made for its constant inputs (:attr:`Native.prepare`), or
+        None: the session runs NumPy forms, the kernel prepares nothing, or not for these."""
+        native = kernel.traits.native
+        if self.compiler.kernels != "native" or native is None or native.prepare is None:
+            return None
+        constants = tuple(
+            self.template[s] if s in self.constant_slots and s not in self.input_slots else None
+            for s in ins
+        )
+        return native.prepare(constants, **attrs)
 
     def _define_outputs(self, node: NodeProto) -> tuple[int, ...]:
         slots = []

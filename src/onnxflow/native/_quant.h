@@ -161,19 +161,37 @@ RQ_DOUBLE(rqd_i8, int8_t, -128.0, 127.0)
 
 /* QLinearAdd and QLinearMul of 8-bit a and b (b one value when bstep is 0) into a's type:
  * y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc), and
- * y = saturate(rint((a - za) * (b - zb) * r) + zc), in float32 as the NumPy forms. */
+ * y = saturate(rint((a - za) * (b - zb) * r) + zc), in float32 as the NumPy forms. One value
+ * of b is centered (and, for the sum, scaled) once: the same float32 operations, so the same
+ * bits, in loops the compiler vectorizes. */
 #define QBINARY_LOOPS(ADD, MUL, T, LO, HI)                                                    \
     QUANT_CLONES static void ADD(const T *a, const T *b, T *y, ptrdiff_t n, ptrdiff_t bstep,  \
                                  float za, float zb, float ra, float rb, float zc) {          \
+        if (bstep == 0) {                                                                     \
+            const float bv = ((float)b[0] - zb) * rb;                                         \
+            for (ptrdiff_t i = 0; i < n; i++) {                                               \
+                float v = ((float)a[i] - za) * ra + bv;                                       \
+                y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                        \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
         for (ptrdiff_t i = 0; i < n; i++) {                                                   \
-            float v = ((float)a[i] - za) * ra + ((float)b[i * bstep] - zb) * rb;              \
+            float v = ((float)a[i] - za) * ra + ((float)b[i] - zb) * rb;                      \
             y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                            \
         }                                                                                     \
     }                                                                                         \
     QUANT_CLONES static void MUL(const T *a, const T *b, T *y, ptrdiff_t n, ptrdiff_t bstep,  \
                                  float za, float zb, float r, float zc) {                     \
+        if (bstep == 0) {                                                                     \
+            const float bv = (float)b[0] - zb;                                                \
+            for (ptrdiff_t i = 0; i < n; i++) {                                               \
+                float v = ((float)a[i] - za) * bv * r;                                        \
+                y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                        \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
         for (ptrdiff_t i = 0; i < n; i++) {                                                   \
-            float v = ((float)a[i] - za) * ((float)b[i * bstep] - zb) * r;                    \
+            float v = ((float)a[i] - za) * ((float)b[i] - zb) * r;                            \
             y[i] = (T)(int32_t)clip_scalar(rintf(v) + zc, LO, HI);                            \
         }                                                                                     \
     }

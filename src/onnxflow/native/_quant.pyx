@@ -298,54 +298,69 @@ def pack(const int16_t[::1] rows, int16_t[::1] out, Py_ssize_t k, Py_ssize_t p):
         pack_pairs(&rows[0], &out[0], k, p, panels, pairs)
 
 
-def qlinear_add(object a, object b, object y, float za, float zb, float ra, float rb, float zc):
+cdef inline Py_ssize_t _period(Py_ssize_t n, Py_ssize_t nb, Py_ssize_t inner) noexcept nogil:
+    """How many elements of a one call of a binary loop covers: all of a for one value of b,
+    one value's run of ``inner`` elements, else b's length (b repeats along a)."""
+    if nb == 1:
+        return n
+    return inner if inner > 1 else nb
+
+
+def qlinear_add(object a, object b, object y, float za, float zb, float ra, float rb, float zc,
+                Py_ssize_t inner=1):
     """``y = saturate(rint((a - za) * ra + (b - zb) * rb) + zc)`` for 1-D uint8 or int8 a and
-    y, b of one value or repeated along a (its length divides a's)."""
+    y; b of one value, or repeated along a (its length divides a's), or with ``inner`` > 1 each
+    of its values held for ``inner`` elements of a, b over again when it ends (a channel)."""
     cdef const uint8_t[::1] au, bu
     cdef uint8_t[::1] yu
     cdef const int8_t[::1] ai, bi
     cdef int8_t[::1] yi
-    cdef Py_ssize_t o = 0, n = a.shape[0], step = 1 if b.shape[0] > 1 else 0
-    cdef Py_ssize_t period = b.shape[0] if step else n
+    cdef Py_ssize_t o = 0, n = a.shape[0], nb = b.shape[0], j = 0
+    cdef Py_ssize_t period = _period(n, nb, inner), step = 1 if nb > 1 and inner == 1 else 0
     if n == 0:
         return
     if a.dtype.char == "B":
         au, bu, yu = a, b, y
         with nogil:
             while o < n:
-                qadd_u8(&au[o], &bu[0], &yu[o], period, step, za, zb, ra, rb, zc)
+                qadd_u8(&au[o], &bu[j], &yu[o], period, step, za, zb, ra, rb, zc)
                 o += period
+                j = (j + 1) % nb if step == 0 else 0
     else:
         ai, bi, yi = a, b, y
         with nogil:
             while o < n:
-                qadd_i8(&ai[o], &bi[0], &yi[o], period, step, za, zb, ra, rb, zc)
+                qadd_i8(&ai[o], &bi[j], &yi[o], period, step, za, zb, ra, rb, zc)
                 o += period
+                j = (j + 1) % nb if step == 0 else 0
 
 
-def qlinear_mul(object a, object b, object y, float za, float zb, float r, float zc):
-    """``y = saturate(rint((a - za) * (b - zb) * r) + zc)`` for 1-D uint8 or int8 a and y, b
-    of one value or repeated along a (its length divides a's)."""
+def qlinear_mul(object a, object b, object y, float za, float zb, float r, float zc,
+                Py_ssize_t inner=1):
+    """``y = saturate(rint((a - za) * (b - zb) * r) + zc)`` for 1-D uint8 or int8 a and y; b
+    laid along a as :func:`qlinear_add`'s."""
     cdef const uint8_t[::1] au, bu
     cdef uint8_t[::1] yu
     cdef const int8_t[::1] ai, bi
     cdef int8_t[::1] yi
-    cdef Py_ssize_t o = 0, n = a.shape[0], step = 1 if b.shape[0] > 1 else 0
-    cdef Py_ssize_t period = b.shape[0] if step else n
+    cdef Py_ssize_t o = 0, n = a.shape[0], nb = b.shape[0], j = 0
+    cdef Py_ssize_t period = _period(n, nb, inner), step = 1 if nb > 1 and inner == 1 else 0
     if n == 0:
         return
     if a.dtype.char == "B":
         au, bu, yu = a, b, y
         with nogil:
             while o < n:
-                qmul_u8(&au[o], &bu[0], &yu[o], period, step, za, zb, r, zc)
+                qmul_u8(&au[o], &bu[j], &yu[o], period, step, za, zb, r, zc)
                 o += period
+                j = (j + 1) % nb if step == 0 else 0
     else:
         ai, bi, yi = a, b, y
         with nogil:
             while o < n:
-                qmul_i8(&ai[o], &bi[0], &yi[o], period, step, za, zb, r, zc)
+                qmul_i8(&ai[o], &bi[j], &yi[o], period, step, za, zb, r, zc)
                 o += period
+                j = (j + 1) % nb if step == 0 else 0
 
 
 def requantize_f64(const int32_t[::1] acc, object y, const double[::1] c, double s, double z):

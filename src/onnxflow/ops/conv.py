@@ -13,7 +13,7 @@ The window geometry is :mod:`onnxflow.ops.window_geometry`'s, shared with the po
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -245,18 +245,19 @@ def _exact_conv(
     w: np.ndarray,
     w_zero: np.ndarray | None,
     geometry: _Geometry,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, tuple[int, ...]] | None:
     """The int32 convolution of ``x - x_zero`` (per tensor) with ``w - w_zero`` (per tensor
-    or per output channel), 8-bit operands: on the int16 kernel (:func:`_int_conv`), else in
-    float32 where it is exact, input channels cut into slices short enough (one group only)
-    and the slices added in int32. ``(sums (N, M, row stride), spatial output shape)``, the
-    rows possibly padded past the positions; None for what this does not take, or sums that
-    could pass int32's range."""
+    or per output channel), 8-bit operands: on the int16 kernel (:func:`_int_conv`; ``rows``:
+    W's rows for it, if made already), else in float32 where it is exact, input channels cut
+    into slices short enough (one group only) and the slices added in int32. ``(sums (N, M,
+    row stride), spatial output shape)``, the rows possibly padded past the positions; None
+    for what this does not take, or sums that could pass int32's range."""
     if x.dtype not in ig.BYTES or w.dtype not in ig.BYTES or x.ndim < 3:
         return None
     if x_zero is not None and x_zero.size != 1:
         return None
-    by_ints = _int_conv(x, x_zero, w, w_zero, geometry)
+    by_ints = _int_conv(x, x_zero, w, w_zero, geometry, rows)
     return by_ints if by_ints is not None else _float_conv(x, x_zero, w, w_zero, geometry)
 
 
@@ -313,15 +314,16 @@ def _int_conv(
     w: np.ndarray,
     w_zero: np.ndarray | None,
     geometry: _Geometry,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, tuple[int, ...]] | None:
     """The exact int32 convolution of 8-bit X (one zero point) and W, one group, on the int16
     kernel (:func:`onnxflow.ops.integer_gemm.int_product`'s): per image, the columns of X
     less its zero point (the padding reads 0) packed, times W's rows less their zero points
-    (made once per constant W). As :func:`_exact_conv`, or None."""
+    (:func:`_kept_rows`, unless given). As :func:`_exact_conv`, or None."""
     k = w[0].size
     if not ig.QUANT.PANEL or geometry.group != 1 or k * ig.reach(x, x_zero) * 255 >= 1 << 30:
         return None
-    rows = ig.kept(w, ("rows", ig.by_value(w_zero)), lambda: _weight_rows(w, w_zero))
+    rows = _kept_rows(w, w_zero) if rows is None else rows
     if rows is None:
         return None
     shape = _geometry(
@@ -343,11 +345,21 @@ def _int_conv(
     pairs, panels = (k + 1) // 2, -(-positions // ig.QUANT.PANEL)
     packed = np.empty(panels * pairs * 2 * ig.QUANT.PANEL, np.int16)
     acc = np.empty((x.shape[0], w.shape[0], panels * ig.QUANT.PANEL), np.int32)
+    one_by_one = tuple(out) == x.shape[2:] and k == w.shape[1] and not any(begin)
     for image in range(x.shape[0]):
-        cols = im2col(shifted[image], w.shape[2:], out, strides, dilations, begin)
+        cols = (
+            shifted[image].reshape(k, positions)
+            if one_by_one  # a 1x1 kernel at stride 1, unpadded: X's channels are the columns
+            else im2col(shifted[image], w.shape[2:], out, strides, dilations, begin)
+        )
         ig.QUANT.pack(ig.flat(cols), packed, k, positions)
         ig.QUANT.int_matmul(rows, packed, acc[image].reshape(-1), w.shape[0], panels, pairs)
     return acc, tuple(out)
+
+
+def _kept_rows(w: np.ndarray, w_zero: np.ndarray | None) -> np.ndarray | None:
+    """:func:`_weight_rows`, made once per constant W and zero point."""
+    return ig.kept(w, ("rows", ig.by_value(w_zero)), lambda: _weight_rows(w, w_zero))
 
 
 def _weight_rows(w: np.ndarray, w_zero: np.ndarray | None) -> np.ndarray | None:
@@ -402,6 +414,57 @@ def _per_channel(value: np.ndarray, m: int, name: str) -> np.ndarray:
     return value
 
 
+class _QConvTail(NamedTuple):
+    """QLinearConv's requantizing tail, read from its parameters: the int32 bias and the
+    float32 scale per output channel (``x_scale * w_scale / y_scale``), Y's zero point, type."""
+
+    bias: np.ndarray
+    scale: np.ndarray
+    zero: float
+    dtype: np.dtype
+
+    def __call__(self, exact: tuple[np.ndarray, tuple[int, ...]]) -> np.ndarray:
+        """Y from the exact sums (:func:`_exact_conv`): bias, scale, rounding in one pass."""
+        acc, out = exact
+        y = np.empty((acc.shape[0], self.bias.shape[0], *out), self.dtype)
+        loop = ig.QUANT.requantize_u8 if self.dtype == np.uint8 else ig.QUANT.requantize_i8
+        n, positions = acc.shape[0], math.prod(out)
+        loop(
+            acc.reshape(-1),
+            y.reshape(-1),
+            self.bias,
+            self.scale,
+            self.zero,
+            n,
+            positions,
+            acc.shape[2],
+        )
+        return y
+
+
+def _qconv_tail(
+    x_scale: np.ndarray,
+    w_scale: np.ndarray,
+    y_scale: np.ndarray,
+    y_zero: np.ndarray,
+    b: np.ndarray | None,
+    m: int,
+) -> _QConvTail | None:
+    """The tail of a QLinearConv with ``m`` output channels, or None where the compiled loop
+    does not take it (Y not 8-bit of one zero point, B not int32 per channel, or so large
+    that float32 would round the biased sums)."""
+    if y_zero.dtype not in ig.BYTES or y_zero.size != 1:
+        return None
+    if b is not None and (b.dtype != np.int32 or b.shape != (m,)):
+        return None
+    if b is not None and int(np.abs(b.astype(np.int64)).max(initial=0)) >= 1 << 30:
+        return None
+    scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
+    scale = np.ascontiguousarray(np.broadcast_to(scale / np.float32(y_scale), (m,)))
+    bias = np.zeros(m, np.int32) if b is None else np.ascontiguousarray(b)
+    return _QConvTail(bias, scale, float(y_zero.reshape(())), y_zero.dtype)
+
+
 def qlinear_conv_compiled(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -421,42 +484,60 @@ def qlinear_conv_compiled(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """QLinearConv's compiled form: the exact convolution (:func:`_exact_conv`), then bias,
-    scale and rounding in one pass; else the NumPy form."""
+    scale and rounding in one pass (:class:`_QConvTail`); else the NumPy form."""
     check_kernel_shape(kernel_shape, w)
     geometry = _Geometry(group, strides, dilations, pads, auto_pad)
-    inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
-    m = w.shape[0]
-    fits = (
-        y_zero_point.dtype in ig.BYTES
-        and y_zero_point.size == 1
-        and (b is None or (b.dtype == np.int32 and b.shape == (m,)))
-    )
-    exact = _exact_conv(x, x_zero_point, w, w_zero_point, geometry) if fits else None
-    if exact is None or (
-        b is not None and int(np.abs(b.astype(np.int64)).max(initial=0)) >= 1 << 30
-    ):
+    tail = _qconv_tail(x_scale, w_scale, y_scale, y_zero_point, b, w.shape[0])
+    exact = None if tail is None else _exact_conv(x, x_zero_point, w, w_zero_point, geometry)
+    if tail is None or exact is None:
+        inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
         return qlinear_conv(*inputs, kernel_shape=kernel_shape, **geometry._asdict())
-    acc, out = exact
-    scale = np.float32(x_scale) * _per_channel(w_scale, m, "w_scale").astype(np.float32)
-    scale = np.ascontiguousarray(np.broadcast_to(scale / np.float32(y_scale), (m,)))
-    bias = np.zeros(m, np.int32) if b is None else np.ascontiguousarray(b)
-    y = np.empty((acc.shape[0], m, *out), y_zero_point.dtype)
-    loop = ig.QUANT.requantize_u8 if y.dtype == np.uint8 else ig.QUANT.requantize_i8
-    zero = float(y_zero_point.reshape(()))
-    loop(
-        acc.reshape(-1),
-        y.reshape(-1),
-        bias,
-        scale,
-        zero,
-        acc.shape[0],
-        math.prod(out),
-        acc.shape[2],
-    )
-    return y
+    return tail(exact)
 
 
-@op("QLinearConv", 10, traits=Traits(native=native_form(ig.QUANT and qlinear_conv_compiled)))
+def qlinear_conv_prepare(
+    constants: tuple[np.ndarray | None, ...],
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> Callable[..., np.ndarray] | None:
+    """QLinearConv's compiled form made for a node whose inputs other than X are constants:
+    the requantizing tail and W's rows for the int16 kernel read once, at compile time; None
+    where an input besides X is fed or the tail does not take them."""
+    if len(constants) < 8 or any(c is None for c in constants[1:]):
+        return None
+    x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, *b = constants[1:]
+    try:
+        check_kernel_shape(kernel_shape, w)
+        tail = _qconv_tail(x_scale, w_scale, y_scale, y_zero, b[0] if b else None, w.shape[0])
+    except ValueError:  # the form the node runs raises it, naming the node
+        return None
+    if tail is None or x_zero.size != 1 or w.dtype not in ig.BYTES:
+        return None
+    shape = _Geometry(group, strides, dilations, pads, auto_pad)
+    rows = _kept_rows(w, w_zero) if shape.group == 1 and ig.QUANT.PANEL else None
+
+    def prepared(x: np.ndarray, *others: np.ndarray | None) -> np.ndarray:
+        exact = _exact_conv(x, x_zero, w, w_zero, shape, rows)
+        if exact is None:
+            return qlinear_conv_compiled(x, *others, kernel_shape=kernel_shape, **shape._asdict())
+        return tail(exact)
+
+    prepared.__name__ = prepared.__qualname__ = "qlinear_conv_prepared"
+    return prepared
+
+
+@op(
+    "QLinearConv",
+    10,
+    traits=Traits(
+        native=native_form(ig.QUANT and qlinear_conv_compiled, prepare=qlinear_conv_prepare)
+    ),
+)
 def qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,

@@ -33,6 +33,7 @@ gets the one answer the formula gives it.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -174,21 +175,31 @@ def ms_dequantize_linear(
 # -- elementwise --------------------------------------------------------------------------------
 def _binary_operands(
     a: np.ndarray, a_zero: np.ndarray | None, b: np.ndarray, b_zero: np.ndarray | None
-) -> tuple[np.ndarray, float, np.ndarray, float] | None:
-    """``(a, a's zero, b, b's zero)`` as the compiled QLinearAdd and QLinearMul take them: 8-bit
-    tensors of one type, the larger first, the other one value or the shape of its last axes
-    (repeated along it); else None."""
+) -> tuple[np.ndarray, float, np.ndarray, float, int] | None:
+    """``(a, a's zero, b, b's zero, inner)`` as the compiled QLinearAdd and QLinearMul take
+    them: 8-bit tensors of one type, the larger first, the other one value or the shape of a
+    run of a's axes (a bias on the last axes, or a per-channel factor), each of its values
+    held for ``inner`` elements of a (the product of the axes after the run); else None."""
     if b.size > a.size:
         a, a_zero, b, b_zero = b, b_zero, a, a_zero
     za, zb = ig.scalar(a_zero), ig.scalar(b_zero)
     if a.dtype not in ig.BYTES or b.dtype != a.dtype or za is None or zb is None:
         return None
-    trailing = b.shape[next((i for i, d in enumerate(b.shape) if d != 1), b.ndim) :]
-    if b.size > 1 and (not trailing or a.shape[len(a.shape) - len(trailing) :] != trailing):
-        return None
     if a.shape != np.broadcast_shapes(a.shape, b.shape):
         return None
-    return a, za, b, zb
+    inner = _held_for(a.shape, b.shape) if b.size > 1 else 1
+    return None if inner is None else (a, za, b, zb, inner)
+
+
+def _held_for(big: tuple[int, ...], small: tuple[int, ...]) -> int | None:
+    """How many elements of ``big`` each value of ``small`` (broadcast to it) covers in a row,
+    when ``small``'s axes other than 1 are one run that ``big`` has too; else None."""
+    padded = (1,) * (len(big) - len(small)) + tuple(small)
+    kept = [i for i, d in enumerate(padded) if d != 1]
+    first, last = kept[0], kept[-1]
+    if padded[first : last + 1] != big[first : last + 1]:
+        return None
+    return math.prod(big[last + 1 :])
 
 
 def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
@@ -212,16 +223,20 @@ def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
         zc = ig.scalar(c_zero_point)
         if operands is None or zc is None or a.dtype != operands[0].dtype:
             return fallback(*inputs)
-        big, za, small, zb = operands
+        big, za, small, zb, inner = operands
         y = np.empty(big.shape, a.dtype)
         if multiply:
             ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
-            ig.QUANT.qlinear_mul(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ratio, zc)
+            ig.QUANT.qlinear_mul(
+                ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ratio, zc, inner
+            )
             return y
         ra, rb = _f32(a_scale) / _f32(c_scale), _f32(b_scale) / _f32(c_scale)
         if big is not a:
             ra, rb = rb, ra
-        ig.QUANT.qlinear_add(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc)
+        ig.QUANT.qlinear_add(
+            ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc, inner
+        )
         return y
 
     form.__name__ = form.__qualname__ = (
