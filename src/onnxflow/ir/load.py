@@ -65,7 +65,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
             proto.CopyFrom(model)  # type: ignore[arg-type]
             external = [t for t in all_tensors(proto) if _is_external(t)]
         for tensor in external:
-            read_external(tensor, Path(base_dir))
+            read_external(tensor, base_dir)
     return proto
 
 
@@ -265,7 +265,7 @@ def _check_fits_in_memory(nbytes: int, what: str) -> None:
         )
 
 
-def read_external(tensor: TensorProto, base_dir: Path) -> None:
+def read_external(tensor: TensorProto, base_dir: str | os.PathLike) -> None:
     """Read ``tensor``'s external data into ``raw_data``: only a regular file inside
     ``base_dir``, opened once (:func:`onnxflow.ir.external.open_inside`) and checked as opened,
     only the bytes its offset and length name."""
@@ -275,8 +275,12 @@ def read_external(tensor: TensorProto, base_dir: Path) -> None:
     _check_location(location, what)
     offset, length = _span(info, what)
     try:
-        with os.fdopen(open_inside(base_dir, location, what), "rb") as f:
-            tensor.raw_data = _read_span(f, offset, length, what)
+        fd = open_inside(base_dir, location, what)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                tensor.raw_data = _read_span(f, offset, length, what)
+        finally:
+            os.close(fd)
     except ExternalDataError:  # a RuntimeError too, and already naming what was wrong
         raise
     except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop (resolve, Windows)
