@@ -20,6 +20,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, TypeProto, helper, numpy_helper
 
+from onnxflow.errors import ExternalDataError
+
 #: ONNX element type names, as onnxruntime spells them in ``tensor(...)``.
 _ELEM_NAMES: dict[int, str] = {
     TensorProto.FLOAT: "float",
@@ -146,9 +148,16 @@ class NodeArg:
         return cls(vi.name, type_str(vi.type), type_shape(vi.type), vi.type)
 
 
-def tensor_to_array(t: TensorProto, base_dir: str | None = None) -> np.ndarray:
-    """Decode a TensorProto (inline or external data) into a NumPy array."""
-    return numpy_helper.to_array(t, base_dir or "")
+def tensor_to_array(t: TensorProto) -> np.ndarray:
+    """Decode a TensorProto into a NumPy array. Its data must be in the proto:
+    :func:`onnxflow.ir.load.load_model` reads external data in, safely; onnx's reader, which
+    opens the file by name relative to the working directory, is never reached."""
+    if t.data_location == TensorProto.EXTERNAL:
+        raise ExternalDataError(
+            f"tensor {t.name!r} refers to external data that was not read in: load the model "
+            f"with onnxflow.load_model (or give it to InferenceSession) with its base_dir"
+        )
+    return numpy_helper.to_array(t)
 
 
 def proto_to_value(proto: Any) -> Any:

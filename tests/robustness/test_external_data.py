@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -111,13 +112,14 @@ def test_symlinked_directory_leaving_the_model_directory_is_refused(tmp_path: Pa
     [
         ({"offset": "300"}, r"offset 300 and length 256 do not fit the file of 256 bytes"),
         ({"offset": "8", "length": "256"}, r"offset 8 and length 256 do not fit"),
-        ({"offset": "-4"}, r"offset -4 and length 256 do not fit"),
-        ({"length": "-1"}, r"offset 0 and length -1 do not fit"),
-        ({"offset": "ten"}, r"offset/length are not integers"),
+        ({"offset": "-4"}, r"offset '-4' is not a number in ASCII digits"),
+        ({"length": "-1"}, r"length '-1' is not a number in ASCII digits"),
+        ({"offset": "ten"}, r"offset 'ten' is not a number in ASCII digits"),
         ({"location": "missing.bin"}, r"'missing\.bin': cannot read"),
         ({"location": ""}, r"no location given"),
         ({"location": "a\0b"}, r"NUL character"),
         ({"location": "."}, r"not a regular file"),
+        ({"location": "weights.bin/x"}, r"cannot read: Not a directory"),
     ],
     ids=lambda v: "-".join(f"{k}={v!r}" for k, v in v.items()) if isinstance(v, dict) else "",
 )
@@ -233,3 +235,175 @@ def test_external_data_beyond_available_memory_is_refused_before_reading(
     monkeypatch.setattr(onnxflow.ir.load, "available_memory", lambda: 2**30)  # any machine
     with pytest.raises(onnxflow.ExternalDataError, match="more than the .* bytes of memory"):
         onnxflow.InferenceSession(path)
+
+
+@pytest.mark.parametrize("key", ["offset", "length"])
+@pytest.mark.parametrize(
+    "value", [" 4", "+4", "0_4", "4 ", "\u0664", "\uff14", "4\n", "", "0x4", "1e2", "-0"]
+)
+def test_offset_and_length_must_be_ascii_digits(tmp_path: Path, key: str, value: str) -> None:
+    """Python's int() takes signs, spaces, ``_`` and other scripts' digits; onnxruntime does not,
+    so the same file would load other weights in the two: refused, naming tensor, key, value."""
+    path = save_external(matmul_model(), tmp_path)
+    tamper(path, **{key: value})
+    message = rf"tensor 'W' at location 'weights\.bin': {key} {re.escape(repr(value))} is not"
+    with pytest.raises(onnxflow.ExternalDataError, match=message):
+        onnxflow.load_model(path)
+
+
+def test_offset_and_length_with_leading_zeros_are_plain_digits(tmp_path: Path) -> None:
+    path = save_external(matmul_model(), tmp_path)
+    tamper(path, offset="000", length="0256")
+    check_runs(path)
+
+
+def test_an_offset_of_more_digits_than_int_converts_is_refused(tmp_path: Path) -> None:
+    path = save_external(matmul_model(), tmp_path)
+    tamper(path, offset="9" * 5000)
+    with pytest.raises(onnxflow.ExternalDataError, match=r"offset '9{40}'\.\.\. \(5000 char"):
+        onnxflow.load_model(path)
+
+
+@pytest.mark.parametrize("key", ["Offset", "size", "ort_prepacked"])
+def test_unknown_external_data_key_is_refused(tmp_path: Path, key: str) -> None:
+    """onnxruntime refuses keys outside the spec's; onnxflow did ignore them, so a misspelt
+    ``Offset`` silently read from offset 0."""
+    path = save_external(matmul_model(), tmp_path)
+    tamper(path, **{key: "4"})
+    with pytest.raises(onnxflow.ExternalDataError, match=rf"tensor 'W'.*unknown key '{key}'"):
+        onnxflow.load_model(path)
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    path = save_external(matmul_model(), tmp_path)
+    m = onnx.load_model(path, load_external_data=False)
+    m.graph.initializer[0].external_data.add(key="offset", value="4")
+    m.graph.initializer[0].external_data.add(key="offset", value="0")
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(onnxflow.ExternalDataError, match=r"key 'offset' is given more than once"):
+        onnxflow.load_model(path)
+
+
+def test_checksum_and_basepath_are_accepted_and_not_acted_on(tmp_path: Path) -> None:
+    """The spec's ``checksum`` (neither onnx nor onnxruntime verifies it) and onnx's
+    ``basepath`` (its reader ignores it)."""
+    path = save_external(matmul_model(), tmp_path)
+    tamper(path, checksum="not-a-sha1", basepath="/elsewhere")
+    check_runs(path)
+
+
+# -- links and names followed by the walk itself (onnxflow.ir.external) ------------------------
+@pytest.mark.parametrize(
+    "link, location",
+    [
+        ("alias", "alias/weights.bin"),  # a relative link to a directory inside
+        ("data/up", "data/up/data/weights.bin"),  # a link to the folder, then down again
+        ("data/w", "data/w"),  # a relative link to the file beside it
+    ],
+)
+def test_relative_links_that_stay_inside_are_followed(
+    tmp_path: Path, link: str, location: str
+) -> None:
+    path = save_external(matmul_model(), tmp_path / "m", "data/weights.bin")
+    targets = {"alias": "data", "data/up": "..", "data/w": "weights.bin"}
+    os.symlink(targets[link], tmp_path / "m" / link)
+    tamper(path, location=location)
+    check_runs(path)
+
+
+def test_dotdot_that_stays_inside_is_followed(tmp_path: Path) -> None:
+    path = save_external(matmul_model(), tmp_path / "m")
+    (tmp_path / "m" / "sub").mkdir()
+    tamper(path, location="sub/../weights.bin")
+    check_runs(path)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "../outside.bin",  # relative, climbing out
+        "data/../../outside.bin",  # relative, climbing out through a directory
+        "{m}/../outside.bin",  # absolute, lexically under the folder, ``..`` leaving it
+        "{outside}",  # absolute, elsewhere
+    ],
+)
+def test_links_leaving_the_folder_are_refused(tmp_path: Path, target: str) -> None:
+    path = save_external(matmul_model(), tmp_path / "m", "data/weights.bin")
+    (tmp_path / "outside.bin").write_bytes((W + 1000).tobytes())
+    m = (tmp_path / "m").resolve()
+    os.symlink(target.format(m=m, outside=m.parent / "outside.bin"), tmp_path / "m" / "w.bin")
+    tamper(path, location="w.bin")
+    with pytest.raises(onnxflow.ExternalDataError, match=r"'w\.bin': resolves outside"):
+        onnxflow.load_model(path)
+
+
+def test_a_link_to_the_folder_itself_is_not_a_regular_file(tmp_path: Path) -> None:
+    path = save_external(matmul_model(), tmp_path)
+    os.symlink(".", tmp_path / "self")
+    tamper(path, location="self")
+    with pytest.raises(onnxflow.ExternalDataError, match=r"'self': not a regular file"):
+        onnxflow.load_model(path)
+
+
+@pytest.mark.parametrize("moment", ["open", "fstat"])
+def test_a_swap_at_the_worst_moment_never_reads_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str
+) -> None:
+    """The data file is swapped for a link to a file outside just before the final open (the
+    open refuses it) or just after it (what was opened, the inside file, is read)."""
+    path = save_external(matmul_model(), tmp_path / "m")
+    (tmp_path / "outside.bin").write_bytes((W + 1000).tobytes())
+    link = tmp_path / "m" / "link.tmp"
+    os.symlink(tmp_path / "outside.bin", link)
+    swapped = []
+    real = getattr(os, moment)
+
+    def swap_then(target, *args, **kwargs):
+        if not swapped and (moment == "fstat" or target == "weights.bin"):
+            os.replace(link, tmp_path / "m" / "weights.bin")
+            swapped.append(target)
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, moment, swap_then)
+    if moment == "open":
+        with pytest.raises(onnxflow.ExternalDataError, match=r"'weights\.bin': resolves outside"):
+            onnxflow.load_model(path)
+    else:
+        weights = onnxflow.load_model(path).graph.initializer[0]
+        np.testing.assert_array_equal(onnx.numpy_helper.to_array(weights), W)
+    assert swapped and os.path.islink(tmp_path / "m" / "weights.bin")
+
+
+# -- the other readers of tensors go through the same opener or refuse -------------------------
+def test_tensor_to_array_does_not_open_files_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnx's reader would open the location relative to the working directory."""
+    path = save_external(matmul_model(), tmp_path)
+    tensor = onnx.load_model(path, load_external_data=False).graph.initializer[0]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(onnxflow.ExternalDataError, match=r"tensor 'W' refers to external data"):
+        onnxflow.values.tensor_to_array(tensor)
+
+
+def test_cli_input_with_external_data_is_confined_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxflow.cli import main
+
+    model_path = save_external(matmul_model(), tmp_path / "m")
+    feed = onnx.numpy_helper.from_array(X, "X")
+    onnx.external_data_helper.set_external_data(feed, "x.bin")
+    (tmp_path / "feeds").mkdir()
+    (tmp_path / "feeds" / "x.bin").write_bytes(X.tobytes())
+    (tmp_path / "x.bin").write_bytes((X + 1).tobytes())
+    feed.ClearField("raw_data")
+    (tmp_path / "feeds" / "x.pb").write_bytes(feed.SerializeToString())
+    monkeypatch.chdir(tmp_path)  # onnx's reader looked here, not beside the .pb
+    args = ["run", str(model_path), "--input", "X=feeds/x.pb", "--verbose"]
+    assert main(args) == 0
+    assert f"min={(X @ W).min():g}" in capsys.readouterr().out
+    feed.external_data[0].value = "../x.bin"
+    (tmp_path / "feeds" / "x.pb").write_bytes(feed.SerializeToString())
+    assert main(args) == 1
+    assert "tensor 'X' at location '../x.bin': resolves outside" in capsys.readouterr().err

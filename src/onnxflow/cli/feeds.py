@@ -14,6 +14,7 @@ from onnx import numpy_helper
 
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.dims import dimension_variable
+from onnxflow.ir.load import read_external
 from onnxflow.session import InferenceSession
 from onnxflow.values import NodeArg, np_dtype
 
@@ -34,6 +35,8 @@ def _read_input(name: str, path: str) -> np.ndarray:
         if file.suffix == ".pb":
             tensor = onnx.TensorProto()
             tensor.ParseFromString(file.read_bytes())
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:  # beside the .pb, confined
+                read_external(tensor, file.parent)
             return numpy_helper.to_array(tensor)
         return np.load(file, allow_pickle=False)
     except (OSError, ValueError) as exc:

@@ -55,7 +55,6 @@ class Compiler:
 
     functions: dict[tuple[str, str], FunctionProto] = field(default_factory=dict)
     registry: Registry = REGISTRY
-    base_dir: str | None = None
     optimize: bool = True
     loop_condition: str = "spec"
     float16_rounding: str = "each_op"
@@ -197,7 +196,7 @@ class _GraphBuilder:
         inputs = [vi.name for vi in self.graph.input]
         self.input_slots = {self._new_slot(name) for name in inputs}
         for init in self.graph.initializer:
-            value = tensor_to_array(init, self.compiler.base_dir)
+            value = tensor_to_array(init)
             value.flags.writeable = False  # shared by every run: never handed out writable
             slot = self.slots.get(init.name)
             if slot is None:

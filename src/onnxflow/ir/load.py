@@ -2,9 +2,11 @@
 
 External data is read only from regular files inside the model's directory: absolute locations,
 ``..`` escapes and symlinks that leave the directory are refused, as are devices, pipes and
-directories, and offsets and lengths past the end of the file. Each refusal names the tensor and
-the location. Every tensor of the model is covered: initializers (sparse ones too), tensor
-attributes, in subgraphs and in model-local functions.
+directories, offsets and lengths that are not plain ASCII digits or run past the end of the file,
+and unknown keys. Each file is opened once, by a walk that cannot leave the directory whatever
+is renamed meanwhile (:mod:`onnxflow.ir.external`), then checked and read as opened. Each
+refusal names the tensor and the location. Every tensor of the model is covered: initializers
+(sparse ones too), tensor attributes, in subgraphs and in model-local functions.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 
@@ -22,6 +25,7 @@ from onnxflow.errors import (
     ModelLoadError,
     ModelParseError,
 )
+from onnxflow.ir.external import open_inside
 from onnxflow.resources import available_memory
 
 ModelSource = str | os.PathLike | bytes | ModelProto
@@ -61,7 +65,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
             proto.CopyFrom(model)  # type: ignore[arg-type]
             external = [t for t in all_tensors(proto) if _is_external(t)]
         for tensor in external:
-            _read_external(tensor, Path(base_dir))
+            read_external(tensor, base_dir)
     return proto
 
 
@@ -202,30 +206,52 @@ def _check_location(location: str, what: str) -> None:
         raise ExternalDataError(f"{what}: absolute locations are refused")
 
 
+#: The keys an external data entry may hold: the ONNX spec's four, and ``basepath``, which
+#: onnx's own writer may add and its reader ignores (as onnxflow does ``checksum``: it is not
+#: verified, by onnx or onnxruntime either). Any other key is refused, as onnxruntime does: a
+#: misspelt ``Offset`` would otherwise silently read from offset 0.
+EXTERNAL_DATA_KEYS = ("location", "offset", "length", "checksum", "basepath")
+
+
+def _entries(tensor: TensorProto, what: str) -> dict[str, str]:
+    """``tensor``'s external data entries by key: known keys only, each given once."""
+    info: dict[str, str] = {}
+    for e in tensor.external_data:
+        if e.key not in EXTERNAL_DATA_KEYS:
+            raise ExternalDataError(
+                f"{what}: unknown key {e.key[:64]!r} (known: {', '.join(EXTERNAL_DATA_KEYS)})"
+            )
+        if e.key in info:
+            raise ExternalDataError(f"{what}: key {e.key!r} is given more than once")
+        info[e.key] = e.value
+    return info
+
+
+def _count(info: dict[str, str], key: str, what: str) -> int | None:
+    """The value of ``key`` (offset, length), which must be plain ASCII digits, as onnxruntime
+    reads it: no sign, space, ``_`` or other script's digits, which Python's ``int`` takes."""
+    value = info.get(key)
+    if value is None:
+        return None
+    shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    if not (value.isascii() and value.isdigit()):
+        raise ExternalDataError(f"{what}: {key} {shown} is not a number in ASCII digits 0-9")
+    try:
+        return int(value)
+    except ValueError as exc:  # more digits than int() converts (sys.get_int_max_str_digits)
+        raise ExternalDataError(f"{what}: {key} {shown} has too many digits") from exc
+
+
 def _span(info: dict[str, str], what: str) -> tuple[int, int | None]:
     """The offset and length (None: to the end) an external data entry names."""
-    try:
-        offset = int(info.get("offset", 0))
-        length = int(info["length"]) if "length" in info else None
-    except ValueError as exc:
-        raise ExternalDataError(f"{what}: offset/length are not integers") from exc
-    return offset, length
+    return _count(info, "offset", what) or 0, _count(info, "length", what)
 
 
-def _inside(base_dir: Path, location: str, what: str) -> Path:
-    """The file ``location`` names, which must resolve inside ``base_dir``."""
-    root = base_dir.resolve()
-    target = (root / location).resolve()
-    if not target.is_relative_to(root):
-        raise ExternalDataError(f"{what}: resolves outside the model directory {str(root)!r}")
-    return target
-
-
-def _regular_size(target: Path, what: str) -> int:
-    """The size of ``target``, which must be a regular file."""
-    info = target.stat()
+def _regular_size(fd: int, what: str) -> int:
+    """The size of the file open as ``fd``, which must be a regular file."""
+    info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
-        raise ExternalDataError(f"{what}: not a regular file")
+        raise ExternalDataError(f"{what}: not a regular file ({_file_kind(info.st_mode)})")
     return info.st_size
 
 
@@ -239,29 +265,44 @@ def _check_fits_in_memory(nbytes: int, what: str) -> None:
         )
 
 
-def _read_external(tensor: TensorProto, base_dir: Path) -> None:
+def read_external(tensor: TensorProto, base_dir: str | os.PathLike) -> None:
     """Read ``tensor``'s external data into ``raw_data``: only a regular file inside
-    ``base_dir``, only the bytes its offset and length name."""
-    info = {e.key: e.value for e in tensor.external_data}
-    location = info.get("location", "")
+    ``base_dir``, opened once (:func:`onnxflow.ir.external.open_inside`) and checked as opened,
+    only the bytes its offset and length name."""
+    location = _location(tensor)
     what = f"external data of tensor {tensor.name!r} at location {location!r}"
+    info = _entries(tensor, what)
     _check_location(location, what)
     offset, length = _span(info, what)
     try:
-        target = _inside(base_dir, location, what)
-        size = _regular_size(target, what)
-        if offset < 0 or offset > size or (length is not None and not 0 <= length <= size - offset):
-            raise ExternalDataError(
-                f"{what}: offset {offset} and length {length} do not fit the file of {size} bytes"
-            )
-        _check_fits_in_memory(size - offset if length is None else length, what)
-        with open(target, "rb") as f:
-            f.seek(offset)
-            tensor.raw_data = f.read() if length is None else f.read(length)
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        fd = open_inside(base_dir, location, what)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                tensor.raw_data = _read_span(f, offset, length, what)
+        finally:
+            os.close(fd)
+    except ExternalDataError:  # a RuntimeError too, and already naming what was wrong
+        raise
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop (resolve, Windows)
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ExternalDataError(f"{what}: cannot read: {reason}") from exc
     except MemoryError as exc:
         raise ExternalDataError(f"{what}: too large to read into memory") from exc
     del tensor.external_data[:]
     tensor.data_location = TensorProto.DEFAULT
+
+
+def _read_span(f: BinaryIO, offset: int, length: int | None, what: str) -> bytes:
+    """The ``length`` bytes (None: all) at ``offset`` of the open regular file ``f``."""
+    size = _regular_size(f.fileno(), what)
+    if offset > size or (length is not None and length > size - offset):
+        raise ExternalDataError(
+            f"{what}: offset {offset} and length {length} do not fit the file of {size} bytes"
+        )
+    wanted = size - offset if length is None else length
+    _check_fits_in_memory(wanted, what)
+    f.seek(offset)
+    data = f.read(wanted)
+    if len(data) != wanted:
+        raise ExternalDataError(f"{what}: {len(data)} bytes read, not {wanted}: the file shrank")
+    return data
