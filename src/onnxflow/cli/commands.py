@@ -61,7 +61,8 @@ def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    """``onnxflow compare``: 0 when the runs agree, 1 on a divergence, 2 on an error."""
+    """``onnxflow compare``: 0 when every output agrees within tolerance (with ``--strict``: when
+    no compared value differs at all), 1 otherwise, 2 on an error."""
     try:
         feeds = feeds_for(InferenceSession(args.model), args)
         report = compare(args.model, feeds, args.against, rtol=args.rtol, atol=args.atol)
@@ -71,6 +72,9 @@ def compare_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary())
+    if args.strict:
+        print("strict: " + ("no value differs" if report.identical else "some values differ"))
+        return 0 if report.identical else 1
     return 0 if report.agree else 1
 
 

@@ -97,7 +97,17 @@ def _parser() -> argparse.ArgumentParser:
         help="do not run the model first (loops then show only their body's function)",
     )
     code.set_defaults(func=code_command)
-    diff = sub.add_parser("compare", help="find the first value where two runs of a model disagree")
+    _add_compare(sub)
+    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
+    export.add_argument("model", help="the .onnx file")
+    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
+    export.set_defaults(func=export_python_command)
+    return parser
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``onnxflow compare`` and its arguments."""
+    diff = sub.add_parser("compare", help="whether two runs of a model agree, and where they part")
     _add_feed_arguments(diff)
     diff.add_argument(
         "--against",
@@ -108,12 +118,13 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance")
     diff.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance")
     diff.add_argument("--json", metavar="FILE", help="write the full report there as JSON")
+    diff.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any compared value differs at all, not only when an output is beyond "
+        "tolerance",
+    )
     diff.set_defaults(func=compare_command)
-    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
-    export.add_argument("model", help="the .onnx file")
-    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
-    export.set_defaults(func=export_python_command)
-    return parser
 
 
 def _version() -> str:
