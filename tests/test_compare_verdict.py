@@ -190,3 +190,20 @@ def test_body_states_onnxruntime_does_not_show_are_carried_from_the_previous_ite
     assert all(not o.unverified_inputs for o in walk.report.origins)
     np.testing.assert_array_equal(theirs[(("L", 2),)]["x"], theirs[(("L", 1),)]["r"])
     np.testing.assert_array_equal(theirs[(("L", 0),)]["x"], feeds["x0"])
+
+
+def test_logits_outputs_say_how_many_rows_keep_their_argmax() -> None:
+    text = """
+        <ir_version: 8, opset_import: ["": 17]>
+        g (float[2, 3] x) => (float[2, 3] y) {
+            d = Constant <value = float[2, 3] {0, 0, 0, 0, 0, SHIFT}> ()
+            y = Add (x, d)
+        }
+    """
+    ours, theirs = (parser.parse_model(text.replace("SHIFT", v)) for v in ("0", "5"))
+    x = np.array([[3, 1, 2], [1, 3, 2]], np.float32)
+    report = onnxflow.compare(ours, {"x": x}, against=theirs)
+    (verdict,) = report.outputs
+    assert (verdict.argmax_agree, verdict.argmax_rows) == (1, 2)
+    assert "argmax agrees on 1 of 2 rows" in report.summary()
+    assert [o.op_type for o in report.origins] == ["Constant"]  # no input: it is where they part

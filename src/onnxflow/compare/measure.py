@@ -124,11 +124,11 @@ def _ordered(a: np.ndarray, view: type) -> np.ndarray:
 
 
 def argmax_agreement(a: Any, b: Any) -> tuple[int, int] | None:
-    """For logits-shaped values (floating, last axis of 2 or more), how many rows' argmax along
-    the last axis agree, of how many rows; None for other values."""
+    """For logits-shaped values (floating, 2-d or more, last axis of 2 or more), how many rows'
+    argmax along the last axis agree, of how many rows; None for other values."""
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return None
-    if a.dtype.kind != "f" or a.shape != b.shape or a.ndim == 0 or a.shape[-1] < 2:
+    if a.dtype.kind != "f" or a.shape != b.shape or a.ndim < 2 or a.shape[-1] < 2:
         return None
     if a.size == 0:
         return (0, 0)

@@ -71,7 +71,8 @@ class Divergence:
 class OutputVerdict:
     """One graph output compared: ``agree`` within tolerance (None: one side did not give it),
     its errors (see :data:`onnxflow.compare.measure.RELATIVE_ERROR`), and for logits-shaped
-    outputs (floating, last axis of 2 or more) how many rows' argmax along the last axis agree."""
+    outputs (floating, 2-d or more, last axis of 2 or more) how many rows' argmax along the
+    last axis agree."""
 
     name: str
     agree: bool | None
@@ -301,7 +302,7 @@ def _divergence_lines(div: Divergence | None) -> list[str]:
         f"max rel err {div.max_rel_err:.6g})",
         f"  onnxflow: {div.ours}",
         f"  other:    {div.theirs}",
-        f"  its inputs agree: {', '.join(div.agreeing_inputs) or '(none compared)'}",
+        f"  its inputs, within tolerance: {', '.join(div.agreeing_inputs) or '(none compared)'}",
     ]
 
 
