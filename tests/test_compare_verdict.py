@@ -101,6 +101,8 @@ def test_rounding_noise_only_agrees_and_strict_fails(tmp_path: Path, capsys) -> 
     assert report.beyond_tolerance > 0, "setup: an intermediate value beyond tolerance"
     assert report.agree and not report.identical
     assert [o.op_type for o in report.origins] == ["Sigmoid"]
+    cancel = report.amplified[0]  # the subtraction magnifies an ulp, within tolerance still
+    assert (cancel.op_type, cancel.beyond_tolerance) == ("Sub", False)
     args = ["compare", str(ours), "--against", str(theirs), "--input", f"x={tmp_path / 'x.npy'}"]
     out = tmp_path / "report.json"
     assert main([*args, "--json", str(out)]) == 0

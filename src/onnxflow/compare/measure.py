@@ -8,7 +8,7 @@ by a tiny number (with ``atol`` 0, the elements whose reference is 0 are skipped
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,12 +70,17 @@ def _sequences(a: list[Any], b: list[Any], rtol: float, atol: float) -> Differen
         return _apart(f"sequence length {len(a)} vs {len(b)}")
     parts = [measure(x, y, rtol, atol) for x, y in zip(a, b, strict=True)]
     first = next((f"element {i}: {p.reason}" for i, p in enumerate(parts) if p.reason), "")
+    return replace(combined(parts), reason=first) if parts else Difference()
+
+
+def combined(parts: list[Difference]) -> Difference:
+    """One difference for several values: the largest errors, the first reason."""
     ulps = [p.max_ulp for p in parts if p.max_ulp is not None]
     return Difference(
-        first,
+        next((p.reason for p in parts if p.reason), ""),
         all(p.exact for p in parts),
-        max((p.max_abs_err for p in parts), default=0.0),
-        max((p.max_rel_err for p in parts), default=0.0),
+        max(p.max_abs_err for p in parts),
+        max(p.max_rel_err for p in parts),
         max(ulps) if ulps else None,
         sum(p.beyond for p in parts),
         sum(p.size for p in parts),

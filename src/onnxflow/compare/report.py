@@ -109,7 +109,8 @@ class Origin:
 class Amplification:
     """A node whose output's max relative error exceeds ``AMPLIFICATION`` times the largest max
     relative error of its inputs, some of which already differ: where an error grows past what
-    its inputs explain. ``factor`` is output over input error."""
+    its inputs explain. ``factor`` is output over input error; ``beyond_tolerance`` whether
+    the output is (in the first run where it amplified)."""
 
     node: str
     op_type: str
@@ -120,12 +121,15 @@ class Amplification:
     output_rel_err: float
     factor: float
     runs: int = 1
+    beyond_tolerance: bool = False
 
 
 #: A node amplifies when its output's relative error exceeds this many times its inputs' largest.
 AMPLIFICATION = 100.0
 #: A first difference of at most this many ulp is called rounding in the summary.
 FEW_ULP = 4
+#: How many origins the summary lists (the JSON report has them all).
+SHOWN = 10
 
 
 @dataclass
@@ -146,11 +150,13 @@ class Report:
     "output", "max_abs_err", "max_rel_err", "max_ulp", "runs", "unverified_inputs"}``),
     ``amplified`` (the nodes whose output's relative error exceeds K = 100 times their inputs'
     largest: ``{"node", "op_type", "graph_path", "iteration", "output", "input_rel_err",
-    "output_rel_err", "factor", "runs"}``) and ``first_divergence``: null, or ``{"node": str,
-    "op_type": str, "graph_path": [str], "iteration": [int], "output": str, "max_abs_err":
-    float, "max_rel_err": float, "reason": str, "ours": stats, "theirs": stats,
-    "agreeing_inputs": [str]}``, the first value beyond tolerance, where stats is ``{"shape",
-    "dtype", "min", "max", "mean", "nan", "inf"}``. ``graph_path`` names the bodies from the
+    "output_rel_err", "factor", "runs", "beyond_tolerance"}``) and ``first_divergence``:
+    null, or ``{"node": str, "op_type": str, "graph_path": [str], "iteration": [int],
+    "output": str, "max_abs_err": float, "max_rel_err": float, "reason": str, "ours": stats,
+    "theirs": stats, "agreeing_inputs": [str]}``, the first value beyond tolerance, where
+    stats is ``{"shape", "dtype", "min", "max", "mean", "nan", "inf"}``. A node with several
+    differing outputs is one origin (or amplification): ``output`` names the first, the errors
+    are the largest. ``graph_path`` names the bodies from the
     main graph down (``["outer", "body", "choose", "then_branch"]``); ``iteration`` has one
     index per enclosing loop, outermost first (batch and step for Scan 8).
     """
@@ -251,7 +257,7 @@ def _output_lines(outputs: list[OutputVerdict]) -> list[str]:
         word = "agree" if out.agree else "DIFFER"
         text = f"  {out.name}: {word} ({_errors(out.max_abs_err, out.max_rel_err, out.max_ulp)}"
         text += f"; {out.beyond} of {out.size} elements beyond tolerance)" if out.beyond else ")"
-        if out.argmax_rows:
+        if out.argmax_rows and out.max_abs_err:
             text += f", argmax agrees on {out.argmax_agree} of {out.argmax_rows} rows"
         lines.append(text)
     return lines
@@ -266,7 +272,7 @@ def _origin_lines(origins: list[Origin], amplified: list[Amplification], k: floa
     if not origins and not amplified:
         return []
     lines = ["origins (nodes whose inputs agree exactly but whose outputs differ):"]
-    for o in origins:
+    for o in origins[:SHOWN]:
         runs = f", in {o.runs} runs" if o.runs > 1 else ""
         unsure = f" (inputs not seen on both sides: {', '.join(o.unverified_inputs)})"
         lines.append(
@@ -274,6 +280,8 @@ def _origin_lines(origins: list[Origin], amplified: list[Amplification], k: floa
             f"{_errors(o.max_abs_err, o.max_rel_err, o.max_ulp)}"
             + (unsure if o.unverified_inputs else "")
         )
+    if len(origins) > SHOWN:
+        lines.append(f"  ... and {len(origins) - SHOWN} more (all of them in the JSON report)")
     if not origins:
         lines.append("  (none found: the first differences have inputs one side did not show)")
     first = origins[0] if origins else None
@@ -282,8 +290,8 @@ def _origin_lines(origins: list[Origin], amplified: list[Amplification], k: floa
             f"the first difference is within {first.max_ulp:g} ulp: rounding, "
             "a kernel computing the same function another way"
         )
-    if amplified:
-        a = amplified[0]
+    if amplified:  # the first that left its output beyond tolerance, else the first
+        a = next((a for a in amplified if a.beyond_tolerance), amplified[0])
         lines.append(
             f"the error grows at {a.op_type} {a.node!r} at {_where(a.graph_path, a.iteration)}: "
             f"max rel err {a.input_rel_err:.3g} in its inputs, {a.output_rel_err:.3g} out "

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxflow.compare.expose import node_key
-from onnxflow.compare.measure import Difference, argmax_agreement, measure
+from onnxflow.compare.measure import Difference, argmax_agreement, combined, measure
 from onnxflow.compare.report import (
     Amplification,
     Divergence,
@@ -123,10 +123,7 @@ class Walk:
     ) -> None:
         """Measure a node's outputs; ``explained``: values inside its bodies differed."""
         mine, other = self.ours.get(scope, {}), self.theirs.get(scope, {})
-        inputs = {i: self._input(scope, i) for i in node.input if i}
-        for name in sorted(subgraph_reads([node]) - set(inputs)):  # what its bodies capture
-            if _lookup(self.ours, scope, name) is not _UNSEEN or name in self.constants[0]:
-                inputs[name] = self._input(scope, name)
+        differing = []
         for name in (o for o in node.output if o):
             if name not in mine or name not in other:
                 continue
@@ -134,13 +131,23 @@ class Walk:
             diff = self._difference(scope, name)
             if diff.exact:
                 continue
+            differing.append((name, diff))
             self.report.differing += 1
             if not diff.within:
                 self.report.beyond_tolerance += 1
                 if self.report.first_divergence is None:
                     self._diverged(node, scope, path, name, diff)
-            if not explained:
-                self._classify(node, scope, path, name, diff, inputs)
+        if differing and not explained:
+            worst = combined([d for _, d in differing])
+            self._classify(node, scope, path, differing[0][0], worst, self._inputs(node, scope))
+
+    def _inputs(self, node: onnx.NodeProto, scope: tuple[Any, ...]) -> dict[str, Difference | None]:
+        """How each input of a node differs, with the outer values its bodies read."""
+        inputs = {i: self._input(scope, i) for i in node.input if i}
+        for name in sorted(subgraph_reads([node]) - set(inputs)):
+            if _lookup(self.ours, scope, name) is not _UNSEEN or name in self.constants[0]:
+                inputs[name] = self._input(scope, name)
+        return inputs
 
     def _diverged(
         self,
@@ -182,7 +189,7 @@ class Walk:
                 return
             found = Amplification(
                 node_key(node), node.op_type, path, iteration(scope), name, worst,
-                diff.max_rel_err, factor,
+                diff.max_rel_err, factor, beyond_tolerance=not diff.within,
             )  # fmt: skip
             self._flagged[where] = found
             self.report.amplified.append(found)
