@@ -209,3 +209,29 @@ def test_logits_outputs_say_how_many_rows_keep_their_argmax() -> None:
     assert (verdict.argmax_agree, verdict.argmax_rows) == (1, 2)
     assert "argmax agrees on 1 of 2 rows" in report.summary()
     assert [o.op_type for o in report.origins] == ["Constant"]  # no input: it is where they part
+
+
+def test_a_scans_states_and_scan_elements_are_carried_as_the_spec_defines_them() -> None:
+    from onnxflow.compare.expose import observed_types
+    from onnxflow.compare.report import Report
+    from onnxflow.compare.sides import exposed_copy, run_onnxflow, run_onnxruntime
+    from onnxflow.compare.walk import Walk
+
+    model = onnx.load(Path(__file__).resolve().parents[1] / "examples" / "rnn_scan.onnx")
+    rng = np.random.default_rng(0)
+    feeds = {
+        "X": rng.standard_normal((4, 2, 4)).astype(np.float32),
+        "H_0": rng.standard_normal((2, 8)).astype(np.float32),
+    }
+    ours = run_onnxflow(model, feeds)
+    theirs = run_onnxruntime(exposed_copy(model, observed=observed_types(ours)), feeds)
+    theirs[()].update(feeds)
+    walk = Walk(Report("model", "onnxruntime", 1e-4, 1e-5), ours, theirs)
+    walk.graph(model.graph, (), [])
+    scan = next(n for n in model.graph.node if n.op_type == "Scan")
+    formals = [i.name for i in next(a.g for a in scan.attribute if a.name == "body").input]
+    for t in range(4):
+        scope = ((scan.name, t),)
+        for name in formals:
+            np.testing.assert_allclose(theirs[scope][name], ours[scope][name], rtol=1e-5)
+    assert all(not o.unverified_inputs for o in walk.report.origins)
