@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import parser
 
 import onnxflow
@@ -235,3 +236,19 @@ def test_a_scans_states_and_scan_elements_are_carried_as_the_spec_defines_them()
         for name in formals:
             np.testing.assert_allclose(theirs[scope][name], ours[scope][name], rtol=1e-5)
     assert all(not o.unverified_inputs for o in walk.report.origins)
+
+
+def test_against_onnxruntime_its_sigmoid_is_named_when_it_rounds_apart() -> None:
+    """The issue's case: onnxruntime's Sigmoid approximates (an ulp or two from exact), and a
+    quantization downstream flips; the origins name the Sigmoid, not the Floor."""
+    import onnxruntime
+
+    model, feeds = parser.parse_model(QUANTIZED), {"x": _near_steps()}
+    cpu = ["CPUExecutionProvider"]
+    ort = onnxruntime.InferenceSession(model.SerializeToString(), providers=cpu)
+    theirs = ort.run(None, feeds)[0]
+    if np.array_equal(theirs, onnxflow.InferenceSession(model).run(None, feeds)[0]):
+        pytest.skip("this onnxruntime's Sigmoid rounds as onnxflow's on these inputs")
+    report = onnxflow.compare(model, feeds, against="onnxruntime")
+    assert [o.op_type for o in report.origins] == ["Sigmoid"]
+    assert report.amplified[0].op_type == "Floor" and not report.agree
