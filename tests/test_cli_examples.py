@@ -68,13 +68,15 @@ def test_cli_profile_writes_a_trace_with_one_event_per_iteration(
 
     trace = tmp_path / "rnn.json"
     model = str(EXAMPLES / "rnn_scan.onnx")
-    assert main(["profile", model, "--dim", "S=6", "--dim", "B=2", "--trace", str(trace)]) == 0
+    args = ["profile", model, "--dim", "S=6", "--dim", "B=2", "--runs", "2", "--trace", str(trace)]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "op type" in out and "Scan rnn" in out and "wrote Chrome trace" in out
     events = json.loads(trace.read_text())["traceEvents"]
-    assert [e["name"] for e in events if e["cat"] == "iteration"] == [
-        f"rnn iteration {t}" for t in range(6)
-    ]
+    for run in (0, 1):
+        assert [
+            e["name"] for e in events if e["cat"] == "iteration" and e["args"]["run"] == run
+        ] == [f"rnn iteration {t}" for t in range(6)]
 
 
 def test_cli_run_saves_intermediate_values_and_prints_nodes(

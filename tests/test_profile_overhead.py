@@ -82,11 +82,11 @@ def test_cli_profile_times_the_compiled_run_and_observes_bodies_on_request(
     args = ["profile", str(RNN), "--dim", "S=20", "--dim", "B=2"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "one run:" in out and "unobserved" in out and "Scan rnn" in out
-    assert "Add" not in out and "second run" not in out
+    assert "runs after 2 warm-up:" in out and "unobserved" in out and "Scan rnn" in out
+    assert "Add" not in out and "observed inside bodies" not in out
     assert main([*args, "--bodies"]) == 0
     out = capsys.readouterr().out
-    assert "a second run, observed inside bodies" in out and "what observing costs" in out
+    assert "more runs, observed inside bodies" in out and "observing costs" in out
     assert "Add" in out and "Tanh" in out
 
 

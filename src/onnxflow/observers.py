@@ -4,9 +4,10 @@
   a chosen range of them, addressed by node and iteration.
 - :class:`Verbose`: each node as it runs, with input and output shapes, dtypes and a summary;
   the first NaN or Inf is flagged with the node that produced it.
-- :class:`Profiler`: time per node and per op type, and a Chrome trace (Perfetto opens it) in
-  which loop iterations nest under their Loop or Scan node; or, at the speed of an unobserved
-  run, the main graph's nodes only.
+- :class:`Profiler`: time per node and per op type (totals, and medians per run over the runs
+  it saw), each node's shapes, and a Chrome trace (Perfetto opens it) in which loop iterations
+  nest under their Loop or Scan node; or, at the speed of an unobserved run, the main graph's
+  nodes only.
 
 Pass them to ``InferenceSession.run(..., observers=[...])``.
 """
@@ -176,6 +177,11 @@ class Profiler(Observer):
     run node by node as written (no hoisting, no generated loop), and what observing costs
     (two observer calls per node, two per iteration) lands in the control-flow nodes' self
     time: use it to see where time goes inside a loop, not how long the model takes.
+
+    Observe several runs with one profiler to time steady runs: ``run_seconds`` holds each
+    run's time, ``node_samples`` and ``op_samples`` one sample per run, and ``report()``,
+    ``median_nodes()`` and ``median_ops()`` give medians per run; ``shapes`` holds each node's
+    input and output shapes, which the trace's events carry too (with the run's index).
     """
 
     def __init__(self, bodies: bool = True) -> None:
@@ -183,9 +189,36 @@ class Profiler(Observer):
         self.events: list[dict[str, Any]] = []
         self.by_node: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
         self.by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        #: each run's wall time, in seconds, in the order they ran
+        self.run_seconds: list[float] = []
+        #: per node and per op type, one sample per run it ran in: its seconds in that run
+        #: (total for a node, self time for an op type)
+        self.node_samples: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.op_samples: dict[str, list[float]] = defaultdict(list)
+        #: each node's input and output shapes (None: not a tensor), as first seen
+        self.shapes: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
         self._t0 = time.perf_counter()
         self._open: list[float] = []
         self._children: list[float] = [0.0]
+        self._run: tuple[dict[tuple[str, str], float], dict[str, float]] | None = None
+        self._run_start = 0.0
+
+    def run_start(self) -> None:
+        """Start the samples of one run."""
+        self._run = (defaultdict(float), defaultdict(float))
+        self._run_start = time.perf_counter()
+
+    def run_end(self) -> None:
+        """Keep the run's time and each node's and op type's seconds in it."""
+        self.run_seconds.append(time.perf_counter() - self._run_start)
+        if self._run is None:
+            return
+        nodes, ops = self._run
+        for key, seconds in nodes.items():
+            self.node_samples[key].append(seconds)
+        for op, seconds in ops.items():
+            self.op_samples[op].append(seconds)
+        self._run = None
 
     def node_start(self, scope, info, inputs) -> None:  # type: ignore[no-untyped-def]
         """Open a node's span."""
@@ -204,7 +237,12 @@ class Profiler(Observer):
         key = node_key(info)
         self._add(self.by_node[(info.op_type, key)], seconds)
         self._add(self.by_op[info.op_type], seconds - inner)
-        self._event(f"{info.op_type} {key}", info.op_type, start, seconds, _where(scope))
+        if self._run is not None:
+            self._run[0][(info.op_type, key)] += seconds
+            self._run[1][info.op_type] += seconds - inner
+        shapes = (_shapes(inputs), _shapes(outputs))
+        self.shapes.setdefault((info.op_type, key), shapes)
+        self._event(f"{info.op_type} {key}", info.op_type, start, seconds, _where(scope), shapes)
 
     def scope_start(self, scope: Scope, total: int | None) -> None:
         """Open a body run's span."""
@@ -224,10 +262,21 @@ class Profiler(Observer):
         total[0] += seconds
         total[1] += 1
 
-    def _event(self, name: str, cat: str, start: float, seconds: float, scope: str) -> None:
+    def _event(
+        self,
+        name: str,
+        cat: str,
+        start: float,
+        seconds: float,
+        scope: str,
+        shapes: tuple[list[Any], list[Any]] | None = None,
+    ) -> None:
+        args: dict[str, Any] = {"scope": scope, "run": len(self.run_seconds)}
+        if shapes is not None:
+            args["input_shapes"], args["output_shapes"] = shapes
         self.events.append({
             "name": name, "cat": cat, "ph": "X", "pid": 0, "tid": 0,
-            "ts": (start - self._t0) * 1e6, "dur": seconds * 1e6, "args": {"scope": scope},
+            "ts": (start - self._t0) * 1e6, "dur": seconds * 1e6, "args": args,
         })  # fmt: skip
 
     def top_nodes(self, n: int = 10) -> list[tuple[str, str, float, int]]:
@@ -238,6 +287,25 @@ class Profiler(Observer):
     def top_ops(self, n: int = 10) -> list[tuple[str, float, int]]:
         """Op types by self time (bodies' nodes counted once, under their own op types)."""
         rows = [(op, t, int(c)) for op, (t, c) in self.by_op.items()]
+        return sorted(rows, key=lambda r: -r[1])[:n]
+
+    def median_nodes(self, n: int = 10) -> list[tuple[str, str, float, float]]:
+        """The ``n`` nodes with the largest median time per run: (op type, key, median seconds
+        over the runs it ran in, calls per run)."""
+        runs = max(len(self.run_seconds), 1)
+        rows = [
+            (op, key, float(np.median(samples)), self.by_node[(op, key)][1] / runs)
+            for (op, key), samples in self.node_samples.items()
+        ]
+        return sorted(rows, key=lambda r: -r[2])[:n]
+
+    def median_ops(self, n: int = 10) -> list[tuple[str, float, float]]:
+        """Op types by median self time per run: (op type, median seconds, calls per run)."""
+        runs = max(len(self.run_seconds), 1)
+        rows = [
+            (op, float(np.median(samples)), self.by_op[op][1] / runs)
+            for op, samples in self.op_samples.items()
+        ]
         return sorted(rows, key=lambda r: -r[1])[:n]
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -251,9 +319,35 @@ class Profiler(Observer):
         return path
 
     def report(self, n: int = 10) -> str:
-        """A text table of the top nodes and op types."""
+        """A text table of the top op types and nodes, with the nodes' shapes: medians per run
+        over the runs recorded (totals when no run was recorded, as for bare events)."""
+        if not self.node_samples:
+            ops = [(op, t, float(c)) for op, t, c in self.top_ops(n)]
+            nodes = [(op, k, t, float(c)) for op, k, t, c in self.top_nodes(n)]
+        else:
+            ops, nodes = self.median_ops(n), self.median_nodes(n)
         lines = [f"{'op type':<24}{'self ms':>10}{'calls':>8}"]
-        lines += [f"{op:<24}{t * 1e3:>10.3f}{c:>8}" for op, t, c in self.top_ops(n)]
-        lines += ["", f"{'node':<40}{'total ms':>10}{'calls':>8}"]
-        lines += [f"{op + ' ' + k:<40}{t * 1e3:>10.3f}{c:>8}" for op, k, t, c in self.top_nodes(n)]
+        lines += [f"{op:<24}{t * 1e3:>10.3f}{_calls(c):>8}" for op, t, c in ops]
+        lines += ["", f"{'node':<40}{'ms':>10}{'calls':>8}  shapes (inputs -> outputs)"]
+        lines += [
+            f"{op + ' ' + k:<40}{t * 1e3:>10.3f}{_calls(c):>8}  {self._shape_text((op, k))}"
+            for op, k, t, c in nodes
+        ]
         return "\n".join(lines)
+
+    def _shape_text(self, key: tuple[str, str]) -> str:
+        inputs, outputs = self.shapes.get(key, ([], []))
+        return f"{_shape_list(inputs)} -> {_shape_list(outputs)}"
+
+
+def _shapes(values: Sequence[Any]) -> list[Any]:
+    """Each value's shape (a list), ``None`` for what is not a tensor (sequences, maps)."""
+    return [list(v.shape) if isinstance(v, np.ndarray) else None for v in values]
+
+
+def _shape_list(shapes: list[Any]) -> str:
+    return ", ".join("-" if s is None else "[" + ",".join(map(str, s)) + "]" for s in shapes)
+
+
+def _calls(count: float) -> str:
+    return f"{count:g}" if count == int(count) else f"{count:.1f}"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +59,8 @@ def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    """``onnxflow compare``: 0 when the runs agree, 1 on a divergence, 2 on an error."""
+    """``onnxflow compare``: 0 when every output agrees within tolerance (with ``--strict``: when
+    no compared value differs at all), 1 otherwise, 2 on an error."""
     try:
         feeds = feeds_for(InferenceSession(args.model), args)
         report = compare(args.model, feeds, args.against, rtol=args.rtol, atol=args.atol)
@@ -71,6 +70,9 @@ def compare_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary())
+    if args.strict:
+        print("strict: " + ("no value differs" if report.identical else "some values differ"))
+        return 0 if report.identical else 1
     return 0 if report.agree else 1
 
 
@@ -95,20 +97,24 @@ def code_command(args: argparse.Namespace) -> int:
 
 
 def profile_command(args: argparse.Namespace) -> int:
-    """Time one run by its main graph's nodes, at the speed of an unobserved run; with
-    ``--bodies``, then time every node inside bodies in a second, observed run."""
+    """Time ``--runs`` runs after ``--warmup`` unmeasured ones by their main graph's nodes, at
+    the speed of an unobserved run, and print medians per run; with ``--bodies``, then time
+    every node inside bodies in as many observed runs, and say what observing costs."""
     sess = InferenceSession(args.model)
     feeds = feeds_for(sess, args)
-    profiler = Profiler(bodies=False)  # bodies run as compiled: no observing cost in the times
-    ms = _timed_ms(lambda: sess.run(None, feeds, observers=[profiler]))
-    print(f"one run: {ms:.2f} ms (bodies run as compiled: times are an unobserved run's)")
+    profiler = _profiled(sess, feeds, args, bodies=False)  # bodies run as compiled
+    runs = profiler.run_seconds
+    print(
+        f"{len(runs)} runs after {args.warmup} warm-up: {_spread(runs)} per run (bodies run as "
+        "compiled: times are an unobserved run's; node times below are medians per run)"
+    )
     if (args.trace is not None if args.bodies is None else args.bodies) and sess.plan.children:
-        profiler = Profiler()
-        observed = _timed_ms(lambda: sess.run(None, feeds, observers=[profiler]))
+        profiler = _profiled(sess, feeds, args, bodies=True)
         print(
-            f"a second run, observed inside bodies: {observed:.2f} ms; its bodies run node by "
-            f"node as written, and the {max(observed - ms, 0):.2f} ms more than the first run "
-            "is what observing costs, counted in the control-flow nodes' self time"
+            f"{len(profiler.run_seconds)} more runs, observed inside bodies: "
+            f"{_spread(profiler.run_seconds)} per run; their bodies run node by node as written, "
+            f"and {observing_cost(runs, profiler.run_seconds)}, counted in the control-flow "
+            "nodes' self time"
         )
     print(profiler.report(args.top))
     if args.trace:
@@ -117,11 +123,41 @@ def profile_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _timed_ms(call: Callable[[], Any]) -> float:
-    """How many milliseconds ``call()`` took."""
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) * 1e3
+def _profiled(
+    sess: InferenceSession, feeds: dict[str, Any], args: argparse.Namespace, bodies: bool
+) -> Profiler:
+    """A profiler that saw ``args.runs`` runs, after ``args.warmup`` runs observed alike."""
+    for _ in range(args.warmup):
+        sess.run(None, feeds, observers=[Profiler(bodies=bodies)])
+    profiler = Profiler(bodies=bodies)
+    for _ in range(args.runs):
+        sess.run(None, feeds, observers=[profiler])
+    return profiler
+
+
+def _spread(seconds: list[float]) -> str:
+    """Median, quartiles and range of run times, in ms."""
+    ms = np.array(seconds) * 1e3
+    low, high = np.percentile(ms, [25, 75])
+    return (
+        f"median {np.median(ms):.2f} ms (quartiles {low:.2f} to {high:.2f}, "
+        f"min {ms.min():.2f}, max {ms.max():.2f})"
+    )
+
+
+def observing_cost(plain: list[float], observed: list[float]) -> str:
+    """What observing bodies costs, from the run times (seconds) of both kinds of runs: the
+    difference of the medians, signed, beside the noise (the larger interquartile range of the
+    two), and whether the difference stands out of it."""
+    a, b = np.array(plain) * 1e3, np.array(observed) * 1e3
+    diff = float(np.median(b) - np.median(a))
+    noise = float(max(np.subtract(*np.percentile(x, [75, 25])) for x in (a, b)))
+    verdict = "more than the noise" if abs(diff) > noise else "within the noise"
+    return (
+        f"observing costs {diff:+.2f} ms (median {np.median(b):.2f} against "
+        f"{np.median(a):.2f} ms; noise, the larger interquartile range of the two: "
+        f"{noise:.2f} ms; {verdict})"
+    )
 
 
 def _safe(name: str) -> str:

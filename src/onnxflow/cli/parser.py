@@ -77,8 +77,19 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a model and print a report")
     check.add_argument("model", help="path to an .onnx file")
     check.set_defaults(func=check_command)
-    profile = sub.add_parser("profile", help="time every node and loop iteration of one run")
+    profile = sub.add_parser("profile", help="time every node and loop iteration, median of runs")
     _add_feed_arguments(profile)
+    profile.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=2,
+        metavar="N",
+        help="runs before timing, not timed (default 2: a session gives BLAS its threads from "
+        "its third run on, and the first runs make generated code)",
+    )
+    profile.add_argument(
+        "--runs", type=_positive, default=10, metavar="N", help="timed runs (default 10)"
+    )
     profile.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto opens it)")
     profile.add_argument("--top", type=int, default=10, help="how many nodes and op types to list")
     profile.add_argument(
@@ -97,7 +108,17 @@ def _parser() -> argparse.ArgumentParser:
         help="do not run the model first (loops then show only their body's function)",
     )
     code.set_defaults(func=code_command)
-    diff = sub.add_parser("compare", help="find the first value where two runs of a model disagree")
+    _add_compare(sub)
+    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
+    export.add_argument("model", help="the .onnx file")
+    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
+    export.set_defaults(func=export_python_command)
+    return parser
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``onnxflow compare`` and its arguments."""
+    diff = sub.add_parser("compare", help="whether two runs of a model agree, and where they part")
     _add_feed_arguments(diff)
     diff.add_argument(
         "--against",
@@ -108,12 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance")
     diff.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance")
     diff.add_argument("--json", metavar="FILE", help="write the full report there as JSON")
+    diff.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any compared value differs at all, not only when an output is beyond "
+        "tolerance",
+    )
     diff.set_defaults(func=compare_command)
-    export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
-    export.add_argument("model", help="the .onnx file")
-    export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
-    export.set_defaults(func=export_python_command)
-    return parser
 
 
 def _version() -> str:
@@ -155,7 +177,7 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
     command.add_argument(
         "--threads",
-        type=_threads,
+        type=_non_negative,
         default=0,
         metavar="N",
         help="the most threads BLAS uses (onnxflow's compiled kernels use the caller's thread "
@@ -164,8 +186,16 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _threads(text: str) -> int:
-    """``--threads``: a count of 0 or more."""
+def _positive(text: str) -> int:
+    """A count of 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, found {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    """A count of 0 or more (``--threads``, ``--warmup``)."""
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, found {value}")
