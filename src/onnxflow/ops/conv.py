@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -230,13 +230,13 @@ def _conv_integer_compiled(
 
 
 class _Geometry(NamedTuple):
-    """A convolution's attributes besides its kernel shape."""
+    """A convolution's attributes besides its kernel shape (their defaults the spec's)."""
 
-    group: int
-    strides: list[int] | None
-    dilations: list[int] | None
-    pads: list[int] | None
-    auto_pad: str
+    group: int = 1
+    strides: list[int] | None = None
+    dilations: list[int] | None = None
+    pads: list[int] | None = None
+    auto_pad: str = "NOTSET"
 
 
 def _exact_conv(
@@ -497,13 +497,8 @@ def qlinear_conv_compiled(
 
 def qlinear_conv_prepare(
     constants: tuple[np.ndarray | None, ...],
-    *,
-    auto_pad: str = "NOTSET",
-    dilations: list[int] | None = None,
-    group: int = 1,
     kernel_shape: list[int] | None = None,
-    pads: list[int] | None = None,
-    strides: list[int] | None = None,
+    **geometry: Any,
 ) -> Callable[..., np.ndarray] | None:
     """QLinearConv's compiled form made for a node whose inputs other than X are constants:
     the requantizing tail and W's rows for the int16 kernel read once, at compile time; None
@@ -518,7 +513,7 @@ def qlinear_conv_prepare(
         return None
     if tail is None or x_zero.size != 1 or w.dtype not in ig.BYTES:
         return None
-    shape = _Geometry(group, strides, dilations, pads, auto_pad)
+    shape = _Geometry(**geometry)
     rows = _kept_rows(w, w_zero) if shape.group == 1 and ig.QUANT.PANEL else None
 
     def prepared(x: np.ndarray, *others: np.ndarray | None) -> np.ndarray:
