@@ -291,6 +291,32 @@ def test_qlinear_conv_prepared_for_its_constants(kernel):
         same(*both_forms(model, feeds))
 
 
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_quantize_and_dequantize_prepared_for_their_constants(kernel, dtype):
+    """A constant per-tensor scale and zero point: the node runs the form they prepared, with
+    the bits of the other two forms; per-axis, fed or omitted parameters keep it on the
+    compiled form."""
+    rng = np.random.default_rng(4)
+    x = _floats(rng, (2, 3, 17), 0.05)
+    q = _integers(rng, dtype, (2, 3, 17))
+    scale, zero = np.float32(0.05), np.asarray(3, dtype)
+    vector = rng.uniform(0.01, 0.1, 3).astype(np.float32), _integers(rng, dtype, (3,))
+    for op, value, prepared in [
+        ("QuantizeLinear", x, "quantize_linear_prepared"),
+        ("DequantizeLinear", q, "dequantize_linear_prepared"),
+    ]:
+        compiled = prepared.replace("prepared", "compiled")
+        for inputs, constant, name in [
+            ([value, scale, zero], {"x1", "x2"}, prepared),
+            ([value, scale, zero], {"x1"}, compiled),
+            ([value, scale, None], {"x1"}, compiled),
+            ([value, *vector], {"x1", "x2"}, compiled),
+        ]:
+            model, feeds = _conv_model(op, inputs, constant)
+            assert _step_name(onnxflow.InferenceSession(model.SerializeToString())) == name
+            same(*both_forms(model, feeds))
+
+
 def _step_name(sess) -> str:
     """The name of the function a one-node session's step runs (attributes bound or not)."""
     fn = sess.plan.steps[0][0]

@@ -16,10 +16,12 @@ Later versions only add attributes and types, so one kernel serves every version
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+from onnx import TensorProto
 
 from onnxflow.ops import integer_gemm as ig
 from onnxflow.ops._common import clamp, normalize_axis
@@ -179,6 +181,33 @@ def quantize_linear_compiled(
     return y
 
 
+def quantize_linear_prepare(
+    constants: tuple[np.ndarray | None, ...], **attrs: Any
+) -> Callable[..., np.ndarray] | None:
+    """QuantizeLinear's compiled form made for a constant per-tensor float32 scale and 8-bit
+    zero point (read once, at compile time), or None: X to 8 bits in one pass."""
+    if len(constants) != 3 or constants[1] is None or constants[2] is None:
+        return None
+    scale, zero = constants[1], constants[2]
+    s, z = ig.scalar(scale), ig.scalar(zero)
+    precision = attrs.get("precision", 0)
+    if s is None or z is None or scale.dtype != _F32 or zero.dtype not in _BYTES:
+        return None
+    if attrs.get("output_dtype", 0) or attrs.get("block_size", 0) or precision:
+        return None
+    loop = ig.QUANT.quantize_tensor
+
+    def prepared(x: np.ndarray, *params: np.ndarray | None) -> np.ndarray:
+        if x.dtype != _F32 or not x.ndim:
+            return quantize_linear_compiled(x, *params, **attrs)
+        y = np.empty(x.shape, zero.dtype)
+        loop(ig.flat(x), y.reshape(-1), s, z)
+        return y
+
+    prepared.__name__ = prepared.__qualname__ = "quantize_linear_prepared"
+    return prepared
+
+
 @op(
     "QuantizeLinear",
     10,
@@ -189,7 +218,9 @@ def quantize_linear_compiled(
     24,
     25,
     28,
-    traits=Traits(native=native_form(ig.QUANT and quantize_linear_compiled)),
+    traits=Traits(
+        native=native_form(ig.QUANT and quantize_linear_compiled, prepare=quantize_linear_prepare)
+    ),
 )
 def quantize_linear(
     x: np.ndarray,
@@ -297,6 +328,33 @@ def dequantize_linear_compiled(
     return y
 
 
+def dequantize_linear_prepare(
+    constants: tuple[np.ndarray | None, ...], **attrs: Any
+) -> Callable[..., np.ndarray] | None:
+    """DequantizeLinear's compiled form made for a constant per-tensor float32 scale and 8-bit
+    zero point (read once, at compile time), or None: 8 bits of that type to float32 in one
+    pass."""
+    if len(constants) != 3 or constants[1] is None or constants[2] is None:
+        return None
+    scale, zero = constants[1], constants[2]
+    s, z = ig.scalar(scale), ig.scalar(zero)
+    if s is None or z is None or scale.dtype != _F32 or zero.dtype not in _BYTES:
+        return None
+    if attrs.get("output_dtype", 0) not in (0, TensorProto.FLOAT) or attrs.get("block_size", 0):
+        return None
+    loop = ig.QUANT.dequantize_tensor
+
+    def prepared(x: np.ndarray, *params: np.ndarray | None) -> np.ndarray:
+        if x.dtype != zero.dtype:
+            return dequantize_linear_compiled(x, *params, **attrs)
+        y = np.empty(x.shape, _F32)
+        loop(ig.flat(x), y.reshape(-1), s, z)
+        return y
+
+    prepared.__name__ = prepared.__qualname__ = "dequantize_linear_prepared"
+    return prepared
+
+
 @op(
     "DequantizeLinear",
     10,
@@ -307,7 +365,11 @@ def dequantize_linear_compiled(
     24,
     25,
     28,
-    traits=Traits(native=native_form(ig.QUANT and dequantize_linear_compiled)),
+    traits=Traits(
+        native=native_form(
+            ig.QUANT and dequantize_linear_compiled, prepare=dequantize_linear_prepare
+        )
+    ),
 )
 def dequantize_linear(
     x: np.ndarray,
