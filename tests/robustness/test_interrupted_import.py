@@ -18,8 +18,9 @@ import pytest
 from onnxflow.ops.registry import Kernel, Registry, RegistryError
 
 # argv: "lines" or "adds", and N (0: count them, interrupting nothing). "lines" interrupts at
-# the N-th line run by a kernel module's top-level code; "adds" at the N-th kernel registration
-# (half of them before the kernel is added, half after).
+# the N-th line run by the top-level code of a module the first session imports (the kernel
+# modules and what they import); "adds" at the N-th kernel registration (for odd N before the
+# kernel is added, for even N after).
 PROGRAM = """
 import sys
 import numpy as np
@@ -38,7 +39,7 @@ def tick():
 
 def tracer(frame, event, arg):
     name = frame.f_globals.get("__name__", "")
-    if frame.f_code.co_name != "<module>" or not name.startswith("onnxflow.ops."):
+    if frame.f_code.co_name != "<module>" or not name.startswith("onnxflow."):
         return None
     def lines(frame, event, arg):
         if event == "line":
