@@ -54,10 +54,10 @@ def _reshape(data: np.ndarray, shape: Sequence[int], allowzero: int) -> np.ndarr
             f"shape {dims} has dim {d} at index {i}: a dim is -1 (inferred, once at most), "
             "0 (copied unless allowzero=1) or positive"
         )
-    if allowzero and 0 in dims and -1 in dims:
-        raise ValueError(f"shape {dims} has both 0 and -1 while allowzero=1")
-    if not allowzero:
-        for i, d in enumerate(dims):
+    if 0 in dims:  # most targets have none: one containment test instead of a loop
+        if allowzero and -1 in dims:
+            raise ValueError(f"shape {dims} has both 0 and -1 while allowzero=1")
+        for i, d in enumerate(dims if not allowzero else ()):
             if d == 0:
                 if i >= data.ndim:
                     raise ValueError(f"shape {dims} copies dim {i} of a rank-{data.ndim} input")
