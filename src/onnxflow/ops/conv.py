@@ -108,8 +108,9 @@ def conv_transpose(
         spatial, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape
     )
     dtype = float_compute_dtype(x.dtype)
-    wt = w.astype(dtype, copy=False).reshape(group, cg, -1).transpose(0, 2, 1)
-    xg = x.astype(dtype, copy=False).reshape(n, group, cg, -1)
+    # Sizes spelt out, not -1: NumPy cannot infer one of an empty batch or channel axis.
+    wt = w.astype(dtype, copy=False).reshape(group, cg, mg * math.prod(kernel)).transpose(0, 2, 1)
+    xg = x.astype(dtype, copy=False).reshape(n, group, cg, math.prod(spatial))
     cols = np.matmul(wt, xg).reshape(n, group * mg, math.prod(kernel), *spatial)
     y = _fold(cols, kernel, strides, dilations, begin, size)
     return _add_bias(y, b).astype(x.dtype, copy=False)
@@ -593,13 +594,15 @@ def deform_conv(
     dtype = float_compute_dtype(x.dtype)
     off = offset.astype(dtype, copy=False).reshape(n, offset_group, taps, rank, *out)
     scale = None if mask is None else mask.astype(dtype).reshape(n, offset_group, taps, 1, *out)
-    xg = x.astype(dtype, copy=False).reshape(n, offset_group, c // offset_group, -1)
+    xg = x.astype(dtype, copy=False).reshape(n, offset_group, c // offset_group, math.prod(spatial))
     steps = per_axis(strides, rank, "strides")
     starts = [np.arange(o) * s - p for o, s, p in zip(out, steps, begin)]
     grid = np.meshgrid(*starts, indexing="ij")
     cols = _deformed_columns(xg, spatial, kernel, grid, dilations, off, scale)
     wm = w.astype(dtype, copy=False).reshape(group, m // group, -1)
-    y = np.stack([grouped_gemm(wm, cols[i].reshape(c * taps, -1)) for i in range(n)])
+    y = np.empty((n, m, math.prod(out)), dtype)  # sizes spelt out: N or C may be 0
+    for i in range(n):
+        y[i] = grouped_gemm(wm, cols[i].reshape(c * taps, math.prod(out)))
     return _add_bias(y.reshape(n, m, *out), b).astype(x.dtype, copy=False)
 
 
@@ -630,8 +633,9 @@ def _sample(xg: np.ndarray, spatial: Sequence[int], pos: list[np.ndarray]) -> np
     ``pos[i]`` ``(N, G, *out)`` per axis, as ``(N, G, C, *out)``; outside samples are zero."""
     n, g, c, _ = xg.shape
     out = pos[0].shape[2:]
+    positions = math.prod(out)  # not -1: NumPy cannot infer it for an empty batch
     low = [np.floor(p) for p in pos]
-    total = np.zeros((n, g, c, math.prod(out)), dtype=xg.dtype)
+    total = np.zeros((n, g, c, positions), dtype=xg.dtype)
     for corner in np.ndindex(*[2] * len(spatial)):
         weight = np.ones(pos[0].shape, dtype=xg.dtype)
         flat = np.zeros(pos[0].shape, dtype=np.int64)
@@ -639,8 +643,8 @@ def _sample(xg: np.ndarray, spatial: Sequence[int], pos: list[np.ndarray]) -> np
             idx = lo + bit
             weight *= (p - lo if bit else 1 - (p - lo)) * ((idx >= 0) & (idx < size))
             flat = flat * size + np.clip(idx, 0, size - 1).astype(np.int64)
-        values = np.take_along_axis(xg, flat.reshape(n, g, 1, -1), axis=3)
-        total += values * weight.reshape(n, g, 1, -1)
+        values = np.take_along_axis(xg, flat.reshape(n, g, 1, positions), axis=3)
+        total += values * weight.reshape(n, g, 1, positions)
     return total.reshape(n, g, c, *out)
 
 

@@ -62,7 +62,7 @@ def _takes(
     """How the loop runs a convolution by W ``w_shape`` with ``positions`` outputs per image and
     channel ("taps" or "dots"), or "" when it does not take it."""
     m, cg, *kernel = w_shape
-    if path == "pointwise" or kernel[:-1] > [_CONV.MAX_KERNEL]:
+    if path in ("pointwise", "empty") or kernel[:-1] > [_CONV.MAX_KERNEL]:
         return ""
     long_row = kernel[-1] >= LONG_ROW and m // group <= LONG_ROW_FILTERS
     if kernel[-1] > _CONV.MAX_KERNEL:
@@ -231,10 +231,11 @@ def by_blas(
     y = np.ascontiguousarray(
         convolve(x, w, attrs.get("group", 1), *grid, attrs.get("auto_pad", "NOTSET"))
     )
+    positions = math.prod(out)  # not -1: NumPy cannot infer it for an empty batch
     _CONV.epilogue_f32(
-        y.reshape(*shape[:2], -1),
+        y.reshape(*shape[:2], positions),
         np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
-        None if z is None else z.reshape(*shape[:2], -1),
+        None if z is None else z.reshape(*shape[:2], positions),
         *activation,
     )
     return y

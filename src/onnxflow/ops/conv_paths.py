@@ -2,7 +2,8 @@
 *kernel)`` (no bias), and the choice among them, made once per shapes and attributes: one GEMM
 per image for 1x1 kernels (pointwise), one batched product per block of channels (depthwise),
 one product per kernel tap summed (tap products), else GEMMs over im2col columns built per image
-in chunks of output rows."""
+in chunks of output rows. An empty X or W (no image, no input channel, no filter) gives zeros of
+the output's shape: each output is a sum of no products (the spec's answer, onnxruntime's)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class _Geometry(NamedTuple):
     begin: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
-    path: str  # pointwise, depthwise, taps or columns
+    path: str  # pointwise, depthwise, taps, columns or empty
 
 
 @functools.lru_cache(maxsize=2048)
@@ -53,10 +54,12 @@ def _geometry(
     strides_ = per_axis(strides, len(kernel), "strides")
     dilations_ = per_axis(dilations, len(kernel), "dilations")
     shared = (tuple(out), tuple(begin), tuple(strides_), tuple(dilations_))  # shared: immutable
-    if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides_):
-        return _Geometry(*shared, "pointwise")
     if min(*begin, *end) < 0:
         raise ValueError(f"pads must be non-negative, got {list(begin) + list(end)}")
+    if 0 in x_shape or 0 in w_shape:  # each output sums no product (or there is none)
+        return _Geometry(*shared, "empty")
+    if math.prod(kernel) == 1 and not any(begin + end) and all(s == 1 for s in strides_):
+        return _Geometry(*shared, "pointwise")
     if group == c == m:  # depthwise: no columns, no product
         path = "depthwise"
     elif _by_taps(c, m, group, kernel, out, strides_):
@@ -112,7 +115,9 @@ def convolve(
         return _depthwise(x, w, out, strides, dilations, begin)
     if path == "taps":
         return _tap_products(x, w, out, dilations, begin)
-    return _by_columns(x, w, group, out, strides, dilations, begin)
+    if path == "columns":
+        return _by_columns(x, w, group, out, strides, dilations, begin)
+    return np.zeros((x.shape[0], m, *out), x.dtype)  # empty: no image, channel or tap
 
 
 #: Bound on one im2col buffer. Below glibc's largest mmap threshold (32 MiB) the buffer is reused

@@ -17,6 +17,11 @@ Two kinds of kernels:
 Kernel modules load on demand: :data:`REGISTRY` knows from :mod:`onnxflow.ops.kernel_index`
 which module registers each operator and imports it the first time the operator is looked up,
 so a session imports the kernel families its model uses. :meth:`Registry.all` imports them all.
+
+Loading a module is all-or-nothing: an import that fails part way (an error, or a
+``KeyboardInterrupt`` landing in it) takes back the registrations that module made, and a module
+executed again (Python discards a module whose import failed, so the next lookup imports it anew)
+replaces whatever its earlier instance registered rather than colliding with it.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class Registry:
         self._kernels: dict[tuple[str, str], dict[int, Kernel]] = {}
         #: The modules still to import for an operator.
         self._unloaded: dict[tuple[str, str], tuple[str, ...]] = dict(modules or {})
+        #: For each module that registered kernels, the namespace of the instance that did.
+        self._origins: dict[str, dict[str, Any]] = {}
 
     def _load(self, key: tuple[str, str]) -> None:
         """Import the modules that register ``key``'s kernels, if not done yet.
@@ -75,12 +82,25 @@ class Registry:
         """
         modules = self._unloaded.get(key)
         if modules:
-            for module in modules:
-                importlib.import_module(module)
+            try:
+                for module in modules:
+                    importlib.import_module(module)
+            except BaseException:
+                self._discard_stale()
+                raise
             self._unloaded.pop(key, None)
 
-    def add(self, kernel: Kernel) -> None:
-        """Register one kernel version; registering the same version twice is an error."""
+    def add(self, kernel: Kernel, namespace: dict[str, Any] | None = None) -> None:
+        """Register one kernel version; registering the same version twice is an error.
+
+        ``namespace``: the globals of the module instance registering it. The first
+        registration by a new instance of a module (executed again after a failed import)
+        first drops every kernel the module's earlier instance registered.
+        """
+        if namespace is not None and kernel.module:
+            if self._origins.get(kernel.module, namespace) is not namespace:
+                self._drop(kernel.module)
+            self._origins[kernel.module] = namespace
         versions = self._kernels.setdefault((kernel.domain, kernel.op_type), {})
         if kernel.since in versions:
             old = versions[kernel.since].fn
@@ -90,6 +110,23 @@ class Registry:
                 f"{kernel.fn.__module__}.{kernel.fn.__qualname__}"
             )
         versions[kernel.since] = kernel
+
+    def _discard_stale(self) -> None:
+        """Drop the kernels of every module instance that Python no longer holds (its import
+        failed or was interrupted), so the registry keeps no half-loaded module."""
+        for module, namespace in list(self._origins.items()):
+            if getattr(sys.modules.get(module), "__dict__", None) is not namespace:
+                self._drop(module)
+
+    def _drop(self, module: str) -> None:
+        """Forget the kernels registered by ``module``."""
+        self._origins.pop(module, None)
+        for key, versions in list(self._kernels.items()):
+            kept = {v: k for v, k in versions.items() if k.module != module}
+            if kept:
+                self._kernels[key] = kept
+            else:
+                del self._kernels[key]
 
     def versions(self, domain: str, op_type: str) -> list[int]:
         """Return the since_versions registered for an operator, ascending."""
@@ -155,23 +192,24 @@ def op(
         raise RegistryError(f"@op({op_type!r}) names no since_version")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        module = _importing_module()
+        module, namespace = _importing_module()
         for since in versions:
-            REGISTRY.add(
-                Kernel(normalize_domain(domain), op_type, since, fn, build, traits, module)
-            )
+            kernel = Kernel(normalize_domain(domain), op_type, since, fn, build, traits, module)
+            REGISTRY.add(kernel, namespace)
         return fn
 
     return register
 
 
-def _importing_module() -> str:
-    """The module whose top-level code is running the registration: the innermost one being
-    imported (a helper of another module may be making the call)."""
+def _importing_module() -> tuple[str, dict[str, Any] | None]:
+    """The module whose top-level code is running the registration, and its globals: the
+    innermost one being imported (a helper of another module may be making the call)."""
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_name != "<module>":
         frame = frame.f_back  # type: ignore[assignment]
-    return "" if frame is None else frame.f_globals.get("__name__", "")
+    if frame is None:
+        return "", None
+    return frame.f_globals.get("__name__", ""), frame.f_globals
 
 
 def kernel_modules(kernels: list[Kernel]) -> dict[tuple[str, str], tuple[str, ...]]:

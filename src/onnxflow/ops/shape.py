@@ -48,10 +48,16 @@ def size(data: np.ndarray) -> np.ndarray:
 
 def _reshape(data: np.ndarray, shape: Sequence[int], allowzero: int) -> np.ndarray:
     dims = list(shape)
-    if allowzero and 0 in dims and -1 in dims:
-        raise ValueError(f"shape {dims} has both 0 and -1 while allowzero=1")
-    if not allowzero:
-        for i, d in enumerate(dims):
+    if dims and min(dims) < -1:  # NumPy would read any negative dim as "infer"
+        i, d = next((i, d) for i, d in enumerate(dims) if d < -1)
+        raise ValueError(
+            f"shape {dims} has dim {d} at index {i}: a dim is -1 (inferred, once at most), "
+            "0 (copied unless allowzero=1) or positive"
+        )
+    if 0 in dims:  # most targets have none: one containment test instead of a loop
+        if allowzero and -1 in dims:
+            raise ValueError(f"shape {dims} has both 0 and -1 while allowzero=1")
+        for i, d in enumerate(dims if not allowzero else ()):
             if d == 0:
                 if i >= data.ndim:
                     raise ValueError(f"shape {dims} copies dim {i} of a rank-{data.ndim} input")
@@ -232,11 +238,7 @@ def _slice_index(
 ) -> tuple[slice, ...]:
     """The basic index of a Slice of a tensor of ``shape``, remembered: a model slices the
     same few shapes again and again (errors are raised every time)."""
-    axes = (
-        tuple(range(len(starts)))
-        if axes is None
-        else tuple(normalize_axis(a, len(shape)) for a in axes)
-    )
+    axes = _slice_axes(len(shape), len(starts), axes)
     steps = (1,) * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError(
@@ -257,6 +259,29 @@ def _slice_index(
             start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
             index[axis] = slice(start, end if end >= 0 else None, step)
     return tuple(index)
+
+
+def _slice_axes(rank: int, count: int, axes: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The axes a Slice of ``count`` starts cuts in a rank-``rank`` input, non-negative: its
+    first ``count`` when ``axes`` is absent. Each must be in range and named once (the spec
+    leaves a repeated axis undefined; onnxruntime refuses it)."""
+    if axes is None:
+        if count > rank:
+            raise ValueError(
+                f"{count} starts with no axes cut the first {count} axes of an input of rank {rank}"
+            )
+        return tuple(range(count))
+    bad = [a for a in axes if not -rank <= a < rank]
+    if bad:
+        raise ValueError(
+            f"axes {list(axes)}: axis {bad[0]} is out of range [-{rank}, {rank}) for an input "
+            f"of rank {rank}"
+        )
+    norm = tuple(a % rank for a in axes)
+    if len(set(norm)) != len(norm):
+        twice = sorted({a for a in norm if norm.count(a) > 1})
+        raise ValueError(f"axes {list(axes)} name axis {twice[0]} more than once")
+    return norm
 
 
 @op("Slice", 1, traits=Traits(selects=True))
