@@ -24,7 +24,7 @@ from onnxflow.session import InferenceSession
 
 def run_command(args: argparse.Namespace) -> int:
     """``onnxflow run``: run the model once, summarise (and optionally save) its outputs."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     feeds = feeds_for(sess, args)
     observers: list[Observer] = [Verbose(sys.stdout)] if args.verbose else []
     show = sys.stderr.isatty() if args.progress is None else args.progress
@@ -63,8 +63,13 @@ def _save(values: dict[str, Any], out_dir: Path, what: str) -> None:
 def compare_command(args: argparse.Namespace) -> int:
     """``onnxflow compare``: 0 when the runs agree, 1 on a divergence, 2 on an error."""
     try:
-        feeds = feeds_for(InferenceSession(args.model), args)
-        report = compare(args.model, feeds, args.against, rtol=args.rtol, atol=args.atol)
+        feeds = feeds_for(
+            InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None)), args
+        )
+        report = compare(
+            args.model, feeds, args.against, rtol=args.rtol, atol=args.atol,
+            custom_ops=getattr(args, "custom_ops", None),
+        )  # fmt: skip
         if args.json:
             report.to_json(args.json)
     except (OnnxflowError, OSError) as exc:
@@ -78,7 +83,9 @@ def export_python_command(args: argparse.Namespace) -> int:
     """Write the model as a NumPy module with its weights beside it; say what was written."""
     from onnxflow.export.python import write_module
 
-    path, numpy_nodes, kernel_calls = write_module(args.model, args.output)
+    path, numpy_nodes, kernel_calls = write_module(
+        args.model, args.output, getattr(args, "custom_ops", None)
+    )
     print(f"wrote {path} and {path.with_suffix('.npz')}")
     print(f"{numpy_nodes} nodes as plain NumPy, {kernel_calls} as calls into onnxflow's kernels")
     return 0
@@ -86,7 +93,7 @@ def export_python_command(args: argparse.Namespace) -> int:
 
 def code_command(args: argparse.Namespace) -> int:
     """Print the generated code; what the run says about its inputs goes to stderr."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     if not args.no_run:
         with contextlib.redirect_stdout(sys.stderr):
             sess.run(None, feeds_for(sess, args))
@@ -97,7 +104,7 @@ def code_command(args: argparse.Namespace) -> int:
 def profile_command(args: argparse.Namespace) -> int:
     """Time one run by its main graph's nodes, at the speed of an unobserved run; with
     ``--bodies``, then time every node inside bodies in a second, observed run."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     feeds = feeds_for(sess, args)
     profiler = Profiler(bodies=False)  # bodies run as compiled: no observing cost in the times
     ms = _timed_ms(lambda: sess.run(None, feeds, observers=[profiler]))

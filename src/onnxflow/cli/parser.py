@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnx
@@ -20,6 +20,7 @@ from onnxflow.cli.commands import (
     profile_command,
     run_command,
 )
+from onnxflow.cli.custom import load_custom_ops
 from onnxflow.errors import OnnxflowError
 from onnxflow.logs import logging_to_stderr, parse_level
 
@@ -131,9 +132,28 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("model", help="the .onnx file")
     export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
     export.set_defaults(func=export_python_command)
-    for command in sub.choices.values():
-        _add_log_arguments(command)
+    _add_common_arguments(sub.choices.values())
     return parser
+
+
+def _add_common_arguments(commands: Iterable[argparse.ArgumentParser]) -> None:
+    """What every subcommand takes: the log options and ``--custom-ops``."""
+    for command in commands:
+        _add_log_arguments(command)
+        _add_custom_ops_argument(command)
+
+
+def _add_custom_ops_argument(parser: argparse.ArgumentParser) -> None:
+    """``--custom-ops``: functions for operators onnxflow lacks (:mod:`onnxflow.cli.custom`)."""
+    parser.add_argument(
+        "--custom-ops",
+        type=load_custom_ops,
+        default=None,
+        metavar="MODULE:NAME",
+        help="Python functions for operators onnxflow lacks: the dict NAME of MODULE (or of "
+        "FILE.py), mapping 'domain.OpType' to fn(*inputs, **attributes), as "
+        "InferenceSession(custom_ops=...) takes",
+    )
 
 
 def _add_log_arguments(parser: argparse.ArgumentParser) -> None:

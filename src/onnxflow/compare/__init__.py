@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from onnxflow.compare.sides import (
 )
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
+from onnxflow.ops.custom import CustomOps
 
 __all__ = ["Divergence", "Report", "Stats", "compare"]
 
@@ -39,21 +41,28 @@ def compare(
     against: str | Path | onnx.ModelProto = "onnxruntime",
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    custom_ops: CustomOps | None = None,
 ) -> Report:
     """Run ``model`` in onnxflow and ``against`` ("onnxruntime", "reference", or another model run
-    in onnxflow) on ``feeds``; report the first value, in execution order, beyond rtol/atol."""
+    in onnxflow) on ``feeds``; report the first value, in execution order, beyond rtol/atol.
+
+    ``custom_ops``: the functions of operators onnxflow lacks, as a session takes them; onnx.
+    reference runs them too (as its ``new_ops``), and so does another model; onnxruntime,
+    which cannot call Python, refuses the model."""
     proto = load_model(model)
-    ours = run_onnxflow(proto, feeds)
+    ours = run_onnxflow(proto, feeds, custom_ops)
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
     walk = _Walk(Report(_label(model), name, rtol, atol), ours, {})
     if against in ("onnxruntime", "reference"):
         observed = observed_types(ours)
-        exposed, walk.theirs = _run_exposed(proto, feeds, str(against), walk.report, observed)
+        exposed, walk.theirs = _run_exposed(
+            proto, feeds, str(against), walk.report, observed, custom_ops
+        )
         walk.counted = exposed.loops
         walk.report.not_compared.extend(exposed.not_exposed)
     else:
         other = load_model(against)
-        walk.theirs = run_onnxflow(other, feeds)
+        walk.theirs = run_onnxflow(other, feeds, custom_ops)
         walk.counted = None
         _only(walk.report, proto.graph, other.graph)
     for records in (walk.ours, walk.theirs):  # the feeds agree: both sides were given them
@@ -78,6 +87,7 @@ def _run_exposed(
     against: str,
     report: Report,
     observed: Observed,
+    custom_ops: CustomOps | None = None,
 ) -> tuple[Exposed, Records]:
     """Run the copy exposing every body's values; when the other runtime refuses it (a loop
     whose iterations stack unequal shapes: an If's placeholder of unknown shape, an inner loop
@@ -85,7 +95,7 @@ def _run_exposed(
     copy, runner = (
         (exposed_copy, run_onnxruntime)
         if against == "onnxruntime"
-        else (reference_copy, run_reference)
+        else (reference_copy, functools.partial(run_reference, custom_ops=custom_ops))
     )
     for (options, _), (_, dropped) in itertools.pairwise(_ATTEMPTS):
         exposed = copy(proto, observed=observed, **options)
