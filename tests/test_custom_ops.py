@@ -352,3 +352,22 @@ def test_cli_commands_take_custom_ops(
     with pytest.raises(SystemExit):
         main(["run", str(saved), "--custom-ops", "custom_op_fns:NOPE"])
     assert "has no dict 'NOPE'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rounding", ["each_op", "outputs"])
+def test_a_float16_model_checks_the_types_it_declares_not_the_passes(rounding: str) -> None:
+    """The float16 pass holds float16 values in float32 and retypes the graph so; a function
+    returning the float16 the model declares is right."""
+    H = TensorProto.FLOAT16
+    nodes = [
+        helper.make_node("Add", ["x", "x"], ["a"]),
+        helper.make_node("Scale", ["a"], ["s"], domain="com.example", alpha=2.0),
+        helper.make_node("Mul", ["s", "x"], ["y"]),
+    ]
+    model = _model(nodes, [_vi("x", H, [3])], [_vi("y", H, [3])], value_info=[_vi("s", H, None)])
+    options = onnxflow.SessionOptions(float16_rounding=rounding)
+    half = {"com.example.Scale": lambda a, alpha: (a * alpha).astype(np.float16)}
+    x = np.array([1, 2, 3], np.float16)
+    (y,) = onnxflow.InferenceSession(model, options, custom_ops=half).run(None, {"x": x})
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y, (x + x) * 2 * x)

@@ -20,7 +20,7 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
-from onnxflow.ops.custom import CustomOps, registry_for
+from onnxflow.ops.custom import CustomOps, CustomRegistry, registry_for
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
@@ -113,6 +113,8 @@ class InferenceSession(OrtSessionAPI):
         self._outputs = [NodeArg.from_value_info(vi) for vi in graph.output]
         # the same graph, with value_info to read: inferred once, for both plans and their passes
         inferred = infer_types(self.model).graph
+        if isinstance(self._registry, CustomRegistry):  # the types the user's functions give
+            self._registry.declare(inferred)
         self._declared = _main_values(inferred)
         compiler, opsets = self._compiler(), self._opsets()
         self.plan: Plan = compiler.compile_main(inferred, opsets)

@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from onnx import GraphProto
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.errors import InputError, OnnxflowError, RuntimeFailure
 from onnxflow.ir.domains import normalize_domain
+from onnxflow.ir.walk import scope_types, subgraphs
 from onnxflow.ops.registry import REGISTRY, Kernel, Registry
 from onnxflow.traits import NONE, Built, Traits
 from onnxflow.values import np_dtype
@@ -126,10 +128,25 @@ class CustomRegistry(Registry):
         super().__init__()
         self.base = base
         self.ops = dict(ops)
+        #: The element type of every tensor of the model as written (:meth:`declare`).
+        self.declared: dict[str, np.dtype | None] = {}
         self._custom = {
-            key: Kernel(op.domain, op.op_type, 1, _builder(op), True, op.traits)
+            key: Kernel(op.domain, op.op_type, 1, _builder(op, self.declared), True, op.traits)
             for key, op in self.ops.items()
         }
+
+    def declare(self, graph: GraphProto) -> None:
+        """Record the element types ``graph`` (the main graph, shape-inferred, before any pass
+        rewrites it) gives its tensors, subgraphs included: what a user's function's results
+        are checked against. A pass may change a graph's types (float16 held in float32): the
+        model's own are the ones a user wrote a function for. Names are unique across a model's
+        scopes, so one table serves them all."""
+        for name, tp in scope_types(graph).items():
+            if tp.HasField("tensor_type") and tp.tensor_type.elem_type:
+                self.declared[name] = _dtype_of(tp.tensor_type.elem_type)
+        for node in graph.node:
+            for body in subgraphs(node):
+                self.declare(body)
 
     def lookup(self, domain: str, op_type: str, opset: int) -> Kernel | None:
         """The user's kernel for the operator, at any opset; else the base registry's."""
@@ -163,12 +180,12 @@ def registry_for(given: CustomOps | None) -> Registry:
     return CustomRegistry(ops) if ops else REGISTRY
 
 
-def _builder(op: CustomOp) -> Callable[..., Any]:
+def _builder(op: CustomOp, declared: Mapping[str, np.dtype | None]) -> Callable[..., Any]:
     """The builder kernel of ``op``: for each node, a step calling the function with the
     node's attributes and checking what it returns."""
 
     def build(ctx: NodeContext, **attributes: Any) -> Built:
-        check = _Outputs(ctx, op)
+        check = _Outputs(ctx, op, declared)
         fn = op.fn
 
         def step(*inputs: Any) -> Any:
@@ -199,10 +216,12 @@ class _Outputs:
     """Checks a custom function's result against its node: how many values, and the element
     type the model declares for each output (when it declares one)."""
 
-    def __init__(self, ctx: NodeContext, op: CustomOp) -> None:
+    def __init__(
+        self, ctx: NodeContext, op: CustomOp, declared: Mapping[str, np.dtype | None]
+    ) -> None:
         self.where = f"{ctx.describe()}, given by custom_ops[{op.key!r}]"
         self.names = ctx.outputs or ("",)
-        self.dtypes = tuple(_declared(ctx, n) for n in self.names)
+        self.dtypes = tuple(declared.get(n) if n else None for n in self.names)
         self.label = op.label
 
     def failed(self, exc: Exception) -> RuntimeFailure:
@@ -233,13 +252,10 @@ class _Outputs:
         return value
 
 
-def _declared(ctx: NodeContext, name: str) -> np.dtype | None:
-    """The element type the model declares for tensor ``name`` (None: unknown or no tensor)."""
-    tp = ctx.value_type(name) if name else None
-    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.elem_type:
-        return None
+def _dtype_of(elem_type: int) -> np.dtype | None:
+    """The dtype of an ONNX element type (None: one NumPy has no dtype for, not checked)."""
     try:
-        return np.dtype(np_dtype(tp.tensor_type.elem_type))
+        return np.dtype(np_dtype(elem_type))
     except Exception:  # an element type NumPy has no dtype for: not checked
         return None
 
