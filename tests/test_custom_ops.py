@@ -272,6 +272,8 @@ def test_compare_runs_the_functions_on_both_sides() -> None:
     assert report.agree, report.summary()
     report = onnxflow.compare(model, {"x": X}, model, custom_ops=CUSTOM_OPS)
     assert report.agree, report.summary()
+    with pytest.raises(onnxflow.OnnxflowError, match="onnxruntime cannot call the Python"):
+        onnxflow.compare(model, {"x": X}, "onnxruntime", custom_ops=CUSTOM_OPS)
 
 
 def test_the_profiler_times_a_custom_operator() -> None:

@@ -49,6 +49,11 @@ def compare(
     ``custom_ops``: the functions of operators onnxflow lacks, as a session takes them; onnx.
     reference runs them too (as its ``new_ops``), and so does another model; onnxruntime,
     which cannot call Python, refuses the model."""
+    if custom_ops and against == "onnxruntime":
+        raise OnnxflowError(
+            "onnxruntime cannot call the Python functions of custom_ops: compare against "
+            "'reference' (onnx.reference runs them) or another model"
+        )
     proto = load_model(model)
     ours = run_onnxflow(proto, feeds, custom_ops)
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
