@@ -58,7 +58,6 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.plan import NONE_SLOT, TRASH_SLOT, Plan, many, out_slots, returns_one
-from onnxflow.ir.names import fresh_name
 from onnxflow.runtime.context import STOP_REQUESTED, before_step, cancelled
 from onnxflow.traits import WIDEN_LIMIT, Traits
 
@@ -234,6 +233,9 @@ class Names:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.taken: set[str] = set(_TAKEN)
+        #: Per base name, the number to try next after it (each kernel of a 20,000-node chain
+        #: is ``Add_<k>``: counting from 1 each time would take quadratic time).
+        self.tried: dict[str, int] = {}
         self.values: dict[int, str] = {}
         self.constants: dict[int, str] = {}
         #: Kernel global -> the step it runs.
@@ -263,7 +265,14 @@ class Names:
         base = re.sub(r"[^0-9A-Za-z_]", "_", onnx_name).lstrip("_")
         if not base or base[0].isdigit() or base in _TAKEN or _HELPER.fullmatch(base):
             base = f"v_{base}"
-        return fresh_name(base, self.taken)
+        k = self.tried.get(base, 0)
+        name = f"{base}_{k}" if k else base
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.tried[base] = k + 1
+        self.taken.add(name)
+        return name
 
 
 def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozenset[int]:
