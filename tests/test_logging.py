@@ -5,6 +5,8 @@ the process default (``set_default_logger_severity``) and a session's own
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +21,11 @@ RNN = Path(__file__).resolve().parents[1] / "examples" / "rnn_scan.onnx"
 
 @pytest.fixture(autouse=True)
 def default_level() -> Iterator[None]:
-    """Each test starts at the default severity and leaves it there."""
+    """Each test starts with the logger as importing onnxflow leaves it (no level of its own)
+    and leaves it there."""
     logger = logging.getLogger("onnxflow")
     level = logger.level
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.NOTSET)
     yield
     logger.setLevel(level)
 
@@ -77,9 +80,90 @@ def test_a_session_logs_its_creation_at_info(caplog: pytest.LogCaptureFixture) -
 
 
 def test_at_the_default_severity_nothing_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG)  # the application shows everything it is given
+    caplog.set_level(logging.WARNING)  # logging's default level, the application's choice
     _session()
     assert not _created(caplog)
+    assert logs.get_severity() == 2
+
+
+def test_the_application_level_decides(caplog: pytest.LogCaptureFixture) -> None:
+    """With no level of its own, the ``onnxflow`` logger follows the root logger's."""
+    caplog.set_level(logging.INFO)
+    assert logs.get_severity() == 1
+    _session()
+    assert len(_created(caplog)) == 1
+
+
+def _python(code: str) -> str:
+    """What ``code`` prints, run by a fresh interpreter (which imports onnxflow anew)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout + done.stderr
+
+
+def test_importing_onnxflow_sets_no_level_and_adds_a_null_handler() -> None:
+    shown = _python(
+        "import logging, onnxflow\n"
+        "log = logging.getLogger('onnxflow')\n"
+        "print(log.level, [type(h).__name__ for h in log.handlers])"
+    )
+    assert shown.split() == ["0", "['NullHandler']"]
+
+
+def test_a_level_set_before_the_import_is_kept() -> None:
+    shown = _python(
+        "import logging\n"
+        "logging.getLogger('onnxflow').setLevel(logging.ERROR)\n"
+        "import onnxflow\n"
+        "print(logging.getLogger('onnxflow').level, onnxflow.logs.get_severity())"
+    )
+    assert shown.split() == [str(logging.ERROR), "3"]
+
+
+def test_basic_config_at_info_shows_onnxflow_info_messages() -> None:
+    """The module docstring's own advice, in a fresh process."""
+    shown = _python(
+        "import logging, sys, onnxflow\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        f"onnxflow.InferenceSession({str(RNN)!r})\n"
+    )
+    assert "INFO:onnxflow:session created in " in shown
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown", "hidden"),
+    [
+        (["-v"], "INFO onnxflow: session created", "DEBUG"),
+        (["--log-level", "info"], "INFO onnxflow: session created", "DEBUG"),
+        (["--log-level", "1"], "INFO onnxflow: session created", "DEBUG"),
+        (["-vv"], "INFO onnxflow: session created", None),
+        ([], None, "session created"),
+    ],
+)
+def test_the_cli_shows_log_records_asked_for(
+    flags: list[str], shown: str | None, hidden: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onnxflow.cli import main
+
+    before = (logs.logger.level, list(logs.logger.handlers), logs.logger.propagate)
+    assert main(["check", str(RNN), *flags]) == 0
+    assert main([*flags, "run", str(RNN), "--dim", "S=2", "--dim", "B=1"]) == 0
+    err = capsys.readouterr().err
+    if shown:
+        assert err.count(shown) == 2  # after the subcommand, and before it
+    if hidden:
+        assert hidden not in err
+    # the command leaves the logger as it found it
+    assert (logs.logger.level, list(logs.logger.handlers), logs.logger.propagate) == before
+
+
+def test_an_unknown_cli_log_level_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    from onnxflow.cli import main
+
+    assert main(["check", str(RNN), "--log-level", "loud"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown log level 'loud'" in err and "debug, info" in err
 
 
 def test_the_process_default_is_set_default_logger_severity(
@@ -119,6 +203,7 @@ def _run_records(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_a_run_logs_at_its_own_severity(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
+    logs.set_severity(2)  # the process default: warning, whatever the application shows
     sess = _session(logid="s")
     feeds = {"X": np.zeros((2, 1, 4), np.float32), "H_0": np.zeros((1, 8), np.float32)}
     options = onnxflow.RunOptions()

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import keyword
+import re
 from pathlib import Path
 
 import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
 
 import onnxflow
 from onnxflow.cli import main
@@ -45,7 +50,7 @@ def test_a_loop_that_ran_shows_its_whole_loop_function() -> None:
     ((where, code),) = loops.items()
     assert "Scan 'rnn'" in where
     assert code.startswith("def drive(") and "while i < stop:" in code
-    assert "# f0: numpy.dot, for MatMul" in code  # the legend names each kernel
+    assert "# MatMul: numpy.dot, for MatMul" in code  # the legend names each kernel
 
 
 def test_the_source_is_the_code_that_runs() -> None:
@@ -88,3 +93,84 @@ def test_docs_page_is_generated_from_this_code() -> None:
     spec.loader.exec_module(module)
     page = (ROOT / "docs" / "generated_code.md").read_text()
     assert page == module.page(), "docs/generated_code.md is stale: run tools/code_example.py"
+
+
+def _named_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A model whose value names are paths, keywords, builtins, names of the generated code's
+    own and names that collide once made identifiers; a Loop body reads some of them."""
+    F = onnx.TensorProto.FLOAT
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["i_f"], to=F),
+            helper.make_node("Add", ["i_f", "/layer.0/MatMul_output_0"], ["len"]),
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+            helper.make_node("Mul", ["len", "class"], ["b0"]),
+        ],
+        "body",
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("i", 7), ("cond", 9))],
+        [helper.make_tensor_value_info(n, t, None) for n, t in (("cond_out", 9), ("b0", F))],
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["/layer.0/MatMul_output_0"]),
+        helper.make_node("Relu", ["/layer.0/MatMul_output_0"], ["a.b"]),
+        helper.make_node("Neg", ["a.b"], ["a_b"]),
+        helper.make_node("Add", ["a_b", "a.b"], ["0abc"]),
+        helper.make_node("Loop", ["trips", ""], ["_many"], body=body),
+        helper.make_node("Identity", ["0abc"], ["MatMul"]),
+    ]
+    w = np.arange(6, dtype=np.float32).reshape(3, 2) - 2
+    graph = helper.make_graph(
+        nodes,
+        "named",
+        [helper.make_tensor_value_info("x", F, [1, 3])],
+        [helper.make_tensor_value_info(n, F, None) for n in ("MatMul", "_many")],
+        [
+            numpy_helper.from_array(w, "W"),
+            numpy_helper.from_array(np.array(3, np.int64), "trips"),
+            numpy_helper.from_array(np.array(2, np.float32), "class"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.array([[1, -2, 3]], np.float32)
+    m = x @ w
+    r = np.maximum(m, 0)
+    rows = np.stack([(np.float32(i) + m) * 2 for i in range(3)])
+    return model, {"x": x, "MatMul": -r + r, "_many": rows}
+
+
+def test_generated_code_names_values_after_their_onnx_names() -> None:
+    """``onnxflow code`` reads like the model: locals and constants named after the ONNX
+    values (made identifiers, unique, never a keyword, builtin or the code's own helper
+    names), kernels after their operators; not ``v12``, ``c3``, ``f0``."""
+    model, want = _named_model()
+    sess = onnxflow.InferenceSession(model)
+    got = sess.run(None, {"x": want["x"]})
+    np.testing.assert_array_equal(got[0], want["MatMul"])
+    np.testing.assert_array_equal(got[1], want["_many"])
+    text = sess.source()
+    assert "layer_0_MatMul_output_0 = MatMul(x, W)" in text
+    assert "a_b = Relu(layer_0_MatMul_output_0" in text
+    assert "a_b_1 = Neg(a_b" in text  # "a.b" and "a_b" are both a_b made identifiers
+    assert "v_0abc = Add(a_b_1, a_b" in text  # an identifier starts with no digit
+    assert "(many,) = _many(Loop(trips, None, layer_0" in text  # "_many": the helper's name
+    assert "return [MatMul_1, many]" in text  # the value "MatMul", apart from the kernel
+    assert "v_len = Add(i_f" in text and "v_b0 = Mul(v_len, v_class, out=...)" in text
+    assert "v_i" in text  # the loop body's input "i", not the drive's counter
+    assert not re.search(r"\b[vcfg]\d+\b", text), text
+    for section in _sections(text).values():
+        tree = ast.parse(section)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert not names & set(keyword.kwlist)
+        assert names.isdisjoint({"len", "class", "i_"})
+
+
+def test_generated_loops_run_the_same_with_onnx_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-loop function, named after ONNX values too, runs (twice: the second run
+    reuses what the first kept) and keeps its own counter ``i`` apart from the body's."""
+    model, want = _named_model()
+    sess = onnxflow.InferenceSession(model)
+    for _ in range(2):
+        np.testing.assert_array_equal(sess.run(None, {"x": want["x"]})[1], want["_many"])
+    loops = {w: c for w, c in _sections(sess.source()).items() if "run as a loop" in w}
+    ((code),) = loops.values()
+    assert "while i < stop:" in code and "v_i = _index(i)" in code

@@ -3,28 +3,36 @@
 
 onnxruntime counts severities 0 verbose, 1 info, 2 warning, 3 error, 4 fatal; here they are
 ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` and ``CRITICAL``. The process default is the level of
-the ``onnxflow`` logger (:func:`set_severity`, which ``set_default_logger_severity`` is); a
-session or a run with a ``log_severity_level`` of its own logs through a :class:`SeverityLog`
-that applies that level instead, as onnxruntime's per-session loggers do (-1: the default).
+the ``onnxflow`` logger (:func:`set_severity`, which ``set_default_logger_severity`` is), and
+until someone sets one, the effective level logging gives it (the root logger's: WARNING, 2, as
+in onnxruntime, unless the application says otherwise); a session or a run with a
+``log_severity_level`` of its own logs through a :class:`SeverityLog` that applies that level
+instead, as onnxruntime's per-session loggers do (-1: the default).
 
 What a session logs: at INFO, what it loaded and how long loading, validating and compiling
 took; at DEBUG (verbose), the plan it compiled. Where the records go is the application's
-choice, as for any library: ``logging.basicConfig(level=logging.INFO)`` shows them on stderr.
+choice, as for any library: importing onnxflow adds a ``NullHandler`` to its logger and sets
+no level, so ``logging.basicConfig(level=logging.INFO)`` shows them on stderr, and a level
+set on ``logging.getLogger("onnxflow")`` before or after the import is kept.
 Things a caller should change are Python warnings (:mod:`warnings`), not log records.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from onnxflow.errors import InputError
 
 #: The ``onnxflow`` logger: every diagnostic of the package goes through it or its children.
 logger = logging.getLogger("onnxflow")
-logger.addHandler(logging.NullHandler())  # a library leaves output to the application
-logger.setLevel(logging.WARNING)  # onnxruntime's default severity, 2
+# A library leaves output and level to the application (logging's HOWTO, "Configuring
+# Logging for a Library"): a NullHandler, no level. Unset, the logger's effective level is the
+# root logger's: WARNING (onnxruntime's default severity, 2) until the application says else.
+if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+    logger.addHandler(logging.NullHandler())
 
 #: onnxruntime's severities as logging levels.
 SEVERITY_LEVELS: Mapping[int, int] = {
@@ -64,9 +72,9 @@ def set_severity(severity: int) -> None:
 
 
 def get_severity() -> int:
-    """The process's default severity (2, warning, until set)."""
-    level = logger.level or logging.WARNING
-    return severity_of(level)
+    """The process's default severity: that of the ``onnxflow`` logger's effective level (its
+    own once set, else its ancestors': 2, warning, under logging's defaults)."""
+    return severity_of(logger.getEffectiveLevel())
 
 
 def show_on_stderr(name: str = "onnxflow", level: int = logging.INFO) -> logging.Handler:
@@ -83,6 +91,43 @@ def show_on_stderr(name: str = "onnxflow", level: int = logging.INFO) -> logging
     target.setLevel(level)
     target.propagate = False  # shown once, not again by the application's root handlers
     return handler
+
+
+#: The level names ``--log-level`` takes, and onnxruntime's severities as text.
+LEVEL_NAMES: Mapping[str, int] = {
+    **{name: getattr(logging, name.upper()) for name in ("debug", "info", "warning", "error")},
+    "critical": logging.CRITICAL,
+    **{str(severity): level for severity, level in SEVERITY_LEVELS.items()},
+}
+
+
+def parse_level(text: str) -> int:
+    """The logging level named by ``text``: ``debug`` .. ``critical`` (any case), or an
+    onnxruntime severity ``0`` .. ``4``; an :class:`InputError` listing them otherwise."""
+    level = LEVEL_NAMES.get(text.strip().lower())
+    if level is None:
+        names = ", ".join(n for n in LEVEL_NAMES if not n.isdigit())
+        raise InputError(f"unknown log level {text!r}: give one of {names}, or 0 .. 4")
+    return level
+
+
+@contextmanager
+def logging_to_stderr(level: int) -> Iterator[logging.Handler]:
+    """While the block runs, show the ``onnxflow`` logger's records from ``level`` up on
+    stderr, as ``LEVEL name: message``; then put its level, handlers and propagation back (a
+    command run in-process, as the tests do, leaves the logger as it found it)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # shown once, not again by a root handler
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 class SeverityLog(logging.LoggerAdapter):

@@ -20,6 +20,7 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, validate_model
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
+from onnxflow.ops.custom import CustomOps, CustomRegistry, registry_for
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
@@ -44,6 +45,14 @@ class InferenceSession(OrtSessionAPI):
     after its load-time constant folding: the main graph's nodes computed once at load are
     initializers holding their values (see :func:`onnxflow.ort_api.folded_model`; the other
     passes rewrite the compiled plan, not an ONNX graph, and are not in the file).
+
+    ``custom_ops`` gives operators onnxflow lacks as Python functions, for this session only:
+    ``{"com.example.MyOp": fn}`` (a bare ``"MyOp"`` is of the default domain), where
+    ``fn(*inputs, **attributes)`` returns an array, or a tuple of one per output; a value
+    ``(fn, Traits(pure=False))`` also declares what the function promises. They run wherever
+    the operator is used, loop and branch bodies included. See :mod:`onnxflow.ops.custom`.
+    The session pickles with them when they pickle (module-level functions with pickle;
+    lambdas and closures with cloudpickle, as Dask and Ray use).
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class InferenceSession(OrtSessionAPI):
         *,
         base_dir: str | os.PathLike | None = None,
         check: bool = True,
+        custom_ops: CustomOps | None = None,
     ) -> None:
         started = (time.perf_counter_ns(), time.time_ns())
         keep_freed_memory()  # once per process: see onnxflow.runtime.memory
@@ -64,6 +74,8 @@ class InferenceSession(OrtSessionAPI):
                 f"{type(sess_options).__name__}"
             )
         self.options = sess_options or SessionOptions()
+        self._custom_ops = custom_ops
+        self._registry = registry_for(custom_ops)
         self._base_dir = base_dir
         self._check = check
         self.model: ModelProto = load_model(model, base_dir)
@@ -101,6 +113,8 @@ class InferenceSession(OrtSessionAPI):
         self._outputs = [NodeArg.from_value_info(vi) for vi in graph.output]
         # the same graph, with value_info to read: inferred once, for both plans and their passes
         inferred = infer_types(self.model).graph
+        if isinstance(self._registry, CustomRegistry):  # the types the user's functions give
+            self._registry.declare(inferred)
         self._declared = _main_values(inferred)
         compiler, opsets = self._compiler(), self._opsets()
         self.plan: Plan = compiler.compile_main(inferred, opsets)
@@ -134,6 +148,7 @@ class InferenceSession(OrtSessionAPI):
             loop_condition=self.options.loop_condition,
             float16_rounding=self.options.float16_rounding,
             kernels=self.options.kernels,
+            registry=self._registry,
         )
 
     def _opsets(self) -> dict[str, int]:
@@ -309,12 +324,13 @@ class InferenceSession(OrtSessionAPI):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by the model: its serialized bytes (external data already read in)."""
         try:
-            return (_rebuild, (self.model.SerializeToString(), None, self._check, self.options))
+            model = self.model.SerializeToString()
+            return (_rebuild, (model, None, self._check, self.options, self._custom_ops))
         except ValueError:  # over protobuf's 2 GiB: ship where to load it from instead
             source = self._source
             if isinstance(source, (str, os.PathLike)):
                 source = os.path.abspath(source)
-            return (_rebuild, (source, self._base_dir, self._check, self.options))
+            return (_rebuild, (source, self._base_dir, self._check, self.options, self._custom_ops))
 
 
 class _MainValues(Observer):
@@ -384,9 +400,13 @@ def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]
 
 
 def _rebuild(
-    source: ModelSource, base_dir: Any, check: bool = True, options: SessionOptions | None = None
+    source: ModelSource,
+    base_dir: Any,
+    check: bool = True,
+    options: SessionOptions | None = None,
+    custom_ops: CustomOps | None = None,
 ) -> InferenceSession:
-    return InferenceSession(source, options, base_dir=base_dir, check=check)
+    return InferenceSession(source, options, base_dir=base_dir, check=check, custom_ops=custom_ops)
 
 
 def run(

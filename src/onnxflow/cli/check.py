@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import onnx
@@ -16,6 +16,7 @@ from onnxflow.errors import OnnxflowError
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.walk import subgraphs
+from onnxflow.ops.custom import CustomOp, parse_custom_ops
 from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.session import InferenceSession
 from onnxflow.values import NodeArg
@@ -56,9 +57,12 @@ class OpUse:
         return f"ai.onnx opset {self.opset}" if not self.domain else f"opset {self.opset}"
 
 
-def operator_uses(model: onnx.ModelProto) -> list[OpUse]:
+def operator_uses(
+    model: onnx.ModelProto, custom: Mapping[tuple[str, str], CustomOp] | None = None
+) -> list[OpUse]:
     """Every operator ``model`` uses (subgraphs and model-local functions included), each with
-    the kernel version it resolves to, most used first."""
+    the kernel version it resolves to, most used first; ``custom``: the operators the user gives
+    as Python functions (:func:`onnxflow.ops.custom.parse_custom_ops`)."""
     local = {(normalize_domain(f.domain), f.name) for f in model.functions}
     counts: Counter[tuple[str, str, int]] = Counter()
     scopes = [(model.graph.node, model.opset_import)]
@@ -69,11 +73,19 @@ def operator_uses(model: onnx.ModelProto) -> list[OpUse]:
             for node in graph.node:
                 domain = normalize_domain(node.domain)
                 counts[domain, node.op_type, opsets.get(domain, 0)] += 1
+    custom = custom or {}
     uses = [
-        _resolve(domain, op_type, opset, n, (domain, op_type) in local)
+        OpUse(domain, op_type, opset, n, _by_user(custom[domain, op_type]))
+        if (domain, op_type) in custom
+        else _resolve(domain, op_type, opset, n, (domain, op_type) in local)
         for (domain, op_type, opset), n in counts.items()
     ]
     return sorted(uses, key=lambda u: (-u.count, u.name, u.opset))
+
+
+def _by_user(op: CustomOp) -> str:
+    """How ``check`` says a user's function runs an operator."""
+    return f"provided by the user: {op.label} (custom_ops[{op.key!r}])"
 
 
 def _graphs(graph: GraphProto) -> Iterable[GraphProto]:
@@ -113,8 +125,10 @@ def _has_function(domain: str, op_type: str, opset: int) -> bool:
     return bool(schema.has_function or schema.has_context_dependent_function)
 
 
-def _print_operators(model: onnx.ModelProto) -> None:
-    uses = operator_uses(model)
+def _print_operators(
+    model: onnx.ModelProto, custom: Mapping[tuple[str, str], CustomOp] | None = None
+) -> None:
+    uses = operator_uses(model, custom)
     print(f"  {sum(u.count for u in uses)} nodes (subgraphs included):")
     for u in uses:
         print(f"    {u.name}: {u.count} ({u.where}) -> {u.resolution}")
@@ -165,9 +179,10 @@ def check_command(args: argparse.Namespace) -> int:
     for vi in model.graph.output:
         arg = NodeArg.from_value_info(vi)
         print(f"  output {arg.name}: {arg.type} {arg.shape}")
-    _print_operators(model)
+    custom = parse_custom_ops(getattr(args, "custom_ops", None))
+    _print_operators(model, custom)
     try:
-        InferenceSession(model)
+        InferenceSession(model, custom_ops=getattr(args, "custom_ops", None))
     except OnnxflowError as exc:
         print(f"problems found:\n  {exc}")
         return 1

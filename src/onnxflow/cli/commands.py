@@ -22,7 +22,7 @@ from onnxflow.session import InferenceSession
 
 def run_command(args: argparse.Namespace) -> int:
     """``onnxflow run``: run the model once, summarise (and optionally save) its outputs."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     feeds = feeds_for(sess, args)
     observers: list[Observer] = [Verbose(sys.stdout)] if args.verbose else []
     show = sys.stderr.isatty() if args.progress is None else args.progress
@@ -62,8 +62,13 @@ def compare_command(args: argparse.Namespace) -> int:
     """``onnxflow compare``: 0 when every output agrees within tolerance (with ``--strict``: when
     no compared value differs at all), 1 otherwise, 2 on an error."""
     try:
-        feeds = feeds_for(InferenceSession(args.model), args)
-        report = compare(args.model, feeds, args.against, rtol=args.rtol, atol=args.atol)
+        feeds = feeds_for(
+            InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None)), args
+        )
+        report = compare(
+            args.model, feeds, args.against, rtol=args.rtol, atol=args.atol,
+            custom_ops=getattr(args, "custom_ops", None),
+        )  # fmt: skip
         if args.json:
             report.to_json(args.json)
     except (OnnxflowError, OSError) as exc:
@@ -80,7 +85,9 @@ def export_python_command(args: argparse.Namespace) -> int:
     """Write the model as a NumPy module with its weights beside it; say what was written."""
     from onnxflow.export.python import write_module
 
-    path, numpy_nodes, kernel_calls = write_module(args.model, args.output)
+    path, numpy_nodes, kernel_calls = write_module(
+        args.model, args.output, getattr(args, "custom_ops", None)
+    )
     print(f"wrote {path} and {path.with_suffix('.npz')}")
     print(f"{numpy_nodes} nodes as plain NumPy, {kernel_calls} as calls into onnxflow's kernels")
     return 0
@@ -88,7 +95,7 @@ def export_python_command(args: argparse.Namespace) -> int:
 
 def code_command(args: argparse.Namespace) -> int:
     """Print the generated code; what the run says about its inputs goes to stderr."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     if not args.no_run:
         with contextlib.redirect_stdout(sys.stderr):
             sess.run(None, feeds_for(sess, args))
@@ -100,7 +107,7 @@ def profile_command(args: argparse.Namespace) -> int:
     """Time ``--runs`` runs after ``--warmup`` unmeasured ones by their main graph's nodes, at
     the speed of an unobserved run, and print medians per run; with ``--bodies``, then time
     every node inside bodies in as many observed runs, and say what observing costs."""
-    sess = InferenceSession(args.model)
+    sess = InferenceSession(args.model, custom_ops=getattr(args, "custom_ops", None))
     feeds = feeds_for(sess, args)
     profiler = _profiled(sess, feeds, args, bodies=False)  # bodies run as compiled
     runs = profiler.run_seconds

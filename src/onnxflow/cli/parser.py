@@ -4,9 +4,10 @@ subcommand asked for and turns its errors into an exit code."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnx
@@ -19,7 +20,9 @@ from onnxflow.cli.commands import (
     profile_command,
     run_command,
 )
+from onnxflow.cli.custom import load_custom_ops
 from onnxflow.errors import OnnxflowError
+from onnxflow.logs import logging_to_stderr, parse_level
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        code = int(_with_threads(args))
+        code = int(_with_logging(args))
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except OnnxflowError as exc:
@@ -39,6 +42,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a file that cannot be read or written: its name and why
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _with_logging(args: argparse.Namespace) -> int:
+    """Run the subcommand, showing onnxflow's log records on stderr from the level that
+    ``--log-level`` or ``-v`` asks for (none asked: logging's defaults, warnings shown)."""
+    given = getattr(args, "log_level", None)
+    level = parse_level(given) if given else _VERBOSITY.get(min(getattr(args, "v", 0), 2))
+    if level is None:
+        return _with_threads(args)
+    with logging_to_stderr(level):
+        return _with_threads(args)
+
+
+#: What ``-v`` and ``-vv`` ask for.
+_VERBOSITY = {1: logging.INFO, 2: logging.DEBUG}
 
 
 def _with_threads(args: argparse.Namespace) -> int:
@@ -60,6 +78,7 @@ DESCRIPTION += "print the code onnxflow runs for it. 'onnxflow COMMAND --help' t
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnxflow", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=_version())
+    _add_log_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a model and summarise its outputs")
     _add_feed_arguments(run)
@@ -113,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("model", help="the .onnx file")
     export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
     export.set_defaults(func=export_python_command)
+    _add_common_arguments(sub.choices.values())
     return parser
 
 
@@ -136,6 +156,45 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
         "tolerance",
     )
     diff.set_defaults(func=compare_command)
+
+
+def _add_common_arguments(commands: Iterable[argparse.ArgumentParser]) -> None:
+    """What every subcommand takes: the log options and ``--custom-ops``."""
+    for command in commands:
+        _add_log_arguments(command)
+        _add_custom_ops_argument(command)
+
+
+def _add_custom_ops_argument(parser: argparse.ArgumentParser) -> None:
+    """``--custom-ops``: functions for operators onnxflow lacks (:mod:`onnxflow.cli.custom`)."""
+    parser.add_argument(
+        "--custom-ops",
+        type=load_custom_ops,
+        default=None,
+        metavar="MODULE:NAME",
+        help="Python functions for operators onnxflow lacks: the dict NAME of MODULE (or of "
+        "FILE.py), mapping 'domain.OpType' to fn(*inputs, **attributes), as "
+        "InferenceSession(custom_ops=...) takes",
+    )
+
+
+def _add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-v`` and ``--log-level``, before the subcommand or after it (unset, they stay out of
+    the parsed arguments, so a subcommand does not hide what was given before it)."""
+    parser.add_argument(
+        "-v",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="show onnxflow's log records on stderr: -v from INFO (what was loaded, how long "
+        "each stage took), -vv from DEBUG",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        metavar="LEVEL",
+        help="show onnxflow's log records from LEVEL up on stderr: debug, info, warning, "
+        "error, critical, or onnxruntime's severity 0 .. 4",
+    )
 
 
 def _version() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from onnxflow.compare.walk import Walk
 from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
 from onnxflow.ir.walk import subgraphs
+from onnxflow.ops.custom import CustomOps
 
 __all__ = [
     "Amplification",
@@ -48,24 +50,36 @@ def compare(
     against: str | Path | onnx.ModelProto = "onnxruntime",
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    custom_ops: CustomOps | None = None,
 ) -> Report:
     """Run ``model`` in onnxflow and ``against`` ("onnxruntime", "reference", or another model run
     in onnxflow) on ``feeds``; report a verdict per output, the kernels that disagree (origins),
     where an error grows (amplification) and the first value, in execution order, beyond
-    rtol/atol."""
+    rtol/atol.
+
+    ``custom_ops``: the functions of operators onnxflow lacks, as a session takes them; onnx.
+    reference runs them too (as its ``new_ops``), and so does another model; onnxruntime,
+    which cannot call Python, refuses the model."""
+    if custom_ops and against == "onnxruntime":
+        raise OnnxflowError(
+            "onnxruntime cannot call the Python functions of custom_ops: compare against "
+            "'reference' (onnx.reference runs them) or another model"
+        )
     proto = load_model(model)
-    ours = run_onnxflow(proto, feeds)
+    ours = run_onnxflow(proto, feeds, custom_ops)
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
     walk = Walk(Report(_label(model), name, rtol, atol), ours, {})
     walk.constants = (_initializers(proto.graph),) * 2
     if against in ("onnxruntime", "reference"):
         observed = observed_types(ours)
-        exposed, walk.theirs = _run_exposed(proto, feeds, str(against), walk.report, observed)
+        exposed, walk.theirs = _run_exposed(
+            proto, feeds, str(against), walk.report, observed, custom_ops
+        )
         walk.counted = exposed.loops
         walk.report.not_compared.extend(exposed.not_exposed)
     else:
         other = load_model(against)
-        walk.theirs = run_onnxflow(other, feeds)
+        walk.theirs = run_onnxflow(other, feeds, custom_ops)
         walk.counted = None
         _only(walk.report, proto.graph, other.graph)
         walk.constants = (walk.constants[0], _initializers(other.graph))
@@ -92,6 +106,7 @@ def _run_exposed(
     against: str,
     report: Report,
     observed: Observed,
+    custom_ops: CustomOps | None = None,
 ) -> tuple[Exposed, Records]:
     """Run the copy exposing every body's values; when the other runtime refuses it (a loop
     whose iterations stack unequal shapes: an If's placeholder of unknown shape, an inner loop
@@ -99,7 +114,7 @@ def _run_exposed(
     copy, runner = (
         (exposed_copy, run_onnxruntime)
         if against == "onnxruntime"
-        else (reference_copy, run_reference)
+        else (reference_copy, functools.partial(run_reference, custom_ops=custom_ops))
     )
     for (options, _), (_, dropped) in itertools.pairwise(_ATTEMPTS):
         exposed = copy(proto, observed=observed, **options)

@@ -14,16 +14,21 @@ import onnx
 from onnxflow.compare.expose import Exposed, Step, branch_flag, expose
 from onnxflow.errors import OnnxflowError
 from onnxflow.observers import Trace
+from onnxflow.ops.custom import CustomOps, parse_custom_ops
 from onnxflow.options import SessionOptions
 from onnxflow.session import InferenceSession
 
 Records = dict[tuple[Any, ...], dict[str, Any]]
 
 
-def run_onnxflow(model: onnx.ModelProto, feeds: dict[str, Any]) -> Records:
-    """Every value onnxflow computes, main graph and bodies, per iteration (unoptimised plan)."""
+def run_onnxflow(
+    model: onnx.ModelProto, feeds: dict[str, Any], custom_ops: CustomOps | None = None
+) -> Records:
+    """Every value onnxflow computes, main graph and bodies, per iteration (unoptimised plan),
+    with the user's functions of ``custom_ops``."""
     trace = Trace(main=True)
-    sess = InferenceSession(model, sess_options=SessionOptions(optimize=False))
+    options = SessionOptions(optimize=False)
+    sess = InferenceSession(model, sess_options=options, custom_ops=custom_ops)
     sess.run(None, feeds, observers=[trace])
     return trace.records
 
@@ -50,12 +55,15 @@ def run_onnxruntime(exposed: Exposed, feeds: dict[str, Any]) -> Records:
     return _unstack(exposed, dict(zip(names, values, strict=True)))
 
 
-def run_reference(exposed: Exposed, feeds: dict[str, Any]) -> Records:
-    """Every exposed value, as onnx.reference.ReferenceEvaluator computes it."""
+def run_reference(
+    exposed: Exposed, feeds: dict[str, Any], custom_ops: CustomOps | None = None
+) -> Records:
+    """Every exposed value, as onnx.reference.ReferenceEvaluator computes it (the operators of
+    ``custom_ops`` by the user's functions, as its ``new_ops``)."""
     from onnx.reference import ReferenceEvaluator
 
     try:
-        evaluator = ReferenceEvaluator(exposed.model)
+        evaluator = ReferenceEvaluator(exposed.model, new_ops=reference_ops(custom_ops) or None)
         names = list(evaluator.output_names)
         values = evaluator.run(None, _only_inputs(feeds, list(evaluator.input_names)))
     except Exception as exc:  # the evaluator raises whatever its kernels raise
@@ -63,6 +71,22 @@ def run_reference(exposed: Exposed, feeds: dict[str, Any]) -> Records:
     outputs = dict(zip(names, values, strict=True))
     _restack(exposed, outputs)
     return _unstack(exposed, outputs)
+
+
+def reference_ops(custom_ops: CustomOps | None) -> list[type]:
+    """The operators of ``custom_ops`` as onnx.reference's ``new_ops``: one ``OpRun`` class
+    each, calling the user's function with the node's inputs and attributes."""
+    from onnx.reference.op_run import OpRun
+
+    made = []
+    for op in parse_custom_ops(custom_ops).values():
+
+        def run(self: Any, *inputs: Any, _fn: Any = op.fn, **attributes: Any) -> tuple[Any, ...]:
+            result = _fn(*inputs, **attributes)
+            return result if isinstance(result, tuple) else (result,)
+
+        made.append(type(op.op_type, (OpRun,), {"op_domain": op.domain, "_run": run}))
+    return made
 
 
 def exposed_copy(model: onnx.ModelProto, **bounds: Any) -> Exposed:

@@ -13,6 +13,7 @@ calls its kernel with the subgraph, stored serialized in the weights.
 
 from __future__ import annotations
 
+import importlib
 import keyword
 import os
 import re
@@ -32,6 +33,7 @@ from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.names import fresh_name
 from onnxflow.ir.validate import validate_model
+from onnxflow.ops.custom import CustomOp, CustomOps, parse_custom_ops
 from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.runtime.stacking import empty_element
 from onnxflow.values import tensor_to_array
@@ -54,6 +56,9 @@ class _Writer:
     subgraphs: bool = False
     #: Some Scan 8 pads its scan outputs (export.support.padded).
     padded: bool = False
+    #: The operators the user gives as Python functions (``custom_ops``), and those called.
+    custom: dict[tuple[str, str], CustomOp] = field(default_factory=dict)
+    custom_used: dict[str, CustomOp] = field(default_factory=dict)
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -91,6 +96,7 @@ _RESERVED = {
     *("Path", "state", "scans", "it", "go", "cond_out", "results", "stack", "value", "xs", "t"),
     *("b", "inits", "batch", "steps", "lens", "finals", "rows", "seqs", "final", "row"),
     *("mapped", "feeds", "float", "bool", "int", "len", "range", "zip", "list", "isinstance"),
+    *("custom_ops", "CUSTOM_OPS", "importlib", "KeyError"),
 }
 
 
@@ -108,24 +114,37 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def export_python(model: Any, path: str | os.PathLike[str]) -> Path:
+def export_python(
+    model: Any, path: str | os.PathLike[str], custom_ops: CustomOps | None = None
+) -> Path:
     """Write ``model`` (a path, bytes or ModelProto) as the NumPy module ``path``.
 
     Its weights are written beside it as ``path`` with the suffix ``.npz``. Returns the
     module's path. Raises :class:`~onnxflow.errors.UnsupportedOperatorError` naming a node
     that cannot be exported (an op onnxflow has no kernel for, one holding a list of graphs).
+
+    ``custom_ops`` (as a session takes them): the module calls the user's function for each of
+    these operators. Its ``run(feeds, custom_ops=None)`` takes the functions by the same keys;
+    one not given is imported from where it was defined when it was exported (its module and
+    name), which a function of a script run as ``__main__``, a lambda or a closure has not.
     """
-    return write_module(model, path)[0]
+    return write_module(model, path, custom_ops)[0]
 
 
-def write_module(model: Any, path: str | os.PathLike[str]) -> tuple[Path, int, int]:
+def write_module(
+    model: Any, path: str | os.PathLike[str], custom_ops: CustomOps | None = None
+) -> tuple[Path, int, int]:
     """:func:`export_python`, also saying how many nodes it wrote as plain NumPy and how many
-    as calls into onnxflow's kernels: ``(path, plain, kernels)``."""
+    as calls into onnxflow's kernels or the user's functions: ``(path, plain, kernels)``."""
     proto = load_model(model)
     validate_model(proto)
     path = Path(path)
     writer = _Writer({normalize_domain(o.domain): o.version for o in proto.opset_import})
+    writer.custom = parse_custom_ops(custom_ops)
     body = _graph_function(writer, proto.graph, "main_graph", "")
+    if writer.custom_used:  # nested body functions read it from main_graph's scope
+        head = body[0].removesuffix("):")
+        body[0] = f"{head}{', ' if not head.endswith('(') else ''}custom_ops):"
     text = _module_text(writer, proto, body, path.with_suffix(".npz").name)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path.with_suffix(".npz"), **writer.weights)
@@ -142,6 +161,8 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         else f'feeds.get("{i.name}")'
         for i in proto.graph.input
     ]
+    if writer.custom_used:
+        feeds.append("_custom_ops(custom_ops)")
     head = [
         f'"""NumPy module exported by onnxflow {__version__} from the ONNX graph '
         f"{proto.graph.name!r}.",
@@ -170,13 +191,13 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
     head += [
         "",
         f'WEIGHTS = dict(np.load(Path(__file__).with_name("{npz}")))',
+        *_custom_table(writer),
         "",
         "",
         *body,
         "",
         "",
-        "def run(feeds: dict) -> list:",
-        '    """The graph\'s outputs, in graph order, for ``feeds`` (input name -> array)."""',
+        *_run_head(writer),
         f"    {outputs}, = main_graph({', '.join(feeds)})"
         if len(proto.graph.output) == 1
         else f"    {outputs} = main_graph({', '.join(feeds)})",
@@ -184,6 +205,64 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         "",
     ]
     return "\n".join(head)
+
+
+def _run_head(writer: _Writer) -> list[str]:
+    """The first lines of the module's ``run``."""
+    if not writer.custom_used:
+        return [
+            "def run(feeds: dict) -> list:",
+            '    """The graph\'s outputs, in graph order, for ``feeds`` (input name -> array)."""',
+        ]
+    return [
+        "def run(feeds: dict, custom_ops: dict | None = None) -> list:",
+        '    """The graph\'s outputs, in graph order, for ``feeds`` (input name -> array);',
+        '    ``custom_ops`` gives or replaces the functions of CUSTOM_OPS, by the same keys."""',
+    ]
+
+
+def _custom_table(writer: _Writer) -> list[str]:
+    """``CUSTOM_OPS`` and ``_custom_ops``: where the module finds the user's functions."""
+    if not writer.custom_used:
+        return []
+    rows = [f"    {key!r}: {_importable(op.fn)!r}," for key, op in writer.custom_used.items()]
+    return [
+        "",
+        "#: The operators this model uses that the user gave as Python functions when it was",
+        "#: exported: where each function is imported from (None: run's custom_ops must give it).",
+        "CUSTOM_OPS = {",
+        *rows,
+        "}",
+        "",
+        "",
+        "def _custom_ops(given: dict | None) -> dict:",
+        '    """Each custom operator\'s function: given to run, else imported from CUSTOM_OPS."""',
+        "    import importlib",
+        "",
+        "    found = dict(given or {})",
+        "    for key, where in CUSTOM_OPS.items():",
+        "        if key in found:",
+        "            continue",
+        "        if where is None:",
+        "            raise KeyError(",
+        '                f"this model uses the custom operator {key!r}: run it as "',
+        '                f"run(feeds, custom_ops={{{key!r}: fn}})"',
+        "            )",
+        "        found[key] = getattr(importlib.import_module(where[0]), where[1])",
+        "    return found",
+    ]
+
+
+def _importable(fn: Any) -> tuple[str, str] | None:
+    """``(module, name)`` that imports ``fn`` back, or None (a script's, a lambda, a closure)."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__name__", None)
+    if not module or not name or module == "__main__":
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except Exception:  # a module that does not import again is no place to import it from
+        return None
+    return (module, name) if found is fn else None
 
 
 def _initializers(graph: GraphProto) -> set[str]:
@@ -217,6 +296,8 @@ def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     if domain == "" and node.op_type in _CONTROL:
         writer.plain += 1
         return _CONTROL[node.op_type](writer, node, indent)
+    if (domain, node.op_type) in writer.custom:
+        return [f"{indent}{_custom_call(writer, writer.custom[domain, node.op_type], node)}"]
     kernel = _kernel_for(writer, node, domain)
     ins = [writer.ident(i) if i else "None" for i in node.input]
     comment = f"  # {_where(node)}"
@@ -241,6 +322,16 @@ def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins
         call = f'kernel("{domain}", "{node.op_type}", {since}, _outputs={n}{attrs})'
         return f"{outs}, = {call}({', '.join(ins)})[:{n}]"
     return f'{outs} = kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
+
+
+def _custom_call(writer: _Writer, op: CustomOp, node: NodeProto) -> str:
+    """``outputs = custom_ops[key](inputs, attributes)``: the user's function for the node."""
+    writer.kernels += 1
+    writer.custom_used[op.key] = op
+    args = [writer.ident(i) if i else "None" for i in node.input]
+    args += [f"{a.name}={_attr_expr(writer, a)}" for a in node.attribute if not a.ref_attr_name]
+    outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
+    return f"{outs} = custom_ops[{op.key!r}]({', '.join(args)})  # {_where(node)}"
 
 
 def _where(node: NodeProto) -> str:

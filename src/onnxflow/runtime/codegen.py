@@ -5,14 +5,17 @@ output of every step. Here a plan becomes the source of one function in which ea
 a local variable, each step one call, and each value is deleted after its last use::
 
     def run(args):
-        v2, v3 = args
-        v4 = f0(v2, c5)
-        del v2
-        v6, _ = _many(f1(v4, v3), 2)
+        (X, H_0,) = args
+        XW = MatMul(X, W) if W.ndim == 2 == X.ndim else MatMul_kernel(X, W)
+        del X
+        (Y, _,) = _many(LSTM(XW, H_0), 2)
         ...
-        return [v6]
+        return [Y]
 
-Constants are module globals of the generated code (``c<slot>``), kernels are ``f<step>``.
+Each value is named after its ONNX name (:class:`Names`: made an identifier, unique, never a
+builtin, keyword or name of the generated code's own); a constant is a global of the generated
+code named so too, and a kernel is a global named after its node's operator (``MatMul``,
+``Add_1``), which the legend under the function relates to its node.
 Lines are written in blocks (:class:`Block`), each line with the step it runs, so that a
 failing line's number names the step. Each step's :class:`~onnxflow.traits.Traits`
 (``plan.traits``, declared where its kernel is registered) tell the emitter what it may write
@@ -42,7 +45,10 @@ fails, the traceback's line number in the generated code names the step.
 
 from __future__ import annotations
 
+import builtins
 import itertools
+import keyword
+import re
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -71,7 +77,7 @@ def generate(plan: Plan, checked: bool) -> tuple[Runner, dict[int, int]]:
     source = Block()
     source.add(f"def run({'args, options' if checked else 'args'}):")
     if plan.arg_slots:
-        source.add(f"    ({', '.join(f'v{s}' for s in plan.arg_slots)},) = args")
+        source.add(f"    ({', '.join(emitter.local(s) for s in plan.arg_slots)},) = args")
     source.extend(body, "    ")
     source.add(f"    return [{', '.join(emitter.ref(s) for s in plan.output_slots)}]")
     return emitter.build(source, "run")
@@ -139,6 +145,8 @@ class Twin:
     #: Slots a twin line may pass on or keep: an alias, a view, a result written over one, a
     #: kernel that remembers its operand. Their arrays may outlive the iteration.
     held: set[int] = field(default_factory=set)
+    #: The names of the generated function the twin's lines are part of.
+    names: Names | None = None
 
     def holds(self, ins: tuple[int, ...]) -> bool:
         """Whether a guard on these inputs is redundant once the loop is steady."""
@@ -158,7 +166,14 @@ class Twin:
         ending ``out=...)``, can write its result into a scratch buffer instead."""
         slot = _single(out)
         if slot is not None and slot != TRASH_SLOT and slot in self.stable:
-            self.makers[slot] = (len(self.lines), f"{line[: -len('...)')]}t{slot})")
+            self.makers[slot] = (len(self.lines), f"{line[: -len('...)')]}{self._buffer(slot)})")
+
+    def _buffer(self, slot: int) -> str:
+        """The scratch buffer of ``slot``: ``t<slot>``, a name of the generated code's own."""
+        return f"t{slot}"
+
+    def _local(self, slot: int) -> str:
+        return self.names.local(slot) if self.names is not None else f"v{slot}"
 
     def scratch(self, outputs: set[int]) -> list[int]:
         """The slots whose every value the twin may compute into one buffer, made by the first
@@ -178,14 +193,86 @@ class Twin:
         for slot in slots:
             at, line = self.makers[slot]
             text, step = first.lines[at]
-            first.lines[at] = (f"{text}; t{slot} = v{slot}", step)
+            first.lines[at] = (f"{text}; {self._buffer(slot)} = {self._local(slot)}", step)
             rest.lines[at] = (line, step)
-        kept = {f"v{slot}" for slot in slots}  # their buffers live on: deleting saves nothing
+        kept = {self._local(slot) for slot in slots}  # their buffers live on: deleting saves none
         for n, (line, step) in enumerate(rest.lines):
             if line.startswith("del "):
                 names = [v for v in line[4:].split(", ") if v not in kept]
                 rest.lines[n] = (f"del {', '.join(names)}" if names else "pass", step)
         return first, rest
+
+
+#: Names the generated functions use themselves: their arguments, loop counters and flags.
+_OWN = frozenset(
+    {"args", "options", "stop", "states", "seqs", "tail", "sinks", "ok", "ok0", "go", "run"}
+    | {"drive", "i", "p", "q"}
+)
+#: The families of names the generated code gives its helpers: a scan output's buffer ``b<k>``,
+#: its row shape ``z<k>`` and dtype ``d<k>``, its sink ``s<k>``, a scanned sequence ``q<k>``, a
+#: scratch buffer ``t<slot>``, a widened operand ``w<step>``, its shape ``o<step>`` and its
+#: store ``k<step>``.
+_HELPER = re.compile(r"[bdkoqstwz]\d+")
+#: Names no value may take: Python's keywords and builtins, and the generated code's own.
+_TAKEN = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _OWN
+
+
+class Names:
+    """The identifiers of one generated function: a local per value slot and a global per
+    constant, named after the ONNX value, and a global per kernel, named after its operator.
+
+    An ONNX name becomes an identifier by replacing each character that is not an ASCII letter,
+    digit or underscore by ``_`` and dropping leading underscores (``/layer.0/Add_output_0``:
+    ``layer_0_Add_output_0``); one that is then empty, starts with a digit, is a keyword or a
+    builtin, or is a name of the generated code's own (``i``, ``ok``, the helpers' ``b0``,
+    ``t7``, ``w3``...; those starting with ``_``) gets ``v_`` before it. Names are unique
+    within the function (``_1``, ``_2``... after a taken one). Locals cost nothing at run time,
+    whatever their length.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.taken: set[str] = set(_TAKEN)
+        #: Per base name, the number to try next after it (each kernel of a 20,000-node chain
+        #: is ``Add_<k>``: counting from 1 each time would take quadratic time).
+        self.tried: dict[str, int] = {}
+        self.values: dict[int, str] = {}
+        self.constants: dict[int, str] = {}
+        #: Kernel global -> the step it runs.
+        self.kernels: dict[str, int] = {}
+
+    def local(self, slot: int) -> str:
+        """The local holding ``slot``'s value."""
+        name = self.values.get(slot)
+        if name is None:
+            name = self.values[slot] = self._fresh(self.plan.slot_names[slot])
+        return name
+
+    def constant(self, slot: int) -> str:
+        """The global holding constant ``slot``'s value (apart from its local, if it has one)."""
+        name = self.constants.get(slot)
+        if name is None:
+            name = self.constants[slot] = self._fresh(self.plan.slot_names[slot])
+        return name
+
+    def kernel(self, step: int, suffix: str = "") -> str:
+        """The global naming step ``step``'s kernel (``suffix``: another callable of it)."""
+        name = self._fresh(self.plan.infos[step].op_type + suffix)
+        self.kernels[name] = step
+        return name
+
+    def _fresh(self, onnx_name: str) -> str:
+        base = re.sub(r"[^0-9A-Za-z_]", "_", onnx_name).lstrip("_")
+        if not base or base[0].isdigit() or base in _TAKEN or _HELPER.fullmatch(base):
+            base = f"v_{base}"
+        k = self.tried.get(base, 0)
+        name = f"{base}_{k}" if k else base
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.tried[base] = k + 1
+        self.taken.add(name)
+        return name
 
 
 def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozenset[int]:
@@ -205,15 +292,17 @@ def steady_slots(plan: Plan, roots: set[int], fixed: frozenset[int]) -> frozense
 
 
 class Emitter:
-    """Writes a plan's steps as Python source lines, each slot a local ``v<slot>``.
+    """Writes a plan's steps as Python source lines, each slot a local named after its ONNX
+    value (:class:`Names`).
 
-    Constants become globals ``c<slot>`` of the generated code and kernels ``f<step>``; the
-    namespace also holds ``_many`` and ``_cancel(step)``.
+    Constants become globals of the generated code, and kernels globals named after their
+    operator; the namespace also holds ``_many`` and ``_cancel(step)``.
     """
 
     def __init__(self, plan: Plan, checked: bool) -> None:
         self.plan = plan
         self.checked = checked
+        self.names = Names(plan)
         self.namespace: dict[str, Any] = {"_many": many, "_cancel": _canceller(plan)}
         self.assigned = set(plan.arg_slots)
         #: Lines to run once before the steps (set up by fixed-operand broadcasts).
@@ -227,9 +316,25 @@ class Emitter:
         if slot == NONE_SLOT:
             return "None"
         if slot in self.plan.constant_slots and slot not in self.assigned:
-            self.namespace[f"c{slot}"] = self.plan.template[slot]
-            return f"c{slot}"
-        return f"v{slot}"
+            name = self.names.constant(slot)
+            self.namespace[name] = self.plan.template[slot]
+            return name
+        return self.names.local(slot)
+
+    def local(self, slot: int) -> str:
+        """The local holding ``slot`` (what assigns it, unpacks it or deletes it writes)."""
+        return self.names.local(slot)
+
+    def target(self, slot: int) -> str:
+        """What a step's output ``slot`` is assigned to: ``_`` for an omitted output."""
+        return "_" if slot == TRASH_SLOT else self.names.local(slot)
+
+    def kernel(self, step: int, fn: Any, suffix: str = "") -> str:
+        """The global that ``fn``, step ``step``'s kernel (or another callable of it), is
+        called by: named after the step's operator."""
+        name = self.names.kernel(step, suffix)
+        self.namespace[name] = fn
+        return name
 
     def steps(
         self,
@@ -247,6 +352,8 @@ class Emitter:
         each such guard's fallback then sets ``ok = 0``.
         """
         blocks = [block] if twin is None else [block, twin.lines]
+        if twin is not None:
+            twin.names = self.names
         for i, ((fn, ins, out, free), traits) in enumerate(zip(self.plan.steps, self.plan.traits)):
             if self.checked:
                 for b in blocks:
@@ -265,7 +372,9 @@ class Emitter:
 
     def _deletion(self, free: tuple[int, ...], keep: frozenset[int]) -> list[str]:
         """The ``del`` line (if any) of the locals a step frees, but for ``keep``."""
-        dead = [f"v{s}" for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep]
+        dead = [
+            self.local(s) for s in free if s in self.assigned and s != TRASH_SLOT and s not in keep
+        ]
         return [f"del {', '.join(dead)}"] if dead else []
 
     def _assigned(self, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any) -> None:
@@ -296,7 +405,7 @@ class Emitter:
         if traits.passthrough:
             if twin is not None:
                 twin.held.update(ins)
-            return [f"{_target(out)} = {self.ref(ins[0])}"], None
+            return [f"{self.target(out)} = {self.ref(ins[0])}"], None
         if traits.ufunc is not None and not traits.widens:
             return self._ufunc(i, traits.ufunc, ins, out, twin)
         if traits.call is not None:
@@ -307,11 +416,11 @@ class Emitter:
         self, i: int, fn: Any, traits: Traits, ins: tuple[int, ...], out: Any, twin: Twin | None
     ) -> tuple[list[str], None]:
         """A step whose kernel is called as it is (its own instance, when it keeps a memo)."""
-        self.namespace[f"f{i}"] = fn if traits.stateful is None else traits.stateful()
+        f = self.kernel(i, fn if traits.stateful is None else traits.stateful())
         if twin is not None and (not traits.fresh or traits.widens):  # may view or keep them
             twin.held.update(ins)
-        call = f"f{i}({', '.join(self.ref(s) for s in ins)})"
-        targets = ", ".join(_target(s) for s in out_slots(out))
+        call = f"{f}({', '.join(self.ref(s) for s in ins)})"
+        targets = ", ".join(self.target(s) for s in out_slots(out))
         if returns_one(out):
             return [f"{targets} = {call}"], None
         return [f"({targets},) = _many({call}, {len(out)})"], None
@@ -320,44 +429,44 @@ class Emitter:
         self, i: int, traits: Traits, ins: tuple[int, ...], out: Any, reuse: Any, twin: Twin | None
     ) -> tuple[list[str], list[str] | None]:
         """A step whose kernel writes its result over input 0 (a ufunc with ``out=x``)."""
-        self.namespace[f"f{i}"] = reuse
+        f = self.kernel(i, reuse)
         x = self.ref(ins[0])
-        t = _target(_single(out))  # type: ignore[arg-type]
+        t = self.target(_single(out))  # type: ignore[arg-type]
         ufunc = reuse is traits.ufunc
         row = _row(twin, out) if ufunc else None
         if twin is not None and not row:  # the result is the input's array
             twin.held.update(ins)
         if not ufunc:
-            return [f"{t} = f{i}({', '.join(self.ref(s) for s in ins)})"], None
-        return [f"{t} = f{i}({x}, out={x})"], row and [f"{t} = f{i}({x}, out={row})"]
+            return [f"{t} = {f}({', '.join(self.ref(s) for s in ins)})"], None
+        return [f"{t} = {f}({x}, out={x})"], row and [f"{t} = {f}({x}, out={row})"]
 
     def _ufunc(
         self, i: int, ufunc: Any, ins: tuple[int, ...], out: Any, twin: Twin | None
     ) -> tuple[list[str], list[str] | None]:
         """A kernel that is exactly a ufunc: called here, one Python call less."""
-        self.namespace[f"f{i}"] = ufunc
+        f = self.kernel(i, ufunc)
         args = ", ".join(self.ref(s) for s in ins)
         row = _row(twin, out)
-        line = f"{_target(out)} = f{i}({args}, out=...)"
+        line = f"{self.target(out)} = {f}({args}, out=...)"
         if twin is not None and not row:
             twin.offer(out, line)
-        return [line], row and [f"{_target(out)} = f{i}({args}, out={row})"]
+        return [line], row and [f"{self.target(out)} = {f}({args}, out={row})"]
 
     def _guarded(
         self, i: int, fn: Any, traits: Traits, ins: tuple[int, ...], out: Any, twin: Twin | None
     ) -> tuple[list[str], list[str] | None]:
         """A kernel that is ``traits.call`` whenever its guard holds; else the kernel runs."""
-        self.namespace[f"f{i}"] = traits.call
-        self.namespace[f"g{i}"] = fn
+        f = self.kernel(i, traits.call)
+        g = self.kernel(i, fn, "_kernel")
         args = ", ".join(self.ref(s) for s in ins)
         guard = traits.guard.format(*(self.ref(s) for s in ins))  # type: ignore[union-attr]
-        t = _target(out)
+        t = self.target(out)
         if twin is None or not twin.holds(ins):
-            return [f"{t} = f{i}({args}) if {guard} else g{i}({args})"], None
+            return [f"{t} = {f}({args}) if {guard} else {g}({args})"], None
         twin.dropped += 1
-        twin.offer(out, f"{t} = f{i}({args}, out=...)")
-        return [f"if {guard}: {t} = f{i}({args})", f"else: {t} = g{i}({args}); ok = 0"], [
-            f"{t} = f{i}({args})"
+        twin.offer(out, f"{t} = {f}({args}, out=...)")
+        return [f"if {guard}: {t} = {f}({args})", f"else: {t} = {g}({args}); ok = 0"], [
+            f"{t} = {f}({args})"
         ]
 
     def _reusable(
@@ -418,7 +527,7 @@ class Emitter:
         """Lines for ``ufunc(a, b)`` whose operand ``side`` is fixed: once the other operand's
         shape is the result's, the fixed one is used widened to it (equal shapes skip NumPy's
         broadcasting, 0.5 us a call); otherwise ``_widen`` computes the step and decides."""
-        self.namespace[f"f{i}"] = ufunc
+        f = self.kernel(i, ufunc)
         self.namespace["_widen"] = widen
         moving = self.ref(ins[1 - side])
         wide, shape = f"w{i}", f"o{i}"
@@ -430,16 +539,16 @@ class Emitter:
         self.prologue.append(f"_k = k{i}[0]")
         self.prologue.append(f"{wide}, {shape} = _k[1:] if _k[0]() is {fixed} else (None, None)")
         operands = f"{moving}, {wide}" if side else f"{wide}, {moving}"
-        target = _target(out)
-        call = f"{target} = f{i}({operands}, out=...)"
+        target = self.target(out)
+        call = f"{target} = {f}({operands}, out=...)"
         fallback = (
-            f"else: {target}, {wide}, {shape} = _widen(f{i}, {self.ref(ins[0])}, "
+            f"else: {target}, {wide}, {shape} = _widen({f}, {self.ref(ins[0])}, "
             f"{self.ref(ins[1])}, {side}, {shape}); _keep(k{i}, {fixed}, {wide}, {shape})"
         )
         if twin is None or not twin.holds(ins):
             return [f"if {moving}.shape == {shape}: {call}", fallback], None
         row = _row(twin, out)
-        plain = f"{target} = f{i}({operands}, out={row})" if row else call
+        plain = f"{target} = {f}({operands}, out={row})" if row else call
         if not row:
             twin.offer(out, call)
         twin.dropped += 1
@@ -458,11 +567,10 @@ class Emitter:
     def _legend(self) -> list[str]:
         """Comment lines saying what each kernel name of the generated code is."""
         legend = []
-        for name, value in self.namespace.items():
-            if name[:1] in "fg" and name[1:].isdigit():
-                info = self.plan.infos[int(name[1:])]
-                node = f"{info.op_type} {info.name!r}" if info.name else info.op_type
-                legend.append(f"# {name}: {_callable_name(value)}, for {node}")
+        for name, step in self.names.kernels.items():
+            info = self.plan.infos[step]
+            node = f"{info.op_type} {info.name!r}" if info.name else info.op_type
+            legend.append(f"# {name}: {_callable_name(self.namespace[name])}, for {node}")
         return legend
 
 
@@ -552,10 +660,6 @@ def _single(out: Any) -> int | None:
 
 def _row(twin: Twin | None, out: Any) -> str | None:
     return None if twin is None else twin.row(out)
-
-
-def _target(slot: int) -> str:
-    return "_" if slot == TRASH_SLOT else f"v{slot}"
 
 
 def failing_step(exc: BaseException, runner: Runner, line_to_step: dict[int, int]) -> int | None:

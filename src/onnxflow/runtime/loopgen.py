@@ -5,20 +5,20 @@ then pays, every iteration, for a call, an argument list, unpacking, and the sta
 outputs through the loop operator's own Python. Here the iteration itself is generated code::
 
     def drive(i, stop, states, seqs, tail, sinks, options):
-        (v3,) = states
-        (v9,) = tail
+        (h,) = states
+        (scale,) = tail
         (s0,) = sinks
-        v2 = _TRUE
+        cond = _TRUE
         while i < stop:
-            v4 = f0(v3, c7)          # the body's steps, as in codegen
-            v5 = f1(v3)
-            v6 = f2(v4, v5)
-            del v4, v5
-            if v6.shape == z0 ...: b0[i] = v6   # scan output: a row of its stacker's buffer
-            else: b0, z0, d0 = _sink(s0, v6, i)  # (the first row, or a changed shape)
-            (v3,) = (v6,)            # loop-carried values swapped, never copied
+            a = Mul(h, two)          # the body's steps, as in codegen
+            b = Tanh(h)
+            h_out = Add(a, b)
+            del a, b
+            if h_out.shape == z0 ...: b0[i] = h_out   # scan output: a row of its stacker's buffer
+            else: b0, z0, d0 = _sink(s0, h_out, i)  # (the first row, or a changed shape)
+            (h,) = (h_out,)          # loop-carried values swapped, never copied
             i += 1
-        return i, [v3]
+        return i, [h]
 
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
 values, the Loop's condition input) are bound once and never deleted inside the loop. Each
@@ -29,15 +29,15 @@ and its loop-carried values kept their shapes and dtypes: :class:`~onnxflow.runt
 the rest of it runs in a second ``while`` inside the first, the twin: the same steps without
 those guards, a scan output computed straight into its buffer row by the ufunc that makes it::
 
-        if ok: q = _signature(v3)          # after each iteration of the guarded loop
+        if ok: q = _signature(h)           # after each iteration of the guarded loop
         else: p = q = None
         if q is not None and q == p:       # steady: the rest runs on the twin
             while i < stop:
-                v4 = f0(v3, c7)
-                v5 = f1(v3)
-                v6 = f2(v4, v5, out=b0[i, ...])
-                del v4, v5
-                (v3,) = (v6,)
+                a = Mul(h, two)
+                b = Tanh(h)
+                h_out = Add(a, b, out=b0[i, ...])
+                del a, b
+                (h,) = (h_out,)
                 i += 1
             break
         p = q
@@ -121,18 +121,18 @@ def generate_driver(
     steps = Block()
     em.steps(steps, keep, fixed=keep, twin=twin)
     tail, twin_tail = _tails(em, twin, slots, use_cond, roots_of)
-    head = _head(slots, checked)
+    head = _head(em, slots, checked)
     iteration = Block()
     if twin.dropped:
         iteration.add("ok = ok0")
     for block in (head, steps, tail):
         iteration.extend(block)
     if twin.dropped:
-        iteration.extend(_to_twin(twin, roots, head, twin_tail, set(plan.output_slots)))
-    source = _prelude(slots, em.prologue, twin.dropped > 0)
+        iteration.extend(_to_twin(em, twin, roots, head, twin_tail, set(plan.output_slots)))
+    source = _prelude(em, slots, twin.dropped > 0)
     source.add("    while i < stop:")
     source.extend(iteration, "        ")
-    source.extend(_epilogue(slots, twin, roots_of), "    ")
+    source.extend(_epilogue(em, slots, twin, roots_of), "    ")
     fn, line_to_step = em.build(source, "drive")
     _warm(fn, len(slots.states), len(slots.indexed), len(slots.fixed), len(slots.scan_outs))
     return fn, line_to_step
@@ -162,13 +162,13 @@ def _helpers(label: str) -> dict[str, Any]:
     }
 
 
-def _prelude(slots: _Slots, prologue: list[str], use_twin: bool) -> Block:
+def _prelude(em: Emitter, slots: _Slots, use_twin: bool) -> Block:
     """The function's first lines: arguments unpacked, buffers unset, fixed work done."""
     source = Block()
     source.add("def drive(i, stop, states, seqs, tail, sinks, options):")
     for names, given in ((slots.states, "states"), (slots.fixed, "tail")):
         if names:
-            source.add(f"    ({', '.join(f'v{s}' for s in names)},) = {given}")
+            source.add(f"    ({', '.join(em.local(s) for s in names)},) = {given}")
     if slots.indexed:
         source.add(f"    ({', '.join(f'q{k}' for k in range(len(slots.indexed)))},) = seqs")
     if slots.scan_outs:
@@ -176,33 +176,35 @@ def _prelude(slots: _Slots, prologue: list[str], use_twin: bool) -> Block:
         for k in range(len(slots.scan_outs)):
             source.add(f"    b{k} = z{k} = d{k} = None")
     if slots.cond is not None:
-        source.add(f"    v{slots.cond} = _TRUE")
+        source.add(f"    {em.local(slots.cond)} = _TRUE")
     if use_twin:  # rows of arrays all have one signature
         source.add(f"    p = q = None; ok0 = {'_arrays(seqs)' if slots.indexed else '1'}")
-    for line in prologue:
+    for line in em.prologue:
         source.add(f"    {line}")
     return source
 
 
-def _head(slots: _Slots, checked: bool) -> Block:
+def _head(em: Emitter, slots: _Slots, checked: bool) -> Block:
     """An iteration's first lines: the cancellation test and the iteration's own inputs."""
     head = Block()
     if checked:
         head.add(f"if {STOP_REQUESTED}: _stopped()")
     if slots.index is not None and slots.index in slots.reads:
-        head.add(f"v{slots.index} = _index(i)")
+        head.add(f"{em.local(slots.index)} = _index(i)")
     for k, slot in enumerate(slots.indexed):
         if slot in slots.reads:  # a Scan element only read by hoisted work is not fetched
-            head.add(f"v{slot} = q{k}[i]")
+            head.add(f"{em.local(slot)} = q{k}[i]")
     return head
 
 
-def _to_twin(twin: Twin, roots: list[int], head: Block, tail: Block, outputs: set[int]) -> Block:
+def _to_twin(
+    em: Emitter, twin: Twin, roots: list[int], head: Block, tail: Block, outputs: set[int]
+) -> Block:
     """The lines ending a guarded iteration: once two iterations in a row passed every guard
     with the same signatures, the rest of the loop runs on the twin (its first iteration making
     the scratch buffers the next ones write into)."""
     block = Block()
-    block.add(f"if ok: q = _signature({', '.join(f'v{s}' for s in roots)})")
+    block.add(f"if ok: q = _signature({', '.join(em.local(s) for s in roots)})")
     block.add("else: p = q = None")
     block.add("if q is not None and q == p:  # steady: the rest runs on the twin")
     scratch = twin.scratch(outputs)
@@ -224,7 +226,7 @@ def _to_twin(twin: Twin, roots: list[int], head: Block, tail: Block, outputs: se
     return block
 
 
-def _epilogue(slots: _Slots, twin: Twin, roots_of: dict[int, int]) -> Block:
+def _epilogue(em: Emitter, slots: _Slots, twin: Twin, roots_of: dict[int, int]) -> Block:
     """The lines after the loop: the sinks told their counts, the states returned (a state the
     twin wrote into a scan output's buffer goes out as a copy)."""
     block = Block()
@@ -233,7 +235,8 @@ def _epilogue(slots: _Slots, twin: Twin, roots_of: dict[int, int]) -> Block:
     owned = []
     for s, n in zip(slots.states, slots.new_states):
         root = roots_of.get(n, n)
-        owned.append(f"_own(v{s}, b{twin.rows[root]})" if root in twin.written else f"v{s}")
+        v = em.local(s)
+        owned.append(f"_own({v}, b{twin.rows[root]})" if root in twin.written else v)
     block.add(f"return i, [{', '.join(owned)}]")
     return block
 
@@ -315,7 +318,7 @@ def _tails(
     common = []
     if slots.states:
         common.append(
-            f"({', '.join(f'v{s}' for s in slots.states)},) = "
+            f"({', '.join(em.local(s) for s in slots.states)},) = "
             f"({', '.join(em.ref(s) for s in slots.new_states)},)"
         )
     common.append("i += 1")
