@@ -7,7 +7,8 @@ views and constants are read-only), which are handed out as they are; the others
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,63 @@ class Detacher:
         protected = roots(feeds) | self._constant_roots
         returned: set[int] = set()
         return [_detach(v, protected, returned) for v in values]
+
+
+class DeclaredShapes:
+    """Says once per output (through ``say``) when a run's output contradicts the static
+    sizes its graph output declares, in onnxruntime's words (onnxruntime's
+    ``VerifyOutputSizes`` logs a warning on every run). A run pays one tuple comparison per
+    output with a declared size (more only for outputs that also have unknown dimensions);
+    an output said once is not checked again."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        declared: Sequence[Sequence[Any] | None],
+        say: Callable[[str], None],
+    ) -> None:
+        sizes = [_static_sizes(shape) for shape in declared]
+        #: (position, name, sizes with None where unknown): the outputs still checked.
+        self.pending = tuple(
+            (i, name, s) for i, (name, s) in enumerate(zip(names, sizes)) if s is not None
+        )
+        self._say = say
+        self._lock = threading.Lock()
+
+    def check(self, values: Sequence[Any]) -> None:
+        """Say, once per output, that one of ``values`` contradicts its declared sizes."""
+        for i, name, sizes in self.pending:
+            shape = getattr(values[i], "shape", sizes)
+            if shape != sizes and not _fits(shape, sizes):
+                self._contradicted(name, sizes, shape)
+
+    def _contradicted(self, name: str, sizes: tuple, shape: tuple) -> None:
+        with self._lock:
+            if not any(p[1] == name for p in self.pending):
+                return  # another thread said it
+            self.pending = tuple(p for p in self.pending if p[1] != name)
+        self._say(
+            f"Expected shape from model of {_braces(sizes)} does not match actual shape of "
+            f"{_braces(shape)} for output {name} (said once per session and output)"
+        )
+
+
+def _static_sizes(shape: Sequence[Any] | None) -> tuple[int | None, ...] | None:
+    """A declared shape's sizes, None for each unknown one; None when it fixes no size."""
+    if shape is None:
+        return None
+    sizes = tuple(d if isinstance(d, int) and not isinstance(d, bool) else None for d in shape)
+    return sizes if any(d is not None for d in sizes) or not sizes else None
+
+
+def _fits(shape: tuple, sizes: tuple) -> bool:
+    """Whether ``shape`` has the rank of ``sizes`` and each size they fix."""
+    return len(shape) == len(sizes) and all(d is None or d == n for d, n in zip(sizes, shape))
+
+
+def _braces(shape: Sequence[int | None]) -> str:
+    """A shape as onnxruntime prints one: ``{2,3}``, -1 for an unknown size."""
+    return "{" + ",".join(str(-1 if d is None else d) for d in shape) + "}"
 
 
 def _root(a: np.ndarray) -> np.ndarray:
