@@ -283,8 +283,13 @@ class InferenceSession(OrtSessionAPI):
         else:
             with np.errstate(**IEEE):
                 results = self._execute_watched(plan, args, options, watchers)
-        if self._shapes.pending:  # outputs declaring sizes, not yet found contradicting them
-            self._shapes.check(results)
+        try:
+            for i, known in self._shapes.checks:  # a set lookup per output declaring a size
+                if results[i].shape not in known:
+                    self._shapes.seen(results)
+                    break
+        except AttributeError:  # not an array where the graph declares a tensor
+            self._shapes.seen(results)
         return results
 
     def _shape_warning(self, message: str) -> None:

@@ -33,9 +33,12 @@ class Detacher:
 class DeclaredShapes:
     """Says once per output (through ``say``) when a run's output contradicts the static
     sizes its graph output declares, in onnxruntime's words (onnxruntime's
-    ``VerifyOutputSizes`` logs a warning on every run). A run pays one tuple comparison per
-    output with a declared size (more only for outputs that also have unknown dimensions);
-    an output said once is not checked again."""
+    ``VerifyOutputSizes`` logs a warning on every run).
+
+    A run's check (see ``InferenceSession._execute``) is a set lookup per output that declares
+    a size: ``checks`` holds, per such output, the shapes already found to fit (up to
+    :data:`KNOWN_SHAPES`); only a shape not among them calls :meth:`seen`. An output said
+    once is not checked again."""
 
     def __init__(
         self,
@@ -44,29 +47,42 @@ class DeclaredShapes:
         say: Callable[[str], None],
     ) -> None:
         sizes = [_static_sizes(shape) for shape in declared]
-        #: (position, name, sizes with None where unknown): the outputs still checked.
-        self.pending = tuple(
-            (i, name, s) for i, (name, s) in enumerate(zip(names, sizes)) if s is not None
+        #: The outputs still checked: (position, the shapes known to fit).
+        self.checks: tuple[tuple[int, set], ...] = tuple(
+            (i, {s} if None not in s else set()) for i, s in enumerate(sizes) if s is not None
         )
+        self._declared = dict(enumerate(zip(names, sizes)))
         self._say = say
         self._lock = threading.Lock()
 
-    def check(self, values: Sequence[Any]) -> None:
-        """Say, once per output, that one of ``values`` contradicts its declared sizes."""
-        for i, name, sizes in self.pending:
-            shape = getattr(values[i], "shape", sizes)
-            if shape != sizes and not _fits(shape, sizes):
-                self._contradicted(name, sizes, shape)
+    def seen(self, values: Sequence[Any]) -> None:
+        """Check the shapes of ``values`` not known to fit: remember those that fit, and say,
+        once per output, that one contradicts its declared sizes."""
+        for i, known in self.checks:
+            shape = getattr(values[i], "shape", None)
+            if shape in known:
+                continue
+            name, sizes = self._declared[i]
+            if shape is None or _fits(shape, sizes):
+                if len(known) < KNOWN_SHAPES:
+                    known.add(shape)
+            else:
+                self._contradicted(i, name, sizes, shape)
 
-    def _contradicted(self, name: str, sizes: tuple, shape: tuple) -> None:
+    def _contradicted(self, index: int, name: str, sizes: tuple, shape: tuple) -> None:
         with self._lock:
-            if not any(p[1] == name for p in self.pending):
+            if all(i != index for i, _ in self.checks):
                 return  # another thread said it
-            self.pending = tuple(p for p in self.pending if p[1] != name)
+            self.checks = tuple(c for c in self.checks if c[0] != index)
         self._say(
             f"Expected shape from model of {_braces(sizes)} does not match actual shape of "
             f"{_braces(shape)} for output {name} (said once per session and output)"
         )
+
+
+#: How many fitting shapes an output with unknown dimensions remembers; past them, a new
+#: shape is checked on every run it comes back.
+KNOWN_SHAPES = 64
 
 
 def _static_sizes(shape: Sequence[Any] | None) -> tuple[int | None, ...] | None:
