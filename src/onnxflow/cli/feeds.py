@@ -176,8 +176,9 @@ def _choices(
     by_name = {a.name: a for a in missing}
     for flag, items in (("--value", values), ("--range", ranges)):
         _check_generated(flag, items, by_name, sess)
-    for name in set(values) & set(ranges):
-        raise OnnxflowError(f"--value {name} and --range {name}: give one or the other")
+    both = sorted(set(values) & set(ranges))
+    if both:
+        raise OnnxflowError(f"--value {both[0]} and --range {both[0]}: give one or the other")
     choices = {n: _value_choice(by_name[n], text) for n, text in values.items()}
     choices |= {n: _range_choice(by_name[n], text, args.seed) for n, text in ranges.items()}
     integers = [a for a in missing if a.name not in choices and _is_integer(a)]
