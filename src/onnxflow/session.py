@@ -122,7 +122,7 @@ class InferenceSession(OrtSessionAPI):
         self._detach = Detacher([*self.plan.template, *(self._default_plan or self.plan).template])
         by_name = {a.name: a.shape for a in self._outputs}
         declared = [by_name.get(name) for name in self.plan.output_names]
-        self._shapes = DeclaredShapes(self.plan.output_names, declared, self._shape_warning)
+        self._shapes = DeclaredShapes(self.plan.output_names, declared)
 
     def _lower(self) -> None:
         """Lower the plans (every scope of each) to the functions that run them: the one
@@ -286,10 +286,10 @@ class InferenceSession(OrtSessionAPI):
         try:
             for i, known in self._shapes.checks:  # a set lookup per output declaring a size
                 if results[i].shape not in known:
-                    self._shapes.seen(results)
+                    self._shapes.seen(results, self._shape_warning)
                     break
         except AttributeError:  # not an array where the graph declares a tensor
-            self._shapes.seen(results)
+            self._shapes.seen(results, self._shape_warning)
         return results
 
     def _shape_warning(self, message: str) -> None:

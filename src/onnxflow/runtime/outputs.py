@@ -31,33 +31,28 @@ class Detacher:
 
 
 class DeclaredShapes:
-    """Says once per output (through ``say``) when a run's output contradicts the static
-    sizes its graph output declares, in onnxruntime's words (onnxruntime's
-    ``VerifyOutputSizes`` logs a warning on every run).
+    """Says once per output (through the ``say`` given to :meth:`seen`) when a run's output
+    contradicts the static sizes its graph output declares, in onnxruntime's words
+    (onnxruntime's ``VerifyOutputSizes`` logs a warning on every run).
 
     A run's check (see ``InferenceSession._execute``) is a set lookup per output that declares
     a size: ``checks`` holds, per such output, the shapes already found to fit (up to
     :data:`KNOWN_SHAPES`); only a shape not among them calls :meth:`seen`. An output said
     once is not checked again."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        declared: Sequence[Sequence[Any] | None],
-        say: Callable[[str], None],
-    ) -> None:
+    def __init__(self, names: Sequence[str], declared: Sequence[Sequence[Any] | None]) -> None:
         sizes = [_static_sizes(shape) for shape in declared]
         #: The outputs still checked: (position, the shapes known to fit).
         self.checks: tuple[tuple[int, set], ...] = tuple(
             (i, {s} if None not in s else set()) for i, s in enumerate(sizes) if s is not None
         )
         self._declared = dict(enumerate(zip(names, sizes)))
-        self._say = say
         self._lock = threading.Lock()
 
-    def seen(self, values: Sequence[Any]) -> None:
+    def seen(self, values: Sequence[Any], say: Callable[[str], None]) -> None:
         """Check the shapes of ``values`` not known to fit: remember those that fit, and say,
-        once per output, that one contradicts its declared sizes."""
+        once per output, that one contradicts its declared sizes (the session passes ``say``
+        here, so that this object holds no reference to it)."""
         for i, known in self.checks:
             shape = getattr(values[i], "shape", None)
             if shape in known:
@@ -67,14 +62,16 @@ class DeclaredShapes:
                 if len(known) < KNOWN_SHAPES:
                     known.add(shape)
             else:
-                self._contradicted(i, name, sizes, shape)
+                self._contradicted(i, name, sizes, shape, say)
 
-    def _contradicted(self, index: int, name: str, sizes: tuple, shape: tuple) -> None:
+    def _contradicted(
+        self, index: int, name: str, sizes: tuple, shape: tuple, say: Callable[[str], None]
+    ) -> None:
         with self._lock:
             if all(i != index for i, _ in self.checks):
                 return  # another thread said it
             self.checks = tuple(c for c in self.checks if c[0] != index)
-        self._say(
+        say(
             f"Expected shape from model of {_braces(sizes)} does not match actual shape of "
             f"{_braces(shape)} for output {name} (said once per session and output)"
         )
