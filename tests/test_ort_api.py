@@ -116,6 +116,37 @@ def test_enums_have_onnxruntimes_members_and_values(name: str) -> None:
     assert ours == theirs
 
 
+def _our_enums() -> list[type]:
+    """Every enum onnxflow offers under one of onnxruntime's names, found by looking."""
+    import enum
+
+    import onnxflow.ort_api
+
+    found = {}
+    for module in (onnxflow, onnxflow.ort_api):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, enum.Enum) and hasattr(onnxruntime, name):
+                found[name] = obj
+    return list(found.values())
+
+
+@pytest.mark.parametrize("ours", _our_enums(), ids=lambda e: e.__name__)
+def test_enums_print_as_onnxruntimes(ours: type) -> None:
+    theirs = getattr(onnxruntime, ours.__name__)
+    for name, member in ours.__members__.items():
+        their = theirs.__members__[name]
+        shown = [str(member), repr(member), f"{member}", format(member, "d")]
+        assert shown == [str(their), repr(their), f"{their}", str(int(their))]
+
+
+def test_the_optimization_level_set_prints_as_onnxruntimes() -> None:
+    assert len(_our_enums()) >= 3
+    ours, theirs = onnxflow.SessionOptions(), onnxruntime.SessionOptions()
+    assert str(ours.graph_optimization_level) == str(theirs.graph_optimization_level)
+    assert repr(ours.execution_mode) == repr(theirs.execution_mode)
+
+
 def test_default_logger_severity_sets_the_onnxflow_logger() -> None:
     import logging
 

@@ -239,3 +239,17 @@ def test_the_standin_with_past_decodes_as_the_full_sequence_does(tmp_path: Path)
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_building_the_catboost_model_leaves_no_training_logs_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("catboost", reason="catboost is in the 'test' extra")
+    from onnxflow.bench.zoo.builders import catboost_classifier
+
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)  # catboost writes ./catboost_info unless told where
+    catboost_classifier(tmp_path / "catboost.onnx", trees=2)
+    assert onnx.load(tmp_path / "catboost.onnx").graph.node
+    assert list(workdir.iterdir()) == []

@@ -20,7 +20,18 @@ FLOAT16_ROUNDINGS = ("each_op", "outputs")
 KERNEL_FORMS = ("native", "numpy")
 
 
-class GraphOptimizationLevel(enum.IntEnum):
+class _OrtEnum(enum.IntEnum):
+    """An integer enum shown as onnxruntime shows its enums: ``str`` and ``format`` give
+    ``Class.MEMBER`` (an ``IntEnum``'s give the number), ``repr`` ``<Class.MEMBER: value>``."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else format(int(self), spec)
+
+
+class GraphOptimizationLevel(_OrtEnum):
     """onnxruntime's optimization levels; onnxflow has two: all its passes, or none."""
 
     ORT_DISABLE_ALL = 0
@@ -30,14 +41,14 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class ExecutionMode(enum.IntEnum):
+class ExecutionMode(_OrtEnum):
     """onnxruntime's execution modes; onnxflow runs nodes one after another."""
 
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
 
 
-class ExecutionOrder(enum.IntEnum):
+class ExecutionOrder(_OrtEnum):
     """onnxruntime's node orders; onnxflow runs nodes in the compiled plan's order."""
 
     DEFAULT = 0

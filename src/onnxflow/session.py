@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,7 +15,7 @@ from onnx import ModelProto
 
 from onnxflow.compile.compiler import Compiler
 from onnxflow.compile.plan import Plan
-from onnxflow.errors import InputError, OnnxflowError, ValidationError
+from onnxflow.errors import InputError, OnnxflowError, OnnxflowWarning, ValidationError
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.inference import infer_types
 from onnxflow.ir.load import ModelSource, load_model
@@ -29,7 +31,7 @@ from onnxflow.runtime.feeds import FeedBinder
 from onnxflow.runtime.lower import lower
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
-from onnxflow.runtime.outputs import Detacher, all_fresh
+from onnxflow.runtime.outputs import DeclaredShapes, Detacher, all_fresh
 from onnxflow.values import NodeArg
 
 
@@ -132,6 +134,9 @@ class InferenceSession(OrtSessionAPI):
         self._binder = FeedBinder(self._inputs, self._feedable, defaults)
         # the compiler made every stored constant read-only; outputs sharing them are copied
         self._detach = Detacher([*self.plan.template, *(self._default_plan or self.plan).template])
+        by_name = {a.name: a.shape for a in self._outputs}
+        declared = [by_name.get(name) for name in self.plan.output_names]
+        self._shapes = DeclaredShapes(self.plan.output_names, declared)
 
     def _lower(self) -> None:
         """Lower the plans (every scope of each) to the functions that run them: the one
@@ -289,9 +294,23 @@ class InferenceSession(OrtSessionAPI):
         quiet = current_run_options() is None and current_observation() is None
         if quiet and not watchers and options is None:  # nothing to set up: the common case
             with np.errstate(**IEEE):
-                return self._quick[plan](args)
-        with np.errstate(**IEEE):
-            return self._execute_watched(plan, args, options, watchers)
+                results = self._quick[plan](args)
+        else:
+            with np.errstate(**IEEE):
+                results = self._execute_watched(plan, args, options, watchers)
+        try:
+            for i, known in self._shapes.checks:  # a set lookup per output declaring a size
+                if results[i].shape not in known:
+                    self._shapes.seen(results, self._shape_warning)
+                    break
+        except AttributeError:  # not an array where the graph declares a tensor
+            self._shapes.seen(results, self._shape_warning)
+        return results
+
+    def _shape_warning(self, message: str) -> None:
+        """Warn that an output contradicts its declared shape, unless the session is quiet."""
+        if self._shows_warnings():
+            warnings.warn(f"{self._named()}{message}", OnnxflowWarning, stacklevel=_callers_level())
 
     @staticmethod
     def _execute_watched(
@@ -407,6 +426,15 @@ def _rebuild(
     custom_ops: CustomOps | None = None,
 ) -> InferenceSession:
     return InferenceSession(source, options, base_dir=base_dir, check=check, custom_ops=custom_ops)
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside onnxflow, for a warning to point there."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def run(

@@ -436,5 +436,17 @@ def test_gather_counts_negative_indices_from_the_end_and_names_the_range_it_miss
     np.testing.assert_array_equal(run("Gather", [data, i64(-1, 0)], axis=1), data[:, [3, 0]])
     np.testing.assert_array_equal(run("Gather", [data, np.array(-3)], axis=0), data[0])
     for bad in (4, -5):
-        with pytest.raises(OnnxflowError, match=r"Gather index out of range \[-4, 3\]"):
+        with pytest.raises(OnnxflowError, match=r"valid indices are from -4 to 3"):
             run("Gather", [data, i64(0, bad)], axis=1)
+
+
+def test_gathers_index_error_says_which_input_axis_and_range_in_words() -> None:
+    data = np.arange(12).reshape(3, 4)
+    with pytest.raises(OnnxflowError) as caught:
+        run("Gather", [data, i64(0, 2, 7, 9)], axis=1)
+    message = str(caught.value)
+    assert "Gather's indices (input 2) along data's axis 1" in message
+    assert "index 7 at position [2] is out of range (2 of 4 are; found 0..9)" in message
+    assert "the axis has size 4, so valid indices are from -4 to 3" in message
+    with pytest.raises(OnnxflowError, match=r"along data's axis 0: index -4 .* from -3 to 2"):
+        run("Gather", [data, np.array([[-4]])], axis=0)

@@ -3,7 +3,8 @@
 ``export-python`` a model.
 
 :mod:`~onnxflow.cli.parser` holds the arguments and :func:`main`; :mod:`~onnxflow.cli.feeds`
-the inputs a run is fed; :mod:`~onnxflow.cli.commands` the subcommands that run a model;
+the inputs a run is fed (:mod:`~onnxflow.cli.index_ranges`: the ranges the graph implies for
+generated ones); :mod:`~onnxflow.cli.commands` the subcommands that run a model;
 :mod:`~onnxflow.cli.check` the ``check`` report; :mod:`~onnxflow.cli.progress` the progress line.
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.cli.feeds import feeds_for, summarize
+from onnxflow.cli.feeds import feeds_for, generated_note, summarize
 from onnxflow.cli.progress import Progress
 from onnxflow.compare import compare
 from onnxflow.errors import OnnxflowError
@@ -72,7 +72,7 @@ def compare_command(args: argparse.Namespace) -> int:
         if args.json:
             report.to_json(args.json)
     except (OnnxflowError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{generated_note(args)}", file=sys.stderr)
         return 2
     print(report.summary())
     if args.strict:

@@ -21,6 +21,7 @@ from onnxflow.cli.commands import (
     run_command,
 )
 from onnxflow.cli.custom import load_custom_ops
+from onnxflow.cli.feeds import generated_note
 from onnxflow.errors import OnnxflowError
 from onnxflow.logs import logging_to_stderr, parse_level
 
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except OnnxflowError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{generated_note(args)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # the reader stopped early (`onnxflow profile m.onnx | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
@@ -232,6 +233,22 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
         metavar="NAME=D0,D1,...",
         help="shape of generated input NAME, for dimensions --dim cannot name ('?', unnamed); "
         "repeatable",
+    )
+    command.add_argument(
+        "--value",
+        action="append",
+        default=[],
+        metavar="NAME=SCALAR",
+        help="fill generated input NAME with SCALAR (a sample rate, a length); repeatable",
+    )
+    command.add_argument(
+        "--range",
+        action="append",
+        default=[],
+        metavar="NAME=LO,HI",
+        help="draw generated input NAME from LO to HI (integers: both included; floats: "
+        "uniformly); an integer input that indexes a Gather draws from the gathered axis's "
+        "range unless given; repeatable",
     )
     command.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
     command.add_argument(

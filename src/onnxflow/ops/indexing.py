@@ -18,10 +18,19 @@ from onnxflow.traits import Traits
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
-    """Return indices as int64 with negatives wrapped; raise if any is outside [-dim, dim-1]."""
+    """Return indices as int64 with negatives wrapped; raise if any is outside [-dim, dim-1],
+    saying in words which index, where, and the valid range (``what`` names the input and axis,
+    e.g. "Gather's indices (input 2) along data's axis 1")."""
     idx = np.asarray(indices).astype(np.int64)
     if idx.size and (idx.min() < -dim or idx.max() >= dim):
-        raise IndexError(f"{what} index out of range [-{dim}, {dim - 1}]: {idx.min()}..{idx.max()}")
+        bad = (idx < -dim) | (idx >= dim)
+        first = np.argwhere(bad)[0]
+        valid = f"from {-dim} to {dim - 1}" if dim else "none: the axis is empty"
+        raise IndexError(
+            f"{what}: index {idx[tuple(first)]} at position {first.tolist()} is out of range "
+            f"({int(bad.sum())} of {idx.size} are; found {idx.min()}..{idx.max()}); the axis "
+            f"has size {dim}, so valid indices are {valid} (negative ones count from the end)"
+        )
     return np.where(idx < 0, idx + dim, idx)
 
 
@@ -31,7 +40,8 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
         raise ValueError(f"indices rank {indices.ndim} differs from data rank {data.ndim}")
     axis = normalize_axis(axis, data.ndim)
     grids = list(np.indices(indices.shape, sparse=True))
-    grids[axis] = _check_bounds(indices, data.shape[axis], "element")
+    what = f"indices (input 2) along data's axis {axis}"
+    grids[axis] = _check_bounds(indices, data.shape[axis], what)
     return tuple(grids)
 
 
@@ -42,7 +52,8 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
     try:  # np.take counts negative indices from the end and raises past either end
         return np.asarray(np.take(data, indices, axis=axis))
     except IndexError:
-        _check_bounds(indices, data.shape[axis], "Gather")  # raises, naming the range
+        what = f"Gather's indices (input 2) along data's axis {axis}"
+        _check_bounds(indices, data.shape[axis], what)  # raises, naming the range in words
         raise
 
 
@@ -64,7 +75,14 @@ def _nd_index(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> tuple[n
         np.arange(n).reshape((-1,) + (1,) * (len(lead) - i - 1))
         for i, n in enumerate(lead[:batch_dims])
     ]
-    coords = [_check_bounds(indices[..., j], data.shape[batch_dims + j], "ND") for j in range(k)]
+    coords = [
+        _check_bounds(
+            indices[..., j],
+            data.shape[batch_dims + j],
+            f"indices (input 2) along data's axis {batch_dims + j}",
+        )
+        for j in range(k)
+    ]
     return (*batch, *coords)
 
 

@@ -7,7 +7,8 @@ views and constants are read-only), which are handed out as they are; the others
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,76 @@ class Detacher:
         protected = roots(feeds) | self._constant_roots
         returned: set[int] = set()
         return [_detach(v, protected, returned) for v in values]
+
+
+class DeclaredShapes:
+    """Says once per output (through the ``say`` given to :meth:`seen`) when a run's output
+    contradicts the static sizes its graph output declares, in onnxruntime's words
+    (onnxruntime's ``VerifyOutputSizes`` logs a warning on every run).
+
+    A run's check (see ``InferenceSession._execute``) is a set lookup per output that declares
+    a size: ``checks`` holds, per such output, the shapes already found to fit (up to
+    :data:`KNOWN_SHAPES`); only a shape not among them calls :meth:`seen`. An output said
+    once is not checked again."""
+
+    def __init__(self, names: Sequence[str], declared: Sequence[Sequence[Any] | None]) -> None:
+        sizes = [_static_sizes(shape) for shape in declared]
+        #: The outputs still checked: (position, the shapes known to fit).
+        self.checks: tuple[tuple[int, set], ...] = tuple(
+            (i, {s} if None not in s else set()) for i, s in enumerate(sizes) if s is not None
+        )
+        self._declared = dict(enumerate(zip(names, sizes)))
+        self._lock = threading.Lock()
+
+    def seen(self, values: Sequence[Any], say: Callable[[str], None]) -> None:
+        """Check the shapes of ``values`` not known to fit: remember those that fit, and say,
+        once per output, that one contradicts its declared sizes (the session passes ``say``
+        here, so that this object holds no reference to it)."""
+        for i, known in self.checks:
+            shape = getattr(values[i], "shape", None)
+            if shape in known:
+                continue
+            name, sizes = self._declared[i]
+            if shape is None or _fits(shape, sizes):
+                if len(known) < KNOWN_SHAPES:
+                    known.add(shape)
+            else:
+                self._contradicted(i, name, sizes, shape, say)
+
+    def _contradicted(
+        self, index: int, name: str, sizes: tuple, shape: tuple, say: Callable[[str], None]
+    ) -> None:
+        with self._lock:
+            if all(i != index for i, _ in self.checks):
+                return  # another thread said it
+            self.checks = tuple(c for c in self.checks if c[0] != index)
+        say(
+            f"Expected shape from model of {_braces(sizes)} does not match actual shape of "
+            f"{_braces(shape)} for output {name} (said once per session and output)"
+        )
+
+
+#: How many fitting shapes an output with unknown dimensions remembers; past them, a new
+#: shape is checked on every run it comes back.
+KNOWN_SHAPES = 64
+
+
+def _static_sizes(shape: Sequence[Any] | None) -> tuple[int | None, ...] | None:
+    """A declared shape's sizes, None for each unknown one; None when it fixes no size."""
+    if shape is None:
+        return None
+    sizes = tuple(d if isinstance(d, int) and not isinstance(d, bool) else None for d in shape)
+    return sizes if any(d is not None for d in sizes) or not sizes else None
+
+
+def _fits(shape: tuple, sizes: tuple) -> bool:
+    """Whether ``shape`` has the rank of ``sizes`` and each size they fix."""
+    return len(shape) == len(sizes) and all(d is None or d == n for d, n in zip(sizes, shape))
+
+
+def _braces(shape: Sequence[int | None]) -> str:
+    """A shape as onnxruntime prints one: ``{2,3}``, -1 for an unknown size."""
+    return "{" + ",".join(str(-1 if d is None else d) for d in shape) + "}"
 
 
 def _root(a: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ the bench fail.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,9 +116,15 @@ def catboost_classifier(target: Path, classes: int = 3, trees: int = 100) -> Non
     import catboost
 
     x, y = _tree_data(classes)
-    model = catboost.CatBoostClassifier(
-        iterations=trees, depth=6, loss_function="MultiClass", verbose=False, random_seed=0
-    ).fit(x, y)
+    with tempfile.TemporaryDirectory() as logs:  # catboost's training logs, else ./catboost_info
+        model = catboost.CatBoostClassifier(
+            iterations=trees,
+            depth=6,
+            loss_function="MultiClass",
+            verbose=False,
+            random_seed=0,
+            train_dir=logs,
+        ).fit(x, y)
     model.save_model(str(target), format="onnx")
 
 
