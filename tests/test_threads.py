@@ -22,6 +22,7 @@ def load(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
     monkeypatch.setattr(threads, "LOAD_TTL", -1.0)  # read the load on every call
+    monkeypatch.setattr(threads, "own_load", lambda now: 0.0)  # all of it from other processes
     return value
 
 
@@ -59,6 +60,29 @@ def test_the_default_gives_blas_the_idle_cores(load: list[float], monkeypatch) -
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 8)
     load[0] = 3.5
     assert threads.default_threads() == 5
+
+
+def test_the_processs_own_load_leaves_its_cores_to_it(monkeypatch) -> None:
+    """A process that kept one core busy for minutes makes a load of 1 on its own: the default
+    does not count it, and gives BLAS the cores again; other work's load still counts."""
+    clock, cpu = [1000.0], [0.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads.time, "process_time", lambda: cpu[0])
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
+    monkeypatch.setattr(threads, "_own", [clock[0], cpu[0], 0.0])
+    load = [1.0]
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
+    for _ in range(300):  # five minutes of readings, one core busy all the time
+        clock[0] += 1.01
+        cpu[0] += 1.01
+        assert threads.default_threads() in (0, 1)
+    assert threads.own_load(clock[0]) == pytest.approx(1.0, abs=0.01)
+    assert threads.default_threads() == 0  # the load is its own: BLAS's default
+    load[0] = 2.0  # and another process's busy core
+    clock[0] += 1.01
+    cpu[0] += 1.01
+    assert threads.default_threads() == 1
 
 
 def test_a_small_model_never_pays_for_the_default_bound(load: list[float], bounds: list[int]):

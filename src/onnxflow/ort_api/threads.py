@@ -15,6 +15,7 @@ can win on GEMM-bound models.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -73,20 +74,43 @@ class BlasThreads:
 #: Seconds one reading of the load average is reused (reading it costs about a microsecond).
 LOAD_TTL = 1.0
 _reading = [float("-inf"), 0]
+#: The time constant, in seconds, of the load average :func:`default_threads` reads (the
+#: 1-minute one), over which this process's own share is averaged the same way.
+LOAD_WINDOW = 60.0
+#: This process at its last reading: wall clock, CPU time of all its threads, and the cores
+#: its threads kept busy, averaged as the load is (:func:`own_load`).
+_own = [time.monotonic(), time.process_time(), 0.0]
 
 
 def default_threads() -> int:
     """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: the cores the 1-minute
-    load average leaves idle, at least one (``max(1, cpus - int(load))``), or 0 (BLAS's own
-    default, a thread per core) while every core is idle. On 2 cores: 0 below a load of 1, one
-    thread from 1 on (BLAS's threads would queue behind other processes' and spin waiting for
-    each other)."""
+    load average of the other processes leaves idle (the load less :func:`own_load`, this
+    process's share of it), at least one (``max(1, cpus - int(others))``), or 0 (BLAS's own
+    default, a thread per core) while every core is idle. On 2 cores: 0 below a load of 1 from
+    other work, one thread from 1 on (BLAS's threads would queue behind other processes' and
+    spin waiting for each other). The process's own runs do not count: a model running
+    without pause keeps its load near 1 on its own, and would otherwise bound itself to one
+    thread on an idle machine."""
     now = time.monotonic()
     if now - _reading[0] > LOAD_TTL:
         cpus = os.cpu_count() or 1
         try:
-            idle = cpus - int(os.getloadavg()[0])
+            others = max(0.0, os.getloadavg()[0] - own_load(now))
         except (AttributeError, OSError):  # no load average here (Windows)
-            idle = cpus
+            others = 0.0
+        idle = cpus - int(others)
         _reading[:] = [now, 0 if idle >= cpus else max(1, idle)]
     return int(_reading[1])
+
+
+def own_load(now: float) -> float:
+    """This process's share of the load average: how many cores its threads kept busy since
+    the last reading (CPU time over wall time), averaged into the earlier share with the load
+    average's own exponential decay (:data:`LOAD_WINDOW`)."""
+    wall, cpu, share = _own
+    spent = time.process_time()
+    if now > wall:
+        decay = math.exp(-(now - wall) / LOAD_WINDOW)
+        share = share * decay + (spent - cpu) / (now - wall) * (1.0 - decay)
+    _own[:] = [now, spent, share]
+    return share
