@@ -23,6 +23,7 @@ def load(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
     monkeypatch.setattr(threads, "LOAD_TTL", -1.0)  # read the load on every call
     monkeypatch.setattr(threads, "own_load", lambda now: 0.0)  # all of it from other processes
+    monkeypatch.setattr(threads, "machine_busy", lambda: None)  # the load average's reading
     return value
 
 
@@ -70,7 +71,8 @@ def test_the_processs_own_load_leaves_its_cores_to_it(monkeypatch) -> None:
     monkeypatch.setattr(threads.time, "process_time", lambda: cpu[0])
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
-    monkeypatch.setattr(threads, "_own", [clock[0], cpu[0], 0.0])
+    monkeypatch.setattr(threads, "_own", [clock[0], cpu[0], 0.0, None])
+    monkeypatch.setattr(threads, "machine_busy", lambda: None)  # the load average's reading
     load = [1.0]
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
     for _ in range(300):  # five minutes of readings, one core busy all the time
@@ -82,6 +84,39 @@ def test_the_processs_own_load_leaves_its_cores_to_it(monkeypatch) -> None:
     load[0] = 2.0  # and another process's busy core
     clock[0] += 1.01
     cpu[0] += 1.01
+    assert threads.default_threads() == 1
+
+
+def test_the_cores_other_processes_keep_busy_bound_blas(monkeypatch, tmp_path) -> None:
+    """Where /proc/stat can be read, the machine's busy time less the process's own over the
+    last second decides: the process alone busy leaves BLAS its default, another busy core
+    one thread."""
+    clock, cpu = [1000.0], [0.0]
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads.time, "process_time", lambda: cpu[0])
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (9.0, 0.0, 0.0))  # not read
+    monkeypatch.setattr(threads, "PROC_STAT", str(stat))
+    monkeypatch.setattr(threads, "_TICKS", 100)
+    monkeypatch.setattr(threads, "_reading", [float("-inf"), 0])
+
+    def machine(busy_seconds: float) -> None:  # user, nice, system, idle, iowait, irq, ...
+        ticks = int(busy_seconds * 100)
+        stat.write_text(f"cpu  {ticks} 0 0 5000 0 0 0 0 0 0\ncpu0 0 0 0 0\n")
+
+    machine(100.0)
+    monkeypatch.setattr(threads, "_own", [clock[0], cpu[0], 0.0, threads.machine_busy()])
+    clock[0] += 2.0
+    cpu[0] += 2.0  # this process kept one core busy
+    machine(102.0)  # and nothing else ran
+    assert threads.default_threads() == 0
+    clock[0] += 2.0
+    cpu[0] += 2.0
+    machine(106.0)  # another process kept the other core busy
+    assert threads.default_threads() == 1
+    stat.write_text("no numbers here\n")  # unreadable: the load average (9) less its own
+    clock[0] += 2.0
     assert threads.default_threads() == 1
 
 

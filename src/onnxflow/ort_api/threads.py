@@ -77,40 +77,71 @@ _reading = [float("-inf"), 0]
 #: The time constant, in seconds, of the load average :func:`default_threads` reads (the
 #: 1-minute one), over which this process's own share is averaged the same way.
 LOAD_WINDOW = 60.0
-#: This process at its last reading: wall clock, CPU time of all its threads, and the cores
-#: its threads kept busy, averaged as the load is (:func:`own_load`).
-_own = [time.monotonic(), time.process_time(), 0.0]
+#: Where Linux counts the CPU time of the whole machine.
+PROC_STAT = "/proc/stat"
 
 
 def default_threads() -> int:
-    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: the cores the 1-minute
-    load average of the other processes leaves idle (the load less :func:`own_load`, this
-    process's share of it), at least one (``max(1, cpus - int(others))``), or 0 (BLAS's own
-    default, a thread per core) while every core is idle. On 2 cores: 0 below a load of 1 from
-    other work, one thread from 1 on (BLAS's threads would queue behind other processes' and
-    spin waiting for each other). The process's own runs do not count: a model running
-    without pause keeps its load near 1 on its own, and would otherwise bound itself to one
-    thread on an idle machine."""
+    """The BLAS bound of a session whose ``intra_op_num_threads`` is 0: the cores other
+    processes leave idle, at least one (``max(1, cpus - int(others))``), or 0 (BLAS's own
+    default, a thread per core) while they leave every core idle. On 2 cores: one thread once
+    other work keeps a core busy (BLAS's threads would queue behind other processes' and spin
+    waiting for each other), else BLAS's default. ``others`` is the cores other processes kept
+    busy since the last reading (the machine's busy time less this process's, from
+    :data:`PROC_STAT`); where that cannot be read, the 1-minute load average less this
+    process's share of it (:func:`own_load`). The process's own runs never count: a model
+    running without pause makes a load of 1 by itself, which would bound it to one thread on
+    an idle machine."""
     now = time.monotonic()
     if now - _reading[0] > LOAD_TTL:
         cpus = os.cpu_count() or 1
-        try:
-            others = max(0.0, os.getloadavg()[0] - own_load(now))
-        except (AttributeError, OSError):  # no load average here (Windows)
-            others = 0.0
+        others = _others(now)
         idle = cpus - int(others)
         _reading[:] = [now, 0 if idle >= cpus else max(1, idle)]
     return int(_reading[1])
+
+
+def _others(now: float) -> float:
+    """How many cores other processes kept busy (see :func:`default_threads`)."""
+    wall, cpu, _, busy = _own
+    share = own_load(now)
+    machine = machine_busy()
+    _own[3] = machine
+    if machine is not None and busy is not None and now > wall:
+        return max(0.0, (machine - busy - (_own[1] - cpu)) / (now - wall))
+    try:
+        return max(0.0, os.getloadavg()[0] - share)
+    except (AttributeError, OSError):  # no load average here (Windows)
+        return 0.0
+
+
+def machine_busy() -> float | None:
+    """The CPU seconds every core of the machine has spent busy since boot (:data:`PROC_STAT`'s
+    user, nice, system, irq, softirq and steal), or None where it cannot be read."""
+    try:
+        with open(PROC_STAT, "rb") as stat:
+            fields = stat.readline().split()
+        user, nice, system, _, _, irq, softirq, steal = (int(v) for v in fields[1:9])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: This process at its last reading: wall clock, CPU time of all its threads, the cores its
+#: threads kept busy averaged as the load is (:func:`own_load`), and the machine's busy CPU
+#: seconds (:func:`machine_busy`).
+_own = [time.monotonic(), time.process_time(), 0.0, machine_busy()]
 
 
 def own_load(now: float) -> float:
     """This process's share of the load average: how many cores its threads kept busy since
     the last reading (CPU time over wall time), averaged into the earlier share with the load
     average's own exponential decay (:data:`LOAD_WINDOW`)."""
-    wall, cpu, share = _own
+    wall, cpu, share, busy = _own
     spent = time.process_time()
     if now > wall:
         decay = math.exp(-(now - wall) / LOAD_WINDOW)
         share = share * decay + (spent - cpu) / (now - wall) * (1.0 - decay)
-    _own[:] = [now, spent, share]
+    _own[:] = [now, spent, share, busy]
     return share
