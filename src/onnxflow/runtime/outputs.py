@@ -83,10 +83,13 @@ KNOWN_SHAPES = 64
 
 
 def _static_sizes(shape: Sequence[Any] | None) -> tuple[int | None, ...] | None:
-    """A declared shape's sizes, None for each unknown one; None when it fixes no size."""
+    """A declared shape's sizes, None for each unknown one (a dim_param, none, or a negative
+    dim_value); None when it fixes no size."""
     if shape is None:
         return None
-    sizes = tuple(d if isinstance(d, int) and not isinstance(d, bool) else None for d in shape)
+    sizes = tuple(
+        d if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else None for d in shape
+    )  # a negative dim_value (exporters write -1) fixes nothing, as in onnxruntime
     return sizes if any(d is not None for d in sizes) or not sizes else None
 
 
