@@ -126,6 +126,11 @@ class InferenceSession(OrtSessionAPI):
         if self.options.optimize and initialized & {a.name for a in self._inputs}:
             self._default_plan = compiler.compile_main(inferred, opsets, fixed_initializers=True)
         self._output_index = {name: i for i, name in enumerate(self.plan.output_names)}
+        self._bind_io(initialized)
+
+    def _bind_io(self, initialized: set[str]) -> None:
+        """What a run needs around its plan: the feed binder (with the initializers a feed may
+        override), what detaches outputs from stored constants, and the declared shapes."""
         defaults = {
             name: self.plan.template[slot]
             for name, slot in zip(self.plan.input_names, self.plan.arg_slots)
