@@ -53,6 +53,18 @@ def compare(
     in onnxflow) on ``feeds``; report a verdict per output, the kernels that disagree (origins),
     where an error grows (amplification) and the first value, in execution order, beyond
     rtol/atol."""
+    return compare_walk(model, feeds, against, rtol, atol).report
+
+
+def compare_walk(
+    model: str | Path | onnx.ModelProto,
+    feeds: dict[str, Any],
+    against: str | Path | onnx.ModelProto = "onnxruntime",
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> Walk:
+    """The walk behind :func:`compare`: its report, and every value it measured
+    (:attr:`Walk.measured`, what ``onnxflow view --against`` shows on each value)."""
     proto = load_model(model)
     ours = run_onnxflow(proto, feeds)
     name = str(against) if not isinstance(against, onnx.ModelProto) else "other model"
@@ -73,7 +85,7 @@ def compare(
         records.setdefault((), {}).update({n: v for n, v in feeds.items() if n not in records[()]})
     walk.graph(proto.graph, (), [])
     walk.verdicts(proto.graph)
-    return walk.report
+    return walk
 
 
 #: What compare exposes, from all to the main graph only, when the other runtime refuses a
