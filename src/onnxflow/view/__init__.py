@@ -12,7 +12,7 @@ nothing from a network. The document's parts:
 - with a run: ``stats``, ``iterations``, ``times``, ``top`` (:mod:`onnxflow.view.stats`);
 - with a comparison: ``compare`` (:mod:`onnxflow.view.diverge`).
 
-The layout is dagre's (https://github.com/dagrejs/dagre, MIT, vendored in ``vendor/``).
+The layout is dagre's (``@dagrejs/dagre`` on npm, MIT, vendored in ``vendor/`` with its licence).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ BODY = (
     "<header><b id='title'></b><nav id='crumbs'></nav>"
     "<input id='search' type='search' placeholder='search node or value' autocomplete='off'>"
     "<div id='results'></div></header>"
-    "<main><svg id='canvas' xmlns='http://www.w3.org/2000/svg'><g id='viewport'></g></svg>"
+    "<main><svg id='canvas'><g id='viewport'></g></svg>"
     "<aside id='panel'><p class='hint'>Click a node to see it; double-click a Loop, Scan, If "
     "or function call to open its body. Drag to pan, wheel to zoom.</p></aside>"
     "<section id='overview'></section></main>"

@@ -43,13 +43,15 @@ def describe(model: onnx.ModelProto) -> dict[str, Any]:
     opsets = {o.domain or "": o.version for o in model.opset_import}
     functions = {(f.domain, f.name): f for f in model.functions}
     graphs: dict[str, Any] = {}
+    kernels: dict[str, Any] = {}
     known = _value_types(inferred.graph, {})
-    _graph(inferred.graph, MAIN, None, known, {}, (opsets, functions), graphs)
+    _graph(inferred.graph, MAIN, None, known, {}, _Context(opsets, functions, kernels), graphs)
     for f in model.functions:
         fid = function_id(f.domain, f.name)
         body = helper.make_graph(list(f.node), f.name, [], [])
         fopsets = {**opsets, **{o.domain or "": o.version for o in f.opset_import}}
-        entry = _graph(body, fid, None, {}, {}, (fopsets, functions), graphs)
+        context = _Context(fopsets, functions, kernels)
+        entry = _graph(body, fid, None, {}, {}, context, graphs)
         entry["inputs"], entry["outputs"] = list(f.input), list(f.output)
         entry["label"] = f"function {f.domain}.{f.name}"
     info = {
@@ -59,7 +61,17 @@ def describe(model: onnx.ModelProto) -> dict[str, Any]:
         "ir_version": model.ir_version,
         "nodes": sum(len(g["nodes"]) for g in graphs.values()),
     }
-    return {"model": info, "graphs": graphs}
+    return {"model": info, "graphs": graphs, "kernels": kernels}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What describing a graph needs from the model: the opsets in force, the local functions,
+    and the kernels found so far (each described once, by ``domain.op.since``)."""
+
+    opsets: dict[str, int]
+    functions: dict[tuple[str, str], Any]
+    kernels: dict[str, Any]
 
 
 def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -105,7 +117,7 @@ def _graph(
     parent: str | None,
     outer_types: dict[str, Any],
     outer_consts: dict[str, Any],
-    context: tuple[dict[str, int], dict[tuple[str, str], Any]],
+    context: _Context,
     graphs: dict[str, Any],
 ) -> dict[str, Any]:
     """Describe ``graph`` as ``graphs[gid]``, then its bodies under their own ids."""
@@ -136,10 +148,9 @@ def _node(
     gid: str,
     types: dict[str, Any],
     consts: dict[str, Any],
-    context: tuple[dict[str, int], dict[tuple[str, str], Any]],
+    context: _Context,
     graphs: dict[str, Any],
 ) -> dict[str, Any]:
-    opsets, functions = context
     bodies = []
     for attr in node.attribute:
         inner = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
@@ -160,13 +171,12 @@ def _node(
         "outputs": list(node.output),
         "bodies": bodies,
         "kernel": None,
-        "traits": [],
         "function": None,
     }
-    if (node.domain, node.op_type) in functions:
+    if (node.domain, node.op_type) in context.functions:
         entry["function"] = function_id(node.domain, node.op_type)
     else:
-        entry["kernel"], entry["traits"] = _kernel(node, opsets)
+        entry["kernel"] = _kernel(node, context)
     return entry
 
 
@@ -189,22 +199,28 @@ def _attribute(attr: onnx.AttributeProto) -> str:
     return text if len(text) <= ATTRIBUTE_TEXT else text[:ATTRIBUTE_TEXT] + "..."
 
 
-def _kernel(node: onnx.NodeProto, opsets: dict[str, int]) -> tuple[Any, list[str]]:
-    """The kernel ``node`` resolves to (domain, op, since_version, function) and its traits."""
+def _kernel(node: onnx.NodeProto, context: _Context) -> str:
+    """The key, in ``context.kernels``, of the kernel ``node`` resolves to at the model's opset:
+    ``{"domain", "op", "opset", "since", "function", "traits"}`` (``since`` None: none is
+    registered)."""
     domain = node.domain or ""
-    opset = opsets.get(domain) or opsets.get("ai.onnx" if not domain else domain, 0)
+    opset = context.opsets.get(domain) or context.opsets.get("ai.onnx" if not domain else "", 0)
+    key = f"{domain or 'ai.onnx'}.{node.op_type}@{opset}"
+    if key in context.kernels:
+        return key
     kernel = REGISTRY.lookup(domain, node.op_type, opset)
+    found: dict[str, Any] = {"domain": domain or "ai.onnx", "op": node.op_type, "opset": opset}
     if kernel is None:
-        return {"domain": domain, "op": node.op_type, "opset": opset, "since": None}, []
-    fn = kernel.fn
-    found = {
-        "domain": kernel.domain or "ai.onnx",
-        "op": kernel.op_type,
-        "opset": opset,
-        "since": kernel.since,
-        "function": f"{fn.__module__}.{fn.__qualname__}",
-    }
-    return found, _traits(kernel.traits)
+        found.update(since=None, function=None, traits=[])
+    else:
+        fn = kernel.fn
+        found.update(
+            since=kernel.since,
+            function=f"{fn.__module__}.{fn.__qualname__}",
+            traits=_traits(kernel.traits),
+        )
+    context.kernels[key] = found
+    return key
 
 
 def _traits(traits: Any) -> list[str]:

@@ -4,13 +4,12 @@
 (function () {
   const D = JSON.parse(document.getElementById("onnxflow-data").textContent);
   const G = D.graphs;
-  const NS = "http://www.w3.org/2000/svg";
   const svg = document.getElementById("canvas");
   const viewport = document.getElementById("viewport");
   const panel = document.getElementById("panel");
   const state = { stack: ["main"], layouts: {}, selected: null, iteration: {}, t: { x: 0, y: 0, k: 1 } };
   const timing = {};
-  window.onnxflowView = { document: D, state: state, timing: timing, open: open, select: select, reveal: reveal };
+  window.onnxflowView = { document: D, state: state, timing: timing, open: open, select: select, reveal: reveal, sections: (gid) => sections(gid) };
 
   function esc(s) {
     return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -29,43 +28,70 @@
   }
 
   // ---- layout ---------------------------------------------------------------------------------
-  function layout(gid) {
-    if (state.layouts[gid]) return state.layouts[gid];
+  // A graph of more than SECTION nodes is laid out and drawn one section (SECTION nodes in the
+  // model's order) at a time: dagre's ordering grows faster than linearly with the graph, so
+  // sections keep every open under a second; stubs stand for the values that cross sections.
+  const SECTION = 150;
+  function sections(gid) { return Math.max(1, Math.ceil(G[gid].nodes.length / SECTION)); }
+  function sectionOf(index) { return Math.floor(index / SECTION); }
+  function layout(gid, section) {
+    const cacheKey = gid + "#" + section;
+    if (state.layouts[cacheKey]) return state.layouts[cacheKey];
     const t0 = performance.now();
     const g = G[gid];
+    const first = section * SECTION, last = Math.min(g.nodes.length, first + SECTION);
+    const many = sections(gid) > 1;
     const dg = new dagre.graphlib.Graph({ multigraph: true });
     dg.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 34, edgesep: 8, marginx: 20, marginy: 20 });
     dg.setDefaultEdgeLabel(() => ({}));
-    const producer = {};
-    const boxes = {};
-    const add = (id, box) => { boxes[id] = box; dg.setNode(id, { width: box.w, height: box.h }); };
-    g.inputs.forEach((name) => { producer[name] = "i:" + name; add("i:" + name, { kind: "io", name: name, w: width(name, 60), h: 26 }); });
-    g.nodes.forEach((n, i) => {
+    const producer = {}, boxes = {}, edges = [];
+    const add = (id, box) => { if (!boxes[id]) { boxes[id] = box; dg.setNode(id, { width: box.w, height: box.h }); } };
+    const link = (from, to, name) => { dg.setEdge(from, to, {}, from + ">" + to + ">" + name); edges.push({ from: from, to: to, name: name }); };
+    const made = producers(gid);
+    const reads = (n) => new Set(n.inputs.filter((x) => x && !(x in g.consts)));
+    g.inputs.forEach((name) => { if (!many || section === 0) producer[name] = "i:" + name; });
+    for (let i = first; i < last; i++) {
+      const n = g.nodes[i];
       n.outputs.forEach((o) => { if (o) producer[o] = "n" + i; });
       const sub = n.name && n.name !== n.op ? n.name : (n.name ? "" : n.outputs[0] || "");
       add("n" + i, { kind: "node", index: i, w: Math.max(width(n.op, 70), width(sub, 70) * 0.85), h: sub ? 38 : 28, sub: sub });
-    });
-    const edges = [];
-    const link = (from, to, name) => { dg.setEdge(from, to, {}, from + ">" + to + ">" + name); edges.push({ from: from, to: to, name: name }); };
-    g.nodes.forEach((n, i) => {
-      const reads = new Set(n.inputs.filter((x) => x && !(x in g.consts)));
-      reads.forEach((name) => {
-        if (!(name in producer)) { producer[name] = "x:" + name; add("x:" + name, { kind: "outer", name: name, w: width(name, 60), h: 26 }); }
+    }
+    Object.keys(producer).forEach((name) => { if (producer[name][0] === "i") add("i:" + name, { kind: "io", name: name, w: width(name, 60), h: 26 }); });
+    for (let i = first; i < last; i++) {
+      reads(g.nodes[i]).forEach((name) => {
+        if (!(name in producer)) {
+          const earlier = name in made;
+          producer[name] = "x:" + name;
+          add("x:" + name, { kind: earlier ? "from" : "outer", name: name, label: (earlier ? "\u2191 " : "") + name, w: width(name, 60), h: 26, node: earlier ? made[name] : null });
+        }
         link(producer[name], "n" + i, name);
       });
-    });
+    }
     g.outputs.forEach((name) => {
-      add("o:" + name, { kind: "io", name: name, w: width(name, 60), h: 26 });
-      if (name in producer) link(producer[name], "o:" + name, name);
+      if (producer[name] && producer[name][0] !== "x") { add("o:" + name, { kind: "io", name: name, w: width(name, 60), h: 26 }); link(producer[name], "o:" + name, name); }
+    });
+    if (many) later(gid, last).forEach((name) => {
+      if (producer[name] && producer[name][0] === "n") { add("y:" + name, { kind: "to", name: name, label: "\u2193 " + name, w: width(name, 60), h: 26 }); link(producer[name], "y:" + name, name); }
     });
     dagre.layout(dg);
     Object.keys(boxes).forEach((id) => { const p = dg.node(id); boxes[id].x = p.x; boxes[id].y = p.y; });
     edges.forEach((e) => { e.points = dg.edge(e.from, e.to, e.from + ">" + e.to + ">" + e.name).points; });
     const info = dg.graph();
     const result = { boxes: boxes, edges: edges, width: info.width || 100, height: info.height || 100 };
-    timing[gid] = { layout: performance.now() - t0 };
-    state.layouts[gid] = result;
+    timing[cacheKey] = { layout: performance.now() - t0, nodes: last - first };
+    state.layouts[cacheKey] = result;
     return result;
+  }
+  function producers(gid) {
+    const made = {};
+    G[gid].nodes.forEach((n, i) => n.outputs.forEach((o) => { if (o) made[o] = i; }));
+    return made;
+  }
+  function later(gid, from) {
+    const names = new Set();
+    const g = G[gid];
+    for (let i = from; i < g.nodes.length; i++) g.nodes[i].inputs.forEach((x) => { if (x) names.add(x); });
+    return names;
   }
   function width(text, least) { return Math.min(240, Math.max(least, 7 * String(text).length + 18)); }
 
@@ -92,7 +118,7 @@
   }
   function draw(gid) {
     const t0 = performance.now();
-    const L = layout(gid);
+    const L = layout(gid, state.section);
     const g = G[gid];
     const times = (D.times || {})[gid] || {};
     const most = Math.max(1e-12, ...Object.values(times));
@@ -113,7 +139,7 @@
       const at = "transform='translate(" + (b.x - b.w / 2).toFixed(1) + "," + (b.y - b.h / 2).toFixed(1) + ")'";
       const rect = "<rect width='" + b.w + "' height='" + b.h + "'";
       if (b.kind !== "node") {
-        parts.push("<g class='io" + (b.kind === "outer" ? " outer" : "") + "' data-value='" + esc(b.name) + "' " + at + ">" + rect + "/><text x='" + b.w / 2 + "' y='17' text-anchor='middle' font-size='11'>" + esc(b.name) + "</text></g>");
+        parts.push("<g class='io " + b.kind + "' data-value='" + esc(b.name) + "'" + (b.node !== null && b.node !== undefined ? " data-goto='" + b.node + "'" : "") + " " + at + ">" + rect + "/><text x='" + b.w / 2 + "' y='17' text-anchor='middle' font-size='11'>" + esc(b.label || b.name) + "</text></g>");
         return;
       }
       const n = g.nodes[b.index];
@@ -123,7 +149,7 @@
         (b.sub ? "<text class='sub' x='" + b.w / 2 + "' y='30'>" + esc(b.sub.length > 34 ? b.sub.slice(0, 32) + "\u2026" : b.sub) + "</text>" : "") + "</g>");
     });
     viewport.innerHTML = parts.join("");
-    timing[gid].draw = performance.now() - t0;
+    timing[gid + "#" + state.section].draw = performance.now() - t0;
   }
 
   // ---- navigation -----------------------------------------------------------------------------
@@ -133,31 +159,42 @@
     if (ids[0] !== "main") ids.unshift("main");
     return ids;
   }
-  function open(gid, stack) {
+  function open(gid, stack, section) {
     state.stack = stack || chain(gid);
+    state.section = section || 0;
     state.selected = null;
     draw(gid);
     fit();
     crumbs();
     overview();
     svg.setAttribute("data-graph", gid);
+    svg.setAttribute("data-section", state.section);
   }
   function current() { return state.stack[state.stack.length - 1]; }
   function crumbs() {
     const nav = document.getElementById("crumbs");
     nav.innerHTML = state.stack.map((gid, i) => (i ? "<span class='sep'>\u203a</span>" : "") +
-      (i === state.stack.length - 1 ? "<b>" + esc(G[gid].label) + "</b>" : "<a data-depth='" + i + "'>" + esc(G[gid].label) + "</a>")).join("");
+      (i === state.stack.length - 1 ? "<b>" + esc(G[gid].label) + "</b>" : "<a data-depth='" + i + "'>" + esc(G[gid].label) + "</a>")).join("") + sectionControls();
     nav.querySelectorAll("a").forEach((a) => a.addEventListener("click", () => {
       const stack = state.stack.slice(0, +a.dataset.depth + 1);
       open(stack[stack.length - 1], stack);
     }));
+    nav.querySelectorAll("button[data-section]").forEach((b) => b.addEventListener("click", () => open(current(), state.stack, +b.dataset.section)));
+  }
+  function sectionControls() {
+    const count = sections(current());
+    if (count < 2) return "";
+    const s = state.section;
+    return " <span class='sections'>nodes " + (s * SECTION + 1) + "–" + Math.min(G[current()].nodes.length, (s + 1) * SECTION) + " of " + G[current()].nodes.length +
+      " <button data-section='" + Math.max(0, s - 1) + "'" + (s ? "" : " disabled") + ">◂ previous</button>" +
+      "<button data-section='" + Math.min(count - 1, s + 1) + "'" + (s < count - 1 ? "" : " disabled") + ">next ▸</button></span>";
   }
   function fit() {
-    const L = layout(current());
+    const L = layout(current(), state.section);
     const w = svg.clientWidth || 800, h = svg.clientHeight || 600;
-    const k = Math.min(1.5, Math.min(w / L.width, h / L.height) * 0.95);
-    const kk = Math.max(k, Math.min(1, 0.25));
-    state.t = { k: kk, x: (w - L.width * kk) / 2, y: kk === k ? (h - L.height * kk) / 2 : 10 };
+    const whole = Math.min(w / L.width, h / L.height) * 0.95;
+    const k = Math.min(1.5, Math.max(whole, Math.min(0.6, (w / L.width) * 0.95)));
+    state.t = { k: k, x: (w - L.width * k) / 2, y: L.height * k <= h ? (h - L.height * k) / 2 : 10 };
     apply();
   }
   function apply() {
@@ -166,10 +203,10 @@
     svg.classList.toggle("small", t.k < 0.55);
   }
   function reveal(gid, key) {
-    if (current() !== gid) open(gid);
     const index = G[gid].nodes.findIndex((n) => n.key === key);
     if (index < 0) return;
-    const b = layout(gid).boxes["n" + index];
+    if (current() !== gid || state.section !== sectionOf(index)) open(gid, current() === gid ? state.stack : null, sectionOf(index));
+    const b = layout(gid, state.section).boxes["n" + index];
     const w = svg.clientWidth || 800, h = svg.clientHeight || 600;
     state.t.k = Math.max(state.t.k, 0.8);
     state.t.x = w / 2 - b.x * state.t.k;
@@ -198,13 +235,13 @@
   }
   function nodePanel(gid, n) {
     const out = ["<h2 data-node='" + esc(n.key) + "'>" + esc(n.op) + " <span style='font-weight:normal'>" + esc(n.name || n.key) + "</span></h2>"];
-    const k = n.kernel;
+    const k = n.kernel && D.kernels[n.kernel];
     if (k) {
       out.push("<div class='kernel'>kernel: " + (k.since === null ? "<span class='bad'>none registered for " + esc((k.domain || "ai.onnx") + "." + k.op) + " at opset " + k.opset + "</span>"
         : esc(k.domain + "." + k.op) + " since_version " + k.since + " (model opset " + k.opset + ")<br><code>" + esc(k.function) + "</code>") + "</div>");
     }
     if (n.function) out.push("<div>model-local function: <button data-open='" + esc(n.function) + "'>open body</button></div>");
-    if (n.traits.length) out.push("<div class='traits'>traits: " + n.traits.map((t) => "<span class='chip'>" + esc(t) + "</span>").join("") + "</div>");
+    if (k && k.traits.length) out.push("<div class='traits'>traits: " + k.traits.map((t) => "<span class='chip'>" + esc(t) + "</span>").join("") + "</div>");
     const line = ((D.code || {})[gid] || {})[n.key];
     out.push("<h3>generated code</h3>" + (line ? "<pre class='code'>" + esc(line) + "</pre>" : "<p class='hint'>no line of its own (folded, fused or run inside another node's function)</p>"));
     const t = ((D.times || {})[gid] || {})[n.key];
@@ -359,6 +396,8 @@
     if (drag && drag.moved) return;
     const el = e.target.closest("g.node");
     if (el) select(current(), +el.dataset.index);
+    const stub = e.target.closest("g.io[data-goto]");
+    if (stub) reveal(current(), G[current()].nodes[+stub.dataset.goto].key);
   });
   viewport.addEventListener("dblclick", (e) => {
     const el = e.target.closest("g.node");
