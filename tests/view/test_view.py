@@ -247,8 +247,8 @@ def test_the_page_works_with_the_network_cut(browser: Any, tmp_path: Path) -> No
         _show(browser, page, tmp_path / "page.html")
         assert browser.find_elements("css selector", "#viewport g.node[data-node='rnn']")
     finally:
-        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
-            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})  # fmt: skip
+        online = {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", online)
 
 
 def test_search_finds_a_value_inside_a_body(browser: Any, tmp_path: Path) -> None:
@@ -311,7 +311,9 @@ def test_screenshots_of_the_spec_rnn_and_a_transformer(browser: Any, tmp_path: P
     _screenshot(browser, "transformer")
     browser.set_window_size(1400, 900)
     for path in SCREENSHOTS.values():
-        assert path.exists(), f"{path} is missing: run ONNXFLOW_WRITE_SCREENSHOTS=1 pytest {__file__}"
+        assert path.exists(), (
+            f"{path} is missing: run ONNXFLOW_WRITE_SCREENSHOTS=1 pytest {__file__}"
+        )
         assert path.stat().st_size < 150_000, f"{path} is over 150 kB"
 
 

@@ -26,7 +26,9 @@ def code_lines(plan: Plan, graph: onnx.GraphProto) -> dict[str, dict[str, str]]:
     return found
 
 
-def _collect(plan: Plan, graph: onnx.GraphProto, gid: str, found: dict[str, dict[str, str]]) -> None:
+def _collect(
+    plan: Plan, graph: onnx.GraphProto, gid: str, found: dict[str, dict[str, str]]
+) -> None:
     lines = _assignments(plan)
     slots: dict[str, list[int]] = {}
     for slot, name in enumerate(plan.slot_names):

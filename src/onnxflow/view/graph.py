@@ -100,7 +100,9 @@ def _type_of(tp: onnx.TypeProto) -> dict[str, Any]:
     tt = tp.tensor_type
     shape = None
     if tt.HasField("shape"):
-        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+        shape = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim
+        ]
     return {"shape": shape, "dtype": _dtype(tt.elem_type)}
 
 

@@ -116,6 +116,18 @@
     }
     return cls.join(" ");
   }
+  // an edge's label: the declared or inferred type, with the run's shape where it has one
+  function edgeText(gid, name) {
+    const t = G[gid].values[name];
+    const ran = findStats(gid, name) || lastIteration(gid, name);
+    if (ran && ran.shape && t && (!t.shape || t.shape.some((d) => typeof d !== "number"))) return typeText({ dtype: t.dtype, shape: ran.shape });
+    return typeText(t);
+  }
+  function lastIteration(gid, name) {
+    const runs = ((D.iterations || {})[gid] || {}).values;
+    const series = runs && runs[name];
+    return series ? series[series.length - 1] : null;
+  }
   function draw(gid) {
     const t0 = performance.now();
     const L = layout(gid, state.section);
@@ -128,7 +140,7 @@
       const d = "M" + e.points.map((p) => p.x.toFixed(1) + "," + p.y.toFixed(1)).join("L");
       const onpath = e.from[0] === "n" && e.to[0] === "n" && path.has(g.nodes[+e.from.slice(1)].key) && path.has(g.nodes[+e.to.slice(1)].key);
       parts.push("<path class='edge" + (onpath ? " onpath" : "") + "' data-value='" + esc(e.name) + "' d='" + d + "'/>");
-      const label = typeText(g.values[e.name]);
+      const label = edgeText(gid, e.name);
       if (label) {
         const mid = e.points[Math.floor(e.points.length / 2)];
         parts.push("<text class='elabel' x='" + (mid.x + 4).toFixed(1) + "' y='" + (mid.y - 2).toFixed(1) + "' text-anchor='start'>" + esc(label) + "</text>");
@@ -323,11 +335,12 @@
     const box = document.getElementById("overview");
     const out = [];
     if (D.top && D.top.length) {
-      out.push("<b>slowest nodes</b> (whole run, bodies summed over iterations)");
+      out.push("<details open><summary><b>slowest nodes</b> (whole run, bodies summed over iterations)</summary>");
       D.top.slice(0, 10).forEach((r) => {
         const n = G[r[0]] && G[r[0]].nodes.find((x) => x.key === r[1]);
         out.push("<div class='row top' data-graph='" + esc(r[0]) + "' data-node='" + esc(r[1]) + "'>" + (r[2] * 1e3).toFixed(3) + " ms " + esc(n ? n.op : "") + " " + esc(r[1]) + (r[0] !== "main" ? " <small>in " + esc(G[r[0]].label) + "</small>" : "") + "</div>");
       });
+      out.push("</details>");
     }
     const cmp = D.compare;
     if (cmp) {
