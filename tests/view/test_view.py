@@ -27,7 +27,7 @@ from onnxflow.observers import Trace
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "docs" / "images"
 SCREENSHOTS = {"rnn": IMAGES / "view_rnn.png", "transformer": IMAGES / "view_transformer.png"}
-F, I64 = TensorProto.FLOAT, TensorProto.INT64
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
 def _show(browser: Any, page: onnxflow.View, path: Path) -> None:
@@ -128,6 +128,33 @@ def loop_if_function() -> onnx.ModelProto:
     return model
 
 
+def nested_loops() -> onnx.ModelProto:
+    """A Loop in a Loop: the inner one adds the outer iteration number to its state, M times."""
+    inner = helper.make_graph(
+        [helper.make_node("Add", ["acc2", "i"], ["acc2_out"], name="inner_add")],
+        "inner",
+        [
+            helper.make_tensor_value_info(n, t, [])
+            for n, t in (("j", I64), ("c2", B), ("acc2", I64))
+        ],
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("c2", B), ("acc2_out", I64))],
+    )
+    outer = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "acc"], ["acc_out"], body=inner, name="inner")],
+        "outer",
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("i", I64), ("c", B), ("acc", I64))],
+        [helper.make_tensor_value_info(n, t, []) for n, t in (("c", B), ("acc_out", I64))],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "zero"], ["total"], body=outer, name="outer")],
+        "nested",
+        [helper.make_tensor_value_info("M", I64, [])],
+        [helper.make_tensor_value_info("total", I64, [])],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
 def rnn_feeds(steps: int = 6) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(1)
     return {
@@ -137,7 +164,7 @@ def rnn_feeds(steps: int = 6) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    "make", [spec_models.rnn_scan, spec_models.loop_trip_count, loop_if_function]
+    "make", [spec_models.rnn_scan, spec_models.loop_trip_count, loop_if_function, nested_loops]
 )
 def test_every_node_of_every_graph_is_in_the_dom(browser: Any, tmp_path: Path, make) -> None:
     model = make()
@@ -326,6 +353,48 @@ def test_the_command_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert '"stats"' in text and "dagre" in text
     assert main(["view", str(path)]) == 0  # no run: the graph only, beside the model
     assert '"stats"' not in path.with_suffix(".html").read_text()
+
+
+def test_nested_loops_show_each_inner_run_by_both_iterations(browser: Any, tmp_path: Path) -> None:
+    page = onnxflow.view(nested_loops(), {"M": np.array(3, np.int64)}, run=True)
+    runs = page.document["iterations"]["main/outer.body/inner.body"]
+    assert runs["labels"] == [f"{i}/{j}" for i in range(3) for j in range(3)]
+    _show(browser, page, tmp_path / "page.html")
+    browser.execute_script("window.onnxflowView.open('main/outer.body/inner.body')")
+    browser.find_element("css selector", "#viewport g.node[data-node='inner_add']").click()
+    box = "#panel .value[data-value='acc2_out']"
+    browser.find_element("css selector", f"{box} svg.spark rect.it[data-iteration='7']").click()
+    # outer iteration 2, inner iteration 1: acc2 = 3 + 2, acc2_out = 3 + 4 (tests/test_observers)
+    assert browser.find_element("css selector", f"{box} b[data-iteration]").text == "2/1"
+    assert _shown_stats(browser, "acc2_out")["max"] == 7
+
+
+def test_values_are_kept_only_when_asked() -> None:
+    model, feeds = spec_models.rnn_scan(), rnn_feeds()
+    plain = onnxflow.view(model, feeds, run=True).document
+    assert "data" not in plain["stats"]["main"]["Y"]
+    kept = onnxflow.view(model, feeds, run=True, values=True).document
+    (y, _) = onnxflow.InferenceSession(model).run(None, feeds)
+    np.testing.assert_array_equal(kept["stats"]["main"]["Y"]["data"], y.ravel())
+
+
+def test_a_model_onnxflow_cannot_compile_is_still_shown(browser: Any, tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Frobnicate", ["x"], ["y"], name="mystery", domain="example.custom")],
+        "custom",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("example.custom", 1)]
+    )
+    page = onnxflow.view(model)
+    _show(browser, page, tmp_path / "page.html")
+    assert "Frobnicate" in browser.find_element("id", "overview").text
+    browser.find_element("css selector", "#viewport g.node[data-node='mystery']").click()
+    assert "none registered" in browser.find_element("id", "panel").text
+    with pytest.raises(onnxflow.OnnxflowError, match="Frobnicate"):
+        onnxflow.view(model, run=True)
 
 
 def test_jupyter_shows_the_page_in_an_iframe() -> None:

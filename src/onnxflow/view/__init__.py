@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from onnxflow.errors import OnnxflowError
 from onnxflow.ir.load import load_model
 from onnxflow.session import InferenceSession
 from onnxflow.view.code import code_lines
@@ -76,10 +77,17 @@ def view(
     or another model) each value's error against that side, the first divergence and its
     origins. ``values=True`` also stores the tensors themselves (up to 10,000 elements each)."""
     proto = load_model(model)
-    sess = InferenceSession(proto)
     document = describe(proto)
+    wanted = run or feeds is not None or against is not None
+    try:
+        sess = InferenceSession(proto)
+    except OnnxflowError as exc:
+        if wanted:
+            raise
+        document["note"] = f"onnxflow cannot compile this model, so no generated code: {exc}"
+        return View(document, page(document))
     document["code"] = code_lines(sess.plan, proto.graph)
-    if run or feeds is not None or against is not None:
+    if wanted:
         feeds = dict(feeds) if feeds is not None else generated_feeds(sess)
         document.update(collect(sess, proto, feeds, values))
         if against is not None:

@@ -334,6 +334,7 @@
   function overview() {
     const box = document.getElementById("overview");
     const out = [];
+    if (D.note) out.push("<div class='note bad'>" + esc(D.note) + "</div>");
     if (D.top && D.top.length) {
       out.push("<details open><summary><b>slowest nodes</b> (whole run, bodies summed over iterations)</summary>");
       D.top.slice(0, 10).forEach((r) => {
