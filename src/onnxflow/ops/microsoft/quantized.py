@@ -234,7 +234,9 @@ def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
         ra, rb = _f32(a_scale) / _f32(c_scale), _f32(b_scale) / _f32(c_scale)
         if big is not a:
             ra, rb = rb, ra
-        ig.QUANT.qlinear_add(ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc, inner)
+        ig.QUANT.qlinear_add(
+            ig.flat(big), ig.flat(small), y.reshape(-1), za, zb, ra, rb, zc, inner
+        )
         return y
 
     form.__name__ = form.__qualname__ = (
