@@ -328,7 +328,9 @@ def test_screenshots_of_the_spec_rnn_and_a_transformer(browser: Any, tmp_path: P
     t4.op_type = "Sub"
     browser.set_window_size(1280, 760)
     _show(browser, onnxflow.view(model, rnn_feeds(), run=True, against=other), tmp_path / "a.html")
-    browser.execute_script("window.onnxflowView.reveal('main/rnn.body', 'H_t')")
+    browser.execute_script("window.onnxflowView.open('main/rnn.body')")
+    browser.find_element("css selector", "#viewport g.node[data-node='H_t']").click()
+    browser.find_element("css selector", "#overview details summary").click()  # fold the list
     _screenshot(browser, "rnn")
     from onnxflow.bench.zoo.transformer import transformer_standin, transformer_standin_feeds
 

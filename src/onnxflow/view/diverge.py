@@ -23,7 +23,8 @@ def divergences(
 ) -> dict[str, Any]:
     """The document's ``compare`` part: ``against``, ``summary`` (the report's text),
     ``errors`` ({graph id: {value: {"abs", "rel", "ulp", "within", "exact", "reason"}}}),
-    ``first`` and ``origins`` ({"graph", "node", "output", ...}) and ``path`` ({graph id:
+    ``first`` and ``origins`` ({"graph", "node", "output", ...}), ``amplified`` (the nodes
+    where an error grows: {"graph", "node", "op", "factor", "beyond"}) and ``path`` ({graph id:
     [node keys]}: the nodes downstream of an origin, up to the outputs)."""
     walk = compare_walk(model, feeds, against, rtol, atol)
     report = walk.report
@@ -55,6 +56,16 @@ def divergences(
         "errors": errors,
         "first": _place(model.graph, first) if first else None,
         "origins": origins,
+        "amplified": [
+            {
+                "graph": _graph_id(model.graph, a.graph_path),
+                "node": a.node,
+                "op": a.op_type,
+                "factor": a.factor,
+                "beyond": a.beyond_tolerance,
+            }
+            for a in report.amplified
+        ],
         "path": {gid: sorted(keys) for gid, keys in path.items()},
     }
 

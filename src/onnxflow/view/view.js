@@ -111,6 +111,7 @@
       else if (outs.some((o) => !errs[o].exact)) cls.push("differs");
       if ((cmp.path[gid] || []).includes(n.key)) cls.push("onpath");
       if (cmp.origins.some((o) => o.graph === gid && o.node === n.key)) cls.push("origin");
+      if ((cmp.amplified || []).some((a) => a.graph === gid && a.node === n.key)) cls.push("amplified");
       if (cmp.first && cmp.first.graph === gid && cmp.first.node === n.key) cls.push("first");
       if (cmp.first && cmp.first.graph && cmp.first.graph.startsWith(gid + "/" + n.key + ".")) cls.push("first");
     }
@@ -341,13 +342,15 @@
         const n = G[r[0]] && G[r[0]].nodes.find((x) => x.key === r[1]);
         out.push("<div class='row top' data-graph='" + esc(r[0]) + "' data-node='" + esc(r[1]) + "'>" + (r[2] * 1e3).toFixed(3) + " ms " + esc(n ? n.op : "") + " " + esc(r[1]) + (r[0] !== "main" ? " <small>in " + esc(G[r[0]].label) + "</small>" : "") + "</div>");
       });
-      out.push("</details>");
+      out.push("<div class='legend'>fill: time, darker is slower (against this graph's slowest node)</div></details>");
     }
     const cmp = D.compare;
     if (cmp) {
       out.push("<b>against " + esc(cmp.against) + ": " + (cmp.agree ? "agree" : "<span class='bad'>DIVERGE</span>") + "</b>");
       if (cmp.first) out.push("<div class='row first' data-graph='" + esc(cmp.first.graph || "") + "' data-node='" + esc(cmp.first.node) + "'>first divergence: " + esc(cmp.first.op + " " + cmp.first.node) + "</div>");
       cmp.origins.slice(0, 10).forEach((o) => out.push("<div class='row origin' data-graph='" + esc(o.graph || "") + "' data-node='" + esc(o.node) + "'>origin: " + esc(o.op + " " + o.node) + " (max rel err " + num(o.rel) + ")</div>"));
+      (cmp.amplified || []).slice(0, 5).forEach((a) => out.push("<div class='row amplified' data-graph='" + esc(a.graph || "") + "' data-node='" + esc(a.node) + "'>error grows at: " + esc(a.op + " " + a.node) + " (x" + num(a.factor) + ")</div>"));
+      out.push("<div class='legend'><span class='key first'></span>first divergence <span class='key origin'></span>origin <span class='key onpath'></span>downstream of an origin <span class='key amplified'></span>error grows <span class='key beyond'></span>beyond tolerance <span class='key differs'></span>differs within it</div>");
       out.push("<details><summary>report</summary><pre>" + esc(cmp.summary) + "</pre></details>");
     }
     box.innerHTML = out.join("");
