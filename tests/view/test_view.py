@@ -380,6 +380,16 @@ def test_values_are_kept_only_when_asked() -> None:
     np.testing.assert_array_equal(kept["stats"]["main"]["Y"]["data"], y.ravel())
 
 
+def test_every_value_has_statistics_even_where_the_compiler_fuses_nodes() -> None:
+    from onnxflow.bench.zoo.transformer import transformer_standin, transformer_standin_feeds
+
+    model = transformer_standin()
+    document = onnxflow.view(model, transformer_standin_feeds(), run=True).document
+    outputs = {o for n in model.graph.node for o in n.output}
+    assert outputs <= set(document["stats"]["main"])  # the values run as written
+    assert len(document["times"]["main"]) < len(model.graph.node)  # times: as compiled
+
+
 def test_a_model_onnxflow_cannot_compile_is_still_shown(browser: Any, tmp_path: Path) -> None:
     graph = helper.make_graph(
         [helper.make_node("Frobnicate", ["x"], ["y"], name="mystery", domain="example.custom")],

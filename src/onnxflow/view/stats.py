@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from onnxflow.observers import Profiler, Trace
+from onnxflow.options import SessionOptions
 from onnxflow.session import InferenceSession
 from onnxflow.view.graph import MAIN, body_id, node_key
 
@@ -61,11 +62,14 @@ def _numbers(data: np.ndarray) -> dict[str, Any]:
 def collect(
     sess: InferenceSession, model: onnx.ModelProto, feeds: dict[str, Any], values: bool = False
 ) -> dict[str, Any]:
-    """Run ``sess`` on ``feeds`` twice: once traced (every value, every body run kept up to
-    :data:`ITERATIONS` per node), once profiled node by node, bodies included; the document's
-    ``stats``, ``iterations``, ``times`` and ``top`` parts."""
+    """Run the model on ``feeds`` twice: traced as written (``optimize=False``: every value of
+    the graph drawn, every body run kept up to :data:`ITERATIONS` per node), then ``sess``
+    profiled node by node, bodies included (the nodes the compiler folded or fused into
+    others have no time of their own); the document's ``stats``, ``iterations``, ``times``
+    and ``top`` parts."""
     trace = Trace(iterations=range(ITERATIONS), main=True)
-    sess.run(None, feeds, observers=[trace])
+    as_written = InferenceSession(model, SessionOptions(optimize=False))
+    as_written.run(None, feeds, observers=[trace])
     profiler = Profiler(bodies=True)
     sess.run(None, feeds, observers=[profiler])
     main = dict(trace.records.get((), {}))

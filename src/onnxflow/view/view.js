@@ -259,6 +259,7 @@
     out.push("<h3>generated code</h3>" + (line ? "<pre class='code'>" + esc(line) + "</pre>" : "<p class='hint'>no line of its own (folded, fused or run inside another node's function)</p>"));
     const t = ((D.times || {})[gid] || {})[n.key];
     if (t !== undefined) out.push("<div class='time'>time: <b>" + (t * 1e3).toFixed(3) + " ms</b></div>");
+    else if (D.times) out.push("<div class='time hint'>no time of its own: the compiler folded it or fused it into another node</div>");
     n.bodies.forEach((b) => out.push("<button data-open='" + esc(b[1]) + "'>open " + esc(b[0]) + " (" + G[b[1]].nodes.length + " nodes)</button>"));
     const attrs = Object.keys(n.attrs);
     out.push("<h3>attributes</h3>" + (attrs.length ? "<table class='attrs'>" + attrs.map((a) => "<tr><th>" + esc(a) + "</th><td data-attr='" + esc(a) + "'>" + esc(n.attrs[a]) + "</td></tr>").join("") + "</table>" : "<p class='hint'>none</p>"));
