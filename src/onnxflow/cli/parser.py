@@ -55,7 +55,8 @@ def _with_threads(args: argparse.Namespace) -> int:
 
 #: What ``onnxflow --help`` says above the commands.
 DESCRIPTION = "onnxflow: run a model on given or generated inputs, check a model, profile one run, "
-DESCRIPTION += "print the code onnxflow runs for it. 'onnxflow COMMAND --help' tells more."
+DESCRIPTION += "print the code onnxflow runs for it, draw it in a web page. "
+DESCRIPTION += "'onnxflow COMMAND --help' tells more."
 
 
 def _parser() -> argparse.ArgumentParser:
