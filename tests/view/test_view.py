@@ -229,6 +229,9 @@ def test_run_statistics_shown_equal_numpys(browser: Any, tmp_path: Path) -> None
     sparks[0].find_element("css selector", "rect.it[data-iteration='2']").click()
     expected = _expected(trace.at("rnn", 2)["H_t"])
     assert _shown_stats(browser, "H_t") == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    browser.execute_script("window.onnxflowView.open('main')")  # a graph input's own panel
+    browser.find_element("css selector", "#viewport g.io[data-value='X']").click()
+    assert _shown_stats(browser, "X") == pytest.approx(_expected(feeds["X"]), rel=1e-5)
     slowest = browser.find_elements("css selector", "#overview .row.top")
     assert slowest and all(row.text.split()[1] == "ms" for row in slowest)
 

@@ -246,6 +246,15 @@
       select(gid, index);
     }));
   }
+  function showValue(gid, name) {
+    viewport.querySelectorAll("g.node.selected").forEach((el) => el.classList.remove("selected"));
+    const users = G[gid].nodes.filter((n) => n.inputs.includes(name)).map((n) => n.op + " " + n.key);
+    panel.innerHTML = "<h2>value " + esc(name) + "</h2>" + valueBox(gid, name) + (users.length ? "<h3>read by</h3>" + users.map((u) => "<div>" + esc(u) + "</div>").join("") : "");
+    panel.querySelectorAll(".spark rect.it").forEach((r) => r.addEventListener("click", () => {
+      state.iteration[gid] = +r.dataset.iteration;
+      showValue(gid, name);
+    }));
+  }
   function nodePanel(gid, n) {
     const out = ["<h2 data-node='" + esc(n.key) + "'>" + esc(n.op) + " <span style='font-weight:normal'>" + esc(n.name || n.key) + "</span></h2>"];
     const k = n.kernel && D.kernels[n.kernel];
@@ -416,6 +425,7 @@
     if (el) select(current(), +el.dataset.index);
     const stub = e.target.closest("g.io[data-goto]");
     if (stub) reveal(current(), G[current()].nodes[+stub.dataset.goto].key);
+    else if (e.target.closest("g.io, path.edge")) showValue(current(), e.target.closest("g.io, path.edge").dataset.value);
   });
   viewport.addEventListener("dblclick", (e) => {
     const el = e.target.closest("g.node");
