@@ -372,6 +372,10 @@ def test_nested_loops_show_each_inner_run_by_both_iterations(browser: Any, tmp_p
     # outer iteration 2, inner iteration 1: acc2 = 3 + 2, acc2_out = 3 + 4 (tests/test_observers)
     assert browser.find_element("css selector", f"{box} b[data-iteration]").text == "2/1"
     assert _shown_stats(browser, "acc2_out")["max"] == 7
+    # ``i``, read from the outer body, shows the outer body's three runs
+    outer = browser.find_elements("css selector", "#panel .value[data-value='i'] svg.spark")
+    assert outer[0].get_attribute("data-graph") == "main/outer.body"
+    assert len(outer[0].find_elements("css selector", "rect.it")) == 3
 
 
 def test_values_are_kept_only_when_asked() -> None:

@@ -242,7 +242,7 @@
     panel.innerHTML = nodePanel(gid, n);
     panel.querySelectorAll("button[data-open]").forEach((b) => b.addEventListener("click", () => open(b.dataset.open, state.stack.concat([b.dataset.open]))));
     panel.querySelectorAll(".spark rect.it").forEach((r) => r.addEventListener("click", () => {
-      state.iteration[gid] = +r.dataset.iteration;
+      state.iteration[r.closest("svg.spark").dataset.graph] = +r.dataset.iteration;
       select(gid, index);
     }));
   }
@@ -251,7 +251,7 @@
     const users = G[gid].nodes.filter((n) => n.inputs.includes(name)).map((n) => n.op + " " + n.key);
     panel.innerHTML = "<h2>value " + esc(name) + "</h2>" + valueBox(gid, name) + (users.length ? "<h3>read by</h3>" + users.map((u) => "<div>" + esc(u) + "</div>").join("") : "");
     panel.querySelectorAll(".spark rect.it").forEach((r) => r.addEventListener("click", () => {
-      state.iteration[gid] = +r.dataset.iteration;
+      state.iteration[r.closest("svg.spark").dataset.graph] = +r.dataset.iteration;
       showValue(gid, name);
     }));
   }
@@ -288,8 +288,9 @@
     if (err) {
       out.push("<div class='error" + (err.within ? "" : " bad") + "' data-error='" + esc(name) + "'>vs " + esc(D.compare.against) + ": " + (err.exact ? "identical" : "max abs err " + num(err.abs) + ", max rel err " + num(err.rel) + (err.ulp !== null ? ", " + num(err.ulp) + " ulp" : "") + (err.within ? " (within tolerance)" : " (beyond tolerance" + (err.reason ? ": " + esc(err.reason) : "") + ")")) + "</div>");
     }
-    const runs = ((D.iterations || {})[gid] || {});
-    if (runs.values && runs.values[name]) out.push(iterationsBox(gid, runs, name));
+    let at = gid;  // a value read from an enclosing body: that body's runs
+    while (at && !((((D.iterations || {})[at] || {}).values || {})[name])) at = G[at].parent;
+    if (at) out.push(iterationsBox(at, D.iterations[at], name));
     else {
       const s = findStats(gid, name);
       if (s) out.push(statsTable(s));
@@ -323,13 +324,13 @@
     let at = state.iteration[gid];
     if (at === undefined || at >= count) at = count - 1;
     const out = ["<div class='iterations'>" + count + " body runs; iteration <b data-iteration='" + at + "'>" + esc(runs.labels[at]) + "</b> shown (click a sparkline to choose)"];
-    ["min", "max", "mean", "std"].forEach((k) => out.push(sparkline(series, k, at)));
+    ["min", "max", "mean", "std"].forEach((k) => out.push(sparkline(gid, series, k, at)));
     const s = series[at];
     out.push(s ? statsTable(s) : "<p class='hint'>not computed in this run</p>");
     out.push("</div>");
     return out.join("");
   }
-  function sparkline(series, key, at) {
+  function sparkline(gid, series, key, at) {
     const ys = series.map((s) => (s && typeof s[key] === "number" ? s[key] : null));
     const known = ys.filter((y) => y !== null);
     if (!known.length) return "";
@@ -338,7 +339,7 @@
     const y = (v) => (hi > lo ? h - 2 - ((v - lo) / (hi - lo)) * (h - 4) : h / 2);
     const pts = ys.map((v, i) => (v === null ? null : (i * step + step / 2).toFixed(1) + "," + y(v).toFixed(1))).filter((p) => p).join(" ");
     const hits = ys.map((v, i) => "<rect class='it" + (i === at ? " on" : "") + "' data-iteration='" + i + "' x='" + (i * step).toFixed(1) + "' y='0' width='" + step.toFixed(2) + "' height='" + h + "'/>").join("");
-    return "<div class='sparkrow'><span style='display:inline-block;width:36px'>" + key + "</span><svg class='spark' data-stat='" + key + "' width='" + w + "' height='" + h + "'>" + hits + "<polyline fill='none' stroke='#2456a6' stroke-width='1.2' points='" + pts + "'/></svg> <small>" + num(lo) + " \u2026 " + num(hi) + "</small></div>";
+    return "<div class='sparkrow'><span style='display:inline-block;width:36px'>" + key + "</span><svg class='spark' data-graph='" + esc(gid) + "' data-stat='" + key + "' width='" + w + "' height='" + h + "'>" + hits + "<polyline fill='none' stroke='#2456a6' stroke-width='1.2' points='" + pts + "'/></svg> <small>" + num(lo) + " \u2026 " + num(hi) + "</small></div>";
   }
 
   // ---- overview: model, times, comparison ---------------------------------------------------
