@@ -165,13 +165,14 @@ def view_command(args: argparse.Namespace) -> int:
     """Write the page of ``onnxflow view``; with ``--run`` or ``--against``, from a run on the
     feeds (``--input`` files, the others generated); say where it is, open it if asked."""
     feeds = None
-    if args.run or args.against or args.input:
+    run = args.run or args.values  # the values come from a run
+    if run or args.against or args.input:
         with contextlib.redirect_stdout(sys.stderr):
             feeds = feeds_for(InferenceSession(args.model), args)
     page = view(
         args.model,
         feeds,
-        run=args.run,
+        run=run,
         against=args.against,
         values=args.values,
         rtol=args.rtol,
