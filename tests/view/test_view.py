@@ -356,6 +356,11 @@ def test_the_command_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "wrote" in capsys.readouterr().out
     text = (tmp_path / "r.html").read_text()
     assert '"stats"' in text and "dagre" in text
+    other = tmp_path / "other.onnx"
+    onnx.save(spec_models.rnn_scan(seed=1), other)  # other weights: the outputs differ
+    out = tmp_path / "c.html"
+    assert main(["view", str(path), "--against", str(other), "-o", str(out)]) == 0
+    assert "compared with" in capsys.readouterr().out and '"origins"' in out.read_text()
     assert main(["view", str(path)]) == 0  # no run: the graph only, beside the model
     assert '"stats"' not in path.with_suffix(".html").read_text()
 
