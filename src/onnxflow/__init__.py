@@ -38,6 +38,7 @@ from onnxflow.ort_api import (
 )
 from onnxflow.session import InferenceSession, RunOptions, run
 from onnxflow.values import NodeArg
+from onnxflow.view import View, view
 
 __version__ = "0.1.0"
 
@@ -69,6 +70,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "UnsupportedVersionError",
     "ValidationError",
+    "View",
     "__version__",
     "capi",
     "compare",
@@ -81,4 +83,5 @@ __all__ = [
     "run",
     "set_default_logger_severity",
     "set_default_logger_verbosity",
+    "view",
 ]

@@ -1,5 +1,5 @@
-"""The subcommands that run a model: ``run``, ``compare``, ``export-python``, ``code`` and
-``profile``."""
+"""The subcommands that run a model: ``run``, ``compare``, ``export-python``, ``code``,
+``profile`` and ``view``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from onnxflow.errors import OnnxflowError
 from onnxflow.observers import Profiler, Verbose
 from onnxflow.runtime.observe import Observer
 from onnxflow.session import InferenceSession
+from onnxflow.view import view
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -165,6 +166,34 @@ def observing_cost(plain: list[float], observed: list[float]) -> str:
         f"{np.median(a):.2f} ms; noise, the larger interquartile range of the two: "
         f"{noise:.2f} ms; {verdict})"
     )
+
+
+def view_command(args: argparse.Namespace) -> int:
+    """Write the page of ``onnxflow view``; with ``--run`` or ``--against``, from a run on the
+    feeds (``--input`` files, the others generated); say where it is, open it if asked."""
+    feeds = None
+    run = args.run or args.values  # the values come from a run
+    if run or args.against or args.input:
+        with contextlib.redirect_stdout(sys.stderr):
+            feeds = feeds_for(InferenceSession(args.model), args)
+    page = view(
+        args.model,
+        feeds,
+        run=run,
+        against=args.against,
+        values=args.values,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
+    path = page.save(args.output or Path(args.model).with_suffix(".html"))
+    stats = " with each value's statistics and node times" if "stats" in page.document else ""
+    compared = f", compared with {args.against}" if args.against else ""
+    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB{stats}{compared})")
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(path.resolve().as_uri())
+    return 0
 
 
 def _safe(name: str) -> str:

@@ -19,6 +19,7 @@ from onnxflow.cli.commands import (
     export_python_command,
     profile_command,
     run_command,
+    view_command,
 )
 from onnxflow.cli.custom import load_custom_ops
 from onnxflow.cli.feeds import generated_note
@@ -73,7 +74,8 @@ def _with_threads(args: argparse.Namespace) -> int:
 
 #: What ``onnxflow --help`` says above the commands.
 DESCRIPTION = "onnxflow: run a model on given or generated inputs, check a model, profile one run, "
-DESCRIPTION += "print the code onnxflow runs for it. 'onnxflow COMMAND --help' tells more."
+DESCRIPTION += "print the code onnxflow runs for it, draw it in a web page. "
+DESCRIPTION += "'onnxflow COMMAND --help' tells more."
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     code.set_defaults(func=code_command)
     _add_compare(sub)
+    _add_view(sub)
     export = sub.add_parser("export-python", help="write a model as a standalone NumPy module")
     export.add_argument("model", help="the .onnx file")
     export.add_argument("-o", "--output", required=True, help="the module to write (.py)")
@@ -157,6 +160,34 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
         "tolerance",
     )
     diff.set_defaults(func=compare_command)
+
+
+def _add_view(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``onnxflow view`` and its arguments."""
+    show = sub.add_parser(
+        "view", help="write one self-contained HTML page of the graph, its values and times"
+    )
+    _add_feed_arguments(show)
+    show.add_argument(
+        "--run",
+        action="store_true",
+        help="run the model: each value's statistics and each node's time on the graph",
+    )
+    show.add_argument(
+        "--against",
+        metavar="onnxruntime|reference|OTHER.onnx",
+        help="also compare with this run: each value's error, the first divergence, its origins",
+    )
+    show.add_argument(
+        "--values", action="store_true", help="keep the tensors too, not only their statistics"
+    )
+    show.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (--against)")
+    show.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (--against)")
+    show.add_argument(
+        "-o", "--output", metavar="FILE", help="the page to write (default: MODEL.html)"
+    )
+    show.add_argument("--open", action="store_true", help="open the page in a web browser")
+    show.set_defaults(func=view_command)
 
 
 def _add_common_arguments(commands: Iterable[argparse.ArgumentParser]) -> None:

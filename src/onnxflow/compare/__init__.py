@@ -60,6 +60,19 @@ def compare(
     ``custom_ops``: the functions of operators onnxflow lacks, as a session takes them; onnx.
     reference runs them too (as its ``new_ops``), and so does another model; onnxruntime,
     which cannot call Python, refuses the model."""
+    return compare_walk(model, feeds, against, rtol, atol, custom_ops).report
+
+
+def compare_walk(
+    model: str | Path | onnx.ModelProto,
+    feeds: dict[str, Any],
+    against: str | Path | onnx.ModelProto = "onnxruntime",
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    custom_ops: CustomOps | None = None,
+) -> Walk:
+    """The walk behind :func:`compare`: its report, and every value it measured
+    (:attr:`Walk.measured`, what ``onnxflow view --against`` shows on each value)."""
     if custom_ops and against == "onnxruntime":
         raise OnnxflowError(
             "onnxruntime cannot call the Python functions of custom_ops: compare against "
@@ -87,7 +100,7 @@ def compare(
         records.setdefault((), {}).update({n: v for n, v in feeds.items() if n not in records[()]})
     walk.graph(proto.graph, (), [])
     walk.verdicts(proto.graph)
-    return walk.report
+    return walk
 
 
 #: What compare exposes, from all to the main graph only, when the other runtime refuses a

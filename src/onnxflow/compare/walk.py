@@ -47,6 +47,11 @@ class Walk:
     _measured: dict[tuple[tuple[Any, ...], str], Difference] = field(default_factory=dict)
     _flagged: dict[tuple[str, ...], Origin | Amplification] = field(default_factory=dict)
 
+    @property
+    def measured(self) -> dict[tuple[tuple[Any, ...], str], Difference]:
+        """Every value compared so far, by (scope, name): how the two sides differ."""
+        return dict(self._measured)
+
     def graph(self, graph: onnx.GraphProto, scope: tuple[Any, ...], path: list[str]) -> None:
         """Compare a graph's node outputs at one scope, bodies first for control flow."""
         for node in graph.node:
