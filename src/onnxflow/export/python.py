@@ -237,7 +237,10 @@ def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins
     since = schema_since_version(domain, node.op_type, opset) or kernel.since
     outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
     if kernel.traits.several or returns_several(node, domain, opset):  # a tuple: take the
-        n = len(node.output)  # outputs the node lists
+        n = len(node.output)  # outputs the node lists, the omitted ones kept omitted
+        omitted = tuple(k for k, o in enumerate(node.output) if not o)
+        if omitted:
+            attrs = f", _omitted={omitted}{attrs}"
         call = f'kernel("{domain}", "{node.op_type}", {since}, _outputs={n}{attrs})'
         return f"{outs}, = {call}({', '.join(ins)})[:{n}]"
     return f'{outs} = kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'

@@ -15,13 +15,22 @@ from onnxflow.runtime.stacking import pad_stacked
 
 
 def kernel(
-    domain: str, op_type: str, since_version: int, _outputs: int = 0, **attrs: Any
+    domain: str,
+    op_type: str,
+    since_version: int,
+    _outputs: int = 0,
+    _omitted: tuple[int, ...] = (),
+    **attrs: Any,
 ) -> Callable[..., Any]:
     """onnxflow's kernel of ``op_type`` (``domain``, ``since_version``) with ``attrs`` bound.
 
     A plain kernel is called directly; a builder kernel (one compiled per node) is run as a
     one-node model by onnxflow, compiled once per input signature. ``_outputs`` (for a node of
-    an operator that may have several outputs) asks for a tuple of at least that many.
+    an operator that may have several outputs) is how many outputs the node lists, and
+    ``_omitted`` the positions among them it leaves empty: the one-node model lists exactly
+    those, since a kernel may compute differently with more (BatchNormalization 7-13 takes
+    the batch's statistics when it has its training outputs). The result is then a tuple of
+    ``_outputs`` values, None at the omitted positions.
     """
     found = _lookup(domain, op_type, since_version)
     if found is None:
@@ -31,7 +40,7 @@ def kernel(
         )
     if not found.build:
         return functools.partial(found.fn, **attrs)
-    node = (domain, op_type, since_version, _outputs)
+    node = (domain, op_type, since_version, _outputs, tuple(_omitted))
     return functools.partial(_one_node, node, _Frozen(attrs))
 
 
@@ -70,27 +79,33 @@ class _Frozen(dict):
         return hash(tuple(sorted(key)))
 
 
-def _one_node(node: tuple[str, str, int, int], attrs: _Frozen, *inputs: Any) -> Any:
-    """Run one node of a builder kernel's op (``(domain, op_type, since, outputs)``) on
-    ``inputs`` through an onnxflow session."""
+def _one_node(node: _NodeKey, attrs: _Frozen, *inputs: Any) -> Any:
+    """Run one node of a builder kernel's op (``(domain, op_type, since, outputs, omitted)``)
+    on ``inputs`` through an onnxflow session."""
     signature = tuple(None if x is None else (np.asarray(x).dtype, np.ndim(x)) for x in inputs)
     session = _session(node, attrs, signature)
     feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None}
-    outs = session.run(None, feeds)
-    return tuple(outs) if node[3] or len(outs) > 1 else outs[0]
+    outs = iter(session.run(None, feeds))
+    count, omitted = node[3], node[4]
+    if not count:
+        return next(outs)
+    return tuple(None if k in omitted else next(outs) for k in range(count))
+
+
+#: A builder kernel's node as the exported module calls it: domain, op type, since version,
+#: the number of outputs it lists (0: one, returned bare) and the positions left empty.
+_NodeKey = tuple[str, str, int, int, tuple[int, ...]]
 
 
 @functools.lru_cache(maxsize=256)
-def _session(
-    node_key: tuple[str, str, int, int], attrs: _Frozen, signature: tuple[Any, ...]
-) -> Any:
+def _session(node_key: _NodeKey, attrs: _Frozen, signature: tuple[Any, ...]) -> Any:
     from onnxflow.session import InferenceSession
 
-    domain, op_type, since, wanted = node_key
+    domain, op_type, since, count, omitted = node_key
     names = [f"in{i}" if s is not None else "" for i, s in enumerate(signature)]
-    count = max(_output_count(domain, op_type, since), wanted)
-    outputs = [f"out{i}" for i in range(count)]
-    node = helper.make_node(op_type, names, outputs, domain=domain, **dict(attrs))
+    node_outputs = [f"out{i}" if i not in omitted else "" for i in range(max(count, 1))]
+    outputs = [o for o in node_outputs if o]
+    node = helper.make_node(op_type, names, node_outputs, domain=domain, **dict(attrs))
     inputs = [
         helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(s[0]), [None] * s[1])
         for n, s in zip(names, signature, strict=True)
@@ -104,13 +119,3 @@ def _session(
         opsets.append(helper.make_opsetid("", 21))
     model = helper.make_model(graph, opset_imports=opsets)
     return InferenceSession(model.SerializeToString(), check=False)
-
-
-def _output_count(domain: str, op_type: str, since: int) -> int:
-    import onnx
-
-    try:
-        schema = onnx.defs.get_schema(op_type, since, domain)
-    except onnx.defs.SchemaError:
-        return 1
-    return len(schema.outputs)
