@@ -13,6 +13,7 @@ calls its kernel with the subgraph, stored serialized in the weights.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import os
 import re
@@ -32,8 +33,10 @@ from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.names import fresh_name
 from onnxflow.ir.validate import validate_model
+from onnxflow.ops import numpy_forms
 from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.runtime.stacking import empty_element
+from onnxflow.traits import NumpyCall
 from onnxflow.values import tensor_to_array
 
 
@@ -54,6 +57,8 @@ class _Writer:
     subgraphs: bool = False
     #: Some Scan 8 pads its scan outputs (export.support.padded).
     padded: bool = False
+    #: The ops (``domain.op_type``) of the nodes written as calls into onnxflow's kernels.
+    kernel_ops: set[str] = field(default_factory=set)
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -91,6 +96,7 @@ _RESERVED = {
     *("Path", "state", "scans", "it", "go", "cond_out", "results", "stack", "value", "xs", "t"),
     *("b", "inits", "batch", "steps", "lens", "finals", "rows", "seqs", "final", "row"),
     *("mapped", "feeds", "float", "bool", "int", "len", "range", "zip", "list", "isinstance"),
+    *(name for name in vars(numpy_forms) if name.startswith("onnx_")),
 }
 
 
@@ -148,6 +154,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         "",
         "Run it with: ``import model; outputs = model.run({input name: array, ...})``.",
         f"The weights are read from {npz} beside this file.",
+        *_kernel_note(writer),
         '"""',
         "",
         "from pathlib import Path",
@@ -172,6 +179,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         f'WEIGHTS = dict(np.load(Path(__file__).with_name("{npz}")))',
         "",
         "",
+        *_helpers(body),
         *body,
         "",
         "",
@@ -184,6 +192,33 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         "",
     ]
     return "\n".join(head)
+
+
+def _kernel_note(writer: _Writer) -> list[str]:
+    """The header's lines saying which ops, if any, call onnxflow's kernels."""
+    if not writer.kernel_ops:
+        return ["Every node is plain NumPy: the module imports nothing of onnxflow."]
+    ops = ", ".join(sorted(writer.kernel_ops))
+    return ["", "These ops have no NumPy form here and call onnxflow's kernels:", f"{ops}."]
+
+
+#: A call of one of :mod:`onnxflow.ops.numpy_forms`' functions.
+_HELPER_CALL = re.compile(r"\b(onnx_\w+)\(")
+
+
+def _helpers(body: list[str]) -> list[str]:
+    """The source of each :mod:`onnxflow.ops.numpy_forms` function ``body`` calls, and of
+    those they call, in the order the module defines them."""
+    wanted: set[str] = set()
+    todo = set(_HELPER_CALL.findall("\n".join(body)))
+    while todo:
+        name = todo.pop()
+        if name in wanted or not hasattr(numpy_forms, name):
+            continue
+        wanted.add(name)
+        todo |= set(_HELPER_CALL.findall(inspect.getsource(getattr(numpy_forms, name))))
+    defined = [n for n in vars(numpy_forms) if n in wanted]
+    return [line for n in defined for line in [inspect.getsource(getattr(numpy_forms, n)), ""]]
 
 
 def _initializers(graph: GraphProto) -> set[str]:
@@ -220,11 +255,12 @@ def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     kernel = _kernel_for(writer, node, domain)
     ins = [writer.ident(i) if i else "None" for i in node.input]
     comment = f"  # {_where(node)}"
-    plain = _plain_call(kernel, node, ins)
+    plain = _plain_call(writer, kernel, node, ins)
     if plain is not None:
         writer.plain += 1
         return [f"{indent}{writer.ident(node.output[0])} = {plain}{comment}"]
     writer.kernels += 1
+    writer.kernel_ops.add(f"{domain + '.' if domain else ''}{node.op_type}")
     return [f"{indent}{_kernel_call(writer, kernel, node, domain, ins)}{comment}"]
 
 
@@ -267,10 +303,18 @@ def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
     return kernel
 
 
-def _plain_call(kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
+def _plain_call(writer: _Writer, kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
     """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, a
     NumPy form, or a passthrough of its one input), else None."""
-    if node.attribute or len(node.output) != 1:
+    if len(node.output) != 1:
+        return None
+    if callable(kernel.traits.numpy):
+        if any(a.ref_attr_name for a in node.attribute):
+            return None
+        src = {a.name: _attr_expr(writer, a) for a in node.attribute}
+        attrs = {a.name: decode_attribute(a) for a in node.attribute}
+        return kernel.traits.numpy(NumpyCall(ins, attrs, src, kernel.since))
+    if node.attribute:
         return None
     if kernel.traits.passthrough and len(ins) == 1 and not kernel.build:
         return ins[0]

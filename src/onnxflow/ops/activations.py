@@ -19,7 +19,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import PerDtype, accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import NumpyCall, Traits, native_form
 
 #: The compiled loops (float32 computed in double, rounded once): ``_math``, or None.
 _MATH = compiled.module("_math")
@@ -196,6 +196,7 @@ def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None
         elementwise=True,
         native=native_form(compiled.when(_MATH, _sigmoid_compiled)),
         pointwise="sigmoid",
+        numpy="onnx_sigmoid({0})",
     ),
 )
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -374,9 +375,19 @@ def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     return _on_axis(_log_softmax, x, axis)
 
 
+def _softmax_numpy(coerced: bool) -> Callable[[NumpyCall], str]:
+    """Softmax's NumPy form: over x coerced to 2-D at ``axis`` (before opset 13) or along it."""
+
+    def form(f: NumpyCall) -> str:
+        axis = f.arg("axis", 1 if coerced else -1)
+        return f"onnx_softmax({f.ins[0]}, {axis}{', coerced=True' if coerced else ''})"
+
+    return form
+
+
 for _kernel, _log, _coerced, _versions, _traits in (
-    (softmax_2d, False, True, (1, 11), Traits(static_shape=True)),
-    (softmax, False, False, (13,), Traits(static_shape=True)),
+    (softmax_2d, False, True, (1, 11), Traits(static_shape=True, numpy=_softmax_numpy(True))),
+    (softmax, False, False, (13,), Traits(static_shape=True, numpy=_softmax_numpy(False))),
     (log_softmax_2d, True, True, (1, 11), Traits()),
     (log_softmax, True, False, (13,), Traits()),
 ):

@@ -25,7 +25,7 @@ from onnxflow.ops.conv_paths import _geometry, _tuple, check_kernel_shape, convo
 from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import SAME, per_axis, spatial_geometry
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import NumpyCall, Traits, native_form
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -64,6 +64,14 @@ def conv(
     return _add_bias(y, b).astype(x.dtype, copy=False)
 
 
+def _conv_numpy(f: NumpyCall) -> str:
+    """Conv's NumPy form: :func:`onnxflow.ops.numpy_forms.onnx_conv` (im2col)."""
+    b = f.ins[2] if len(f.ins) > 2 else "None"
+    attrs = [("auto_pad", "NOTSET"), ("dilations", None), ("group", 1), ("pads", None)]
+    args = ", ".join(f.arg(a, d) for a, d in [*attrs, ("strides", None)])
+    return f"onnx_conv({f.ins[0]}, {f.ins[1]}, {b}, {args})"
+
+
 #: Conv's compiled form runs depthwise, small-channel and long 1-D float32 convolutions by a
 #: direct loop (:mod:`onnxflow.ops.conv_direct`), the rest by this NumPy form.
 op(
@@ -75,6 +83,7 @@ op(
         fresh=True,
         rounds_once=True,
         native=native_form(compiled_conv(conv), stateful=prepared_conv(compiled_conv(conv))),
+        numpy=_conv_numpy,
     ),
 )(conv)
 

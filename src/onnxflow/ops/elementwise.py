@@ -121,7 +121,8 @@ def _binary(
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise)
+        form = "onnx_div({0}, {1})" if fn is divide else None
+        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise, numpy=form)
         op(op_type, *versions, traits=traits)(kernel)
 
 
@@ -547,7 +548,13 @@ def mean(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarra
 
 
 # -- selection --------------------------------------------------------------------------------
-@op("Where", 9, 16, traits=Traits(static_shape=True, elementwise=True, selects=True))
+@op(
+    "Where",
+    *(9, 16),
+    traits=Traits(
+        static_shape=True, elementwise=True, selects=True, numpy="np.where({0}, {1}, {2})"
+    ),
+)
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Return x where condition holds, else y, all three broadcast together."""
     return np.where(condition, x, y)

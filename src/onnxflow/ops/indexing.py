@@ -14,7 +14,7 @@ import numpy as np
 
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
@@ -35,7 +35,11 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
     return tuple(grids)
 
 
-@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True))
+def _gather_numpy(f: NumpyCall) -> str:
+    return f"np.take({f.ins[0]}, {f.ins[1]}, axis={f.arg('axis', 0)})"
+
+
+@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_gather_numpy))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)

@@ -1,0 +1,200 @@
+"""Plain NumPy forms of ONNX operators, for the modules ``onnxflow export-python`` writes.
+
+A kernel whose traits declare a NumPy form (:attr:`onnxflow.traits.Traits.numpy`) may call one
+of these functions in it; the exporter copies the source of each function a module calls (and
+of those they call) into the module, so the module needs nothing but NumPy. Each function here
+therefore uses only ``np`` and the other ``onnx_`` functions of this module, and computes what
+the operator's kernel computes, in the same dtype (``tests/conformance/test_exported_modules.py``
+compares them on the whole ONNX node suite).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def onnx_ints(values):
+    """A 1-D integer tensor, list or scalar as a list of Python ints."""
+    return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+def onnx_wide(x):
+    """x in the dtype its arithmetic accumulates in: float32 for float16 and bfloat16."""
+    return x.astype(np.float32) if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x
+
+
+def onnx_matmul(a, b):
+    """MatMul: np.matmul in a's dtype (bfloat16 products come back as float32), a 0-d result
+    as an array."""
+    return np.asarray(np.matmul(a, b)).astype(a.dtype, copy=False)
+
+
+def onnx_gemm(a, b, c=None, alpha=1.0, beta=1.0, trans_a=0, trans_b=0):
+    """Gemm: alpha * A' @ B' + beta * C, in A's dtype."""
+    y = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+    if alpha != 1.0:
+        y = y * alpha
+    if c is not None and beta != 0.0:
+        y = y + (c if beta == 1.0 else c * beta)
+    return np.asarray(y).astype(a.dtype, copy=False)
+
+
+def onnx_div(a, b):
+    """Div: integers divide truncating toward zero, as in C."""
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    q = np.floor_divide(a, b)
+    if a.dtype.kind == "u":
+        return q
+    return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
+def onnx_sigmoid(x):
+    """Sigmoid: exp(min(x, 0)) / (1 + exp(-|x|)), in x's dtype."""
+    e = np.exp(-np.abs(x))
+    return (np.where(x >= 0, 1, e) / (1 + e)).astype(x.dtype, copy=False)
+
+
+def onnx_softmax(x, axis=-1, coerced=False):
+    """Softmax along ``axis``; ``coerced`` (before opset 13): over x seen as a matrix whose
+    rows are the dims before ``axis``."""
+    if x.size == 0:
+        return np.empty_like(x)
+    if coerced:
+        axis = axis + x.ndim if axis < 0 else axis
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        return onnx_softmax(x.reshape(rows, x.size // rows), 1).reshape(x.shape)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return (e / e.sum(axis, keepdims=True)).astype(x.dtype, copy=False)
+
+
+def onnx_reshape(x, shape, allowzero=0):
+    """Reshape: a 0 copies the input's dim unless ``allowzero``, one -1 is inferred."""
+    dims = onnx_ints(shape)
+    if not allowzero:
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+def onnx_flatten(x, axis=1):
+    """Flatten: the dims before ``axis`` make the rows, the rest the columns."""
+    axis = axis + x.ndim if axis < 0 else axis
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return x.reshape(rows, int(np.prod(x.shape[axis:], dtype=np.int64)))
+
+
+def onnx_squeeze(x, axes=None):
+    """Squeeze: drop the size-1 dims ``axes`` (all of them when None)."""
+    return np.squeeze(x) if axes is None else np.squeeze(x, tuple(onnx_ints(axes)))
+
+
+def onnx_unsqueeze(x, axes):
+    """Unsqueeze: a size-1 dim at each of ``axes`` (positions in the result)."""
+    return np.expand_dims(x, tuple(onnx_ints(axes)))
+
+
+def onnx_slice(x, starts, ends, axes=None, steps=None):
+    """Slice: x[starts:ends:steps] along ``axes``, clamped as the spec says."""
+    starts, ends = onnx_ints(starts), onnx_ints(ends)
+    axes = range(len(starts)) if axes is None else onnx_ints(axes)
+    steps = [1] * len(starts) if steps is None else onnx_ints(steps)
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        dim = x.shape[axis]
+        start += dim if start < 0 else 0
+        end += dim if end < 0 else 0
+        if step > 0:
+            index[axis] = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            index[axis] = slice(start, end if end >= 0 else None, step)
+    return x[tuple(index)]
+
+
+def onnx_reduce(x, how, axes=None, keepdims=1, noop_with_empty_axes=0):
+    """ReduceSum (``how`` "sum") or ReduceMean ("mean") over ``axes``: none or empty mean all
+    axes, or none at all with ``noop_with_empty_axes``; float16 accumulates in float32."""
+    axes = [] if axes is None else onnx_ints(axes)
+    if not axes:
+        axes = [] if noop_with_empty_axes else list(range(x.ndim))
+    axes = tuple(sorted(a + x.ndim if a < 0 else a for a in axes))
+    if how == "mean":
+        w = x.astype(np.float64) if x.dtype.kind in "iub" else onnx_wide(x)
+        total = np.add.reduce(w, axis=axes, keepdims=bool(keepdims))
+        count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+        y = np.true_divide(total, np.float64(count)).astype(w.dtype, copy=False)
+    else:
+        w = onnx_wide(x)
+        y = np.add.reduce(w, axis=axes, dtype=w.dtype, keepdims=bool(keepdims))
+    return np.asarray(y).astype(x.dtype, copy=False)
+
+
+def onnx_batch_norm(x, scale, bias, mean, var, epsilon=1e-5):
+    """BatchNormalization in inference mode: per channel (axis 1), x * a + (bias - mean * a)
+    with a = scale / sqrt(var + epsilon); float16 computed in float32."""
+    w = onnx_wide(x)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    s, b, m, v = (onnx_wide(p).reshape(shape) for p in (scale, bias, mean, var))
+    a = s / np.sqrt(v + w.dtype.type(epsilon))
+    return (w * a + (b - m * a)).astype(x.dtype, copy=False)
+
+
+def onnx_conv_pads(spatial, kernel, strides, dilations, pads, auto_pad):
+    """The begin and end pads of a convolution, per spatial axis."""
+    n = len(spatial)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            low = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            begin.append(low)
+            end.append(total - low)
+        return begin, end
+    if auto_pad == "VALID" or not pads:
+        return [0] * n, [0] * n
+    return list(pads[:n]), list(pads[n:])
+
+
+def onnx_im2col(x, kernel, strides, dilations, begin, end):
+    """The columns of a convolution: (N, C, prod(kernel), *output), one slice of the padded
+    x per kernel position."""
+    n, c, *spatial = x.shape
+    padding = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
+    xp = np.pad(x, padding)
+    out = [
+        (size + b + e - (k - 1) * d - 1) // s + 1
+        for size, b, e, k, d, s in zip(spatial, begin, end, kernel, dilations, strides, strict=True)
+    ]
+    cols = np.empty((n, c, int(np.prod(kernel)), *out), x.dtype)
+    for j, offset in enumerate(np.ndindex(*kernel)):
+        index = tuple(
+            slice(o * d, o * d + (m - 1) * s + 1, s)
+            for o, d, m, s in zip(offset, dilations, out, strides, strict=True)
+        )
+        cols[:, :, j] = xp[(slice(None), slice(None), *index)]
+    return cols
+
+
+def onnx_conv(x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
+    """Conv: x (N, C, *spatial) with w (M, C/group, *kernel), plus bias b, by im2col and one
+    matrix product per group; computed in float32 (float64 for float64)."""
+    kernel = list(w.shape[2:])
+    strides = strides or [1] * len(kernel)
+    dilations = dilations or [1] * len(kernel)
+    dtype = np.float64 if x.dtype == np.float64 else np.float32
+    begin, end = onnx_conv_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    cols = onnx_im2col(x.astype(dtype), kernel, strides, dilations, begin, end)
+    n, c, k, *out = cols.shape
+    m = w.shape[0]
+    cols = cols.reshape(n, group, (c // group) * k, -1)
+    weights = w.astype(dtype).reshape(group, m // group, -1)
+    y = np.matmul(weights, cols).reshape(n, m, *out)
+    if b is not None:
+        y = y + b.astype(dtype).reshape((1, -1) + (1,) * len(out))
+    return y.astype(x.dtype, copy=False)
+
+
+def onnx_expand(x, shape):
+    """Expand: x broadcast (both ways) with ``shape``, a new array."""
+    target = np.broadcast_shapes(x.shape, tuple(onnx_ints(shape)))
+    return np.broadcast_to(x, target).copy()
