@@ -114,7 +114,16 @@ def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarr
     return _relu(x)
 
 
-@op("LeakyRelu", 1, 6, 16)
+def _alpha_numpy(name: str, *attrs: tuple[str, float]) -> Callable[[NumpyCall], str]:
+    """The NumPy form ``onnx_<name>(x, <attrs>...)``, each attribute given or its default."""
+
+    def form(f: NumpyCall) -> str:
+        return f"onnx_{name}({', '.join([f.ins[0], *(f.arg(a, d) for a, d in attrs)])})"
+
+    return form
+
+
+@op("LeakyRelu", 1, 6, 16, traits=Traits(numpy=_alpha_numpy("leaky_relu", ("alpha", 0.01))))
 def leaky_relu(
     x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
@@ -204,7 +213,13 @@ def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.nd
     return _like(_sigmoid(x), x)
 
 
-@op("HardSigmoid", 1, 6, 22, traits=Traits(rounds_once=True))
+@op(
+    "HardSigmoid",
+    *(1, 6, 22),
+    traits=Traits(
+        rounds_once=True, numpy=_alpha_numpy("hard_sigmoid", ("alpha", 0.2), ("beta", 0.5))
+    ),
+)
 def hard_sigmoid(
     x: np.ndarray,
     *,
@@ -218,7 +233,7 @@ def hard_sigmoid(
     return _like(clamp(w * c(alpha) + c(beta), c(0), c(1)), x)
 
 
-@op("HardSwish", 14, 22, traits=Traits(rounds_once=True))
+@op("HardSwish", 14, 22, traits=Traits(rounds_once=True, numpy="onnx_hard_swish({0})"))
 def hard_swish(x: np.ndarray) -> np.ndarray:
     """Return x * max(0, min(1, x / 6 + 0.5)), float16 computed in float32 and rounded once."""
     w = x.astype(accumulation_dtype(x.dtype), copy=False)

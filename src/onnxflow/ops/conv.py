@@ -66,10 +66,9 @@ def conv(
 
 def _conv_numpy(f: NumpyCall) -> str:
     """Conv's NumPy form: :func:`onnxflow.ops.numpy_forms.onnx_conv` (im2col)."""
-    b = f.ins[2] if len(f.ins) > 2 else "None"
-    attrs = [("auto_pad", "NOTSET"), ("dilations", None), ("group", 1), ("pads", None)]
-    args = ", ".join(f.arg(a, d) for a, d in [*attrs, ("strides", None)])
-    return f"onnx_conv({f.ins[0]}, {f.ins[1]}, {b}, {args})"
+    names = ("auto_pad", "dilations", "group", "pads", "strides")
+    args = [*f.ins[:3], *(f"{a}={f.src[a]}" for a in names if a in f.src)]
+    return f"onnx_conv({', '.join(args)})"
 
 
 #: Conv's compiled form runs depthwise, small-channel and long 1-D float32 convolutions by a

@@ -26,7 +26,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.registry import op
-from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form, ufunc_traits
+from onnxflow.traits import WIDEN_LIMIT, Built, NumpyCall, Traits, native_form, ufunc_traits
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -595,7 +595,17 @@ def _attr_bound(value: float | None, dtype: np.dtype) -> np.ndarray | None:
         return np.asarray(value).astype(dtype)
 
 
-@op("Clip", 1)
+def _clip_numpy(f: NumpyCall) -> str:
+    """Clip's NumPy form: bounds as inputs (11 on) or attributes (float32's range by default
+    in 6, no bound in 1)."""
+    if f.since >= 11:
+        return f"onnx_clip({', '.join(f.ins)})"
+    limit = 3.4028234663852886e38 if f.since == 6 else None
+    lo, hi = f.arg("min", None if limit is None else -limit), f.arg("max", limit)
+    return f"onnx_clip({f.ins[0]}, {lo}, {hi})"
+
+
+@op("Clip", 1, traits=Traits(numpy=_clip_numpy))
 def clip_1(
     x: np.ndarray,
     *,
@@ -607,7 +617,7 @@ def clip_1(
     return _clip(x, _attr_bound(min, x.dtype), _attr_bound(max, x.dtype))
 
 
-@op("Clip", 6)
+@op("Clip", 6, traits=Traits(numpy=_clip_numpy))
 def clip_6(
     x: np.ndarray,
     *,
@@ -623,7 +633,13 @@ def clip_6(
     11,
     12,
     13,
-    traits=Traits(selects=True, fresh=True, in_place=_clip_over_x, pointwise="clip"),
+    traits=Traits(
+        selects=True,
+        fresh=True,
+        in_place=_clip_over_x,
+        pointwise="clip",
+        numpy=_clip_numpy,
+    ),
 )
 def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Return x limited to [lo, hi] given as optional scalar inputs; lo > hi gives hi."""

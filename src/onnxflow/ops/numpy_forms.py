@@ -139,59 +139,132 @@ def onnx_batch_norm(x, scale, bias, mean, var, epsilon=1e-5):
     return (w * a + (b - m * a)).astype(x.dtype, copy=False)
 
 
-def onnx_conv_pads(spatial, kernel, strides, dilations, pads, auto_pad):
-    """The begin and end pads of a convolution, per spatial axis."""
+def onnx_window(spatial, kernel, strides, dilations, pads, auto_pad, ceil_mode=0):
+    """Output sizes, begin pads and end pads of a window sliding over ``spatial``."""
     n = len(spatial)
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
-            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            low = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-            begin.append(low)
-            end.append(total - low)
-        return begin, end
-    if auto_pad == "VALID" or not pads:
-        return [0] * n, [0] * n
-    return list(pads[:n]), list(pads[n:])
+        out = [-(-size // s) for size, s in zip(spatial, strides, strict=True)]
+        total = [max(0, (o - 1) * s + e - i) for o, s, e, i in zip(out, strides, extent, spatial)]
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+        return out, begin, [t - b for t, b in zip(total, begin, strict=True)]
+    valid = auto_pad == "VALID" or not pads
+    begin, end = ([0] * n, [0] * n) if valid else (list(pads[:n]), list(pads[n:]))
+    ceil_mode = ceil_mode and auto_pad != "VALID"
+    out = []
+    for size, e, s, b, a in zip(spatial, extent, strides, begin, end, strict=True):
+        span = size + b + a - e
+        o = -(-span // s) + 1 if ceil_mode else span // s + 1
+        out.append(o - 1 if ceil_mode and (o - 1) * s >= size + b else o)
+    return out, begin, end
 
 
-def onnx_im2col(x, kernel, strides, dilations, begin, end):
-    """The columns of a convolution: (N, C, prod(kernel), *output), one slice of the padded
-    x per kernel position."""
-    n, c, *spatial = x.shape
-    padding = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
-    xp = np.pad(x, padding)
-    out = [
-        (size + b + e - (k - 1) * d - 1) // s + 1
-        for size, b, e, k, d, s in zip(spatial, begin, end, kernel, dilations, strides, strict=True)
-    ]
-    cols = np.empty((n, c, int(np.prod(kernel)), *out), x.dtype)
-    for j, offset in enumerate(np.ndindex(*kernel)):
-        index = tuple(
-            slice(o * d, o * d + (m - 1) * s + 1, s)
-            for o, d, m, s in zip(offset, dilations, out, strides, strict=True)
-        )
-        cols[:, :, j] = xp[(slice(None), slice(None), *index)]
-    return cols
+def onnx_taps(x, kernel, value=0, strides=None, dilations=None, pads=None, auto_pad="NOTSET",
+              ceil_mode=0):  # fmt: skip
+    """The views (N, C, *out) of x, padded with ``value``, that each kernel position sees, in
+    row-major order; and the output sizes and begin pads."""
+    strides = strides or [1] * len(kernel)
+    dilations = dilations or [1] * len(kernel)
+    spatial = x.shape[2:]
+    out, begin, end = onnx_window(spatial, kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    reach = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(out, strides, kernel, dilations)]
+    end = [max(e, r - i - b) for e, r, i, b in zip(end, reach, spatial, begin, strict=True)]
+    xp = np.pad(x, [(0, 0), (0, 0), *zip(begin, end, strict=True)], constant_values=value)
+    taps = []
+    for offset in np.ndindex(*kernel):
+        window = zip(offset, dilations, out, strides, strict=True)
+        index = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in window)
+        taps.append(xp[(slice(None), slice(None), *index)])
+    return taps, out, begin
 
 
 def onnx_conv(x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
-    """Conv: x (N, C, *spatial) with w (M, C/group, *kernel), plus bias b, by im2col and one
-    matrix product per group; computed in float32 (float64 for float64)."""
-    kernel = list(w.shape[2:])
-    strides = strides or [1] * len(kernel)
-    dilations = dilations or [1] * len(kernel)
+    """Conv: x (N, C, *spatial) with w (M, C/group, *kernel), plus bias b: the columns of x
+    (im2col: one padded, strided view per kernel position) times w, one matrix product per
+    group; computed in float32 (float64 for float64)."""
     dtype = np.float64 if x.dtype == np.float64 else np.float32
-    begin, end = onnx_conv_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
-    cols = onnx_im2col(x.astype(dtype), kernel, strides, dilations, begin, end)
-    n, c, k, *out = cols.shape
-    m = w.shape[0]
-    cols = cols.reshape(n, group, (c // group) * k, -1)
-    weights = w.astype(dtype).reshape(group, m // group, -1)
-    y = np.matmul(weights, cols).reshape(n, m, *out)
+    kernel = list(w.shape[2:])
+    taps, out, _ = onnx_taps(x.astype(dtype), kernel, 0, strides, dilations, pads, auto_pad)
+    cols = np.stack(taps, axis=2)  # (N, C, prod(kernel), *out)
+    n, c, m = x.shape[0], x.shape[1], w.shape[0]
+    cols = cols.reshape(n, group, (c // group) * len(taps), -1)
+    y = np.matmul(w.astype(dtype).reshape(group, m // group, -1), cols).reshape(n, m, *out)
     if b is not None:
         y = y + b.astype(dtype).reshape((1, -1) + (1,) * len(out))
     return y.astype(x.dtype, copy=False)
+
+
+def onnx_max_pool(x, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
+                  strides=None):  # fmt: skip
+    """MaxPool's first output: the max over each window (padding never wins)."""
+    lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+    taps, _, _ = onnx_taps(x, kernel_shape, lowest, strides, dilations, pads, auto_pad, ceil_mode)
+    best = taps[0].copy()
+    for view in taps[1:]:
+        np.maximum(best, view, out=best)
+    return best
+
+
+def onnx_average_pool(x, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
+                      dilations=None, pads=None, strides=None):  # fmt: skip
+    """AveragePool: the mean over each window, the pads counted with ``count_include_pad``
+    only; float16 computed in float32."""
+    w = onnx_wide(x)
+    geometry = (strides, dilations, pads, auto_pad, ceil_mode)
+    taps, out, begin = onnx_taps(w, kernel_shape, 0, *geometry)
+    total = np.zeros(taps[0].shape, w.dtype)
+    for view in taps:
+        total += view
+    spatial = x.shape[2:]
+    _, _, end = onnx_window(spatial, kernel_shape, strides or [1] * len(out),
+                            dilations or [1] * len(out), pads, auto_pad, ceil_mode)  # fmt: skip
+    counts = np.ones((), np.int64)
+    for axis, size in enumerate(spatial):
+        s, d = (strides or [1] * len(out))[axis], (dilations or [1] * len(out))[axis]
+        pos = np.arange(out[axis])[:, None] * s - begin[axis] + np.arange(kernel_shape[axis]) * d
+        lo, hi = (-begin[axis], size + end[axis]) if count_include_pad else (0, size)
+        counts = np.multiply.outer(counts, ((pos >= lo) & (pos < hi)).sum(axis=1))
+    return (total / counts.astype(w.dtype)).astype(x.dtype, copy=False)
+
+
+def onnx_global_pool(x, how):
+    """GlobalAveragePool (``how`` "mean", float16 in float32) or GlobalMaxPool ("max"): over
+    every spatial axis, kept as size 1."""
+    axes = tuple(range(2, x.ndim))
+    if how == "max":
+        return x.max(axis=axes, keepdims=True)
+    return onnx_wide(x).mean(axis=axes, keepdims=True).astype(x.dtype, copy=False)
+
+
+def onnx_clip(x, lo=None, hi=None):
+    """Clip: max(x, lo) then min(., hi) in x's dtype (lo > hi gives hi); a None bound does
+    not clip."""
+    if lo is not None:
+        x = np.maximum(x, np.asarray(lo, x.dtype))
+    if hi is not None:
+        x = np.minimum(x, np.asarray(hi, x.dtype))
+    return np.array(x, copy=True)
+
+
+def onnx_hard_sigmoid(x, alpha=0.2, beta=0.5):
+    """HardSigmoid: max(0, min(1, alpha * x + beta)); float16 computed in float32."""
+    w = onnx_wide(x)
+    c = w.dtype.type
+    return np.clip(w * c(alpha) + c(beta), c(0), c(1)).astype(x.dtype, copy=False)
+
+
+def onnx_hard_swish(x):
+    """HardSwish: x * max(0, min(1, x / 6 + 0.5)); float16 computed in float32."""
+    w = onnx_wide(x)
+    c = w.dtype.type
+    return (w * np.clip(w * c(1 / 6) + c(0.5), c(0), c(1))).astype(x.dtype, copy=False)
+
+
+def onnx_leaky_relu(x, alpha=0.01):
+    """LeakyRelu: x where x >= 0, else alpha * x."""
+    scaled = x * x.dtype.type(alpha)
+    y = np.maximum(x, scaled) if alpha <= 1 else np.minimum(x, scaled)
+    return np.asarray(y).astype(x.dtype, copy=False)
 
 
 def onnx_expand(x, shape):
