@@ -137,12 +137,15 @@ def test_every_declared_numpy_form_gives_the_kernels_values() -> None:
         "MatMul": [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 2)), ((4,), (4,))],
         "Relu": [((3, 4),), ((),)],
         "Sigmoid": [((3, 4),), ((),)],
+        "HardSwish": [((3, 4),), ((),)],
+        "GlobalAveragePool": [((2, 3, 4, 5),), ((1, 2, 3),)],
+        "GlobalMaxPool": [((2, 3, 4, 5),), ((1, 2, 3),)],
         "Div": pairs,
         "Where": [((3, 4), (3, 4), (4,)), ((), (2, 3), ())],
         "Expand": [],  # its second input is a shape: the node suite's cases compare it
     }
     for kernel in kernels:
-        floats_only = kernel.op_type == "Sigmoid"  # an integer sigmoid rounds 0.5 either way
+        floats_only = kernel.op_type in ("Sigmoid", "HardSwish")  # float operators
         for dtype in (
             (np.float32, np.float64) if floats_only else (np.float32, np.float64, np.int32)
         ):
