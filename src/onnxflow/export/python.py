@@ -81,6 +81,9 @@ class _Writer:
             literal = _literal(value.item())
             return f"np.array({literal}, dtype=np.{value.dtype.name}).reshape({value.shape})"
         key = f"w{len(self.weights)}"
+        if value.dtype.kind == "O":  # strings: stored as NumPy's unicode, read back as objects
+            self.weights[key] = value.astype(str)
+            return f'WEIGHTS["{key}"].astype(object)  # {name}'
         if _numpy_dtype(value.dtype):
             self.weights[key] = value
             return f'WEIGHTS["{key}"]  # {name}'

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import GraphProto, helper
+from onnx import GraphProto, helper, numpy_helper
 
 from onnxflow.errors import UnsupportedOperatorError
 from onnxflow.ops.registry import REGISTRY
@@ -71,6 +71,14 @@ def _parse(data: bytes) -> GraphProto:
     return graph
 
 
+def _attributes(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes as make_node takes them: an array as a tensor attribute (make_node
+    would read it as a list of numbers)."""
+    return {
+        k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v for k, v in attrs.items()
+    }
+
+
 class _Frozen(dict):
     """Attributes as a hashable key for the one-node session cache (a subgraph by identity)."""
 
@@ -105,7 +113,7 @@ def _session(node_key: _NodeKey, attrs: _Frozen, signature: tuple[Any, ...]) -> 
     names = [f"in{i}" if s is not None else "" for i, s in enumerate(signature)]
     node_outputs = [f"out{i}" if i not in omitted else "" for i in range(max(count, 1))]
     outputs = [o for o in node_outputs if o]
-    node = helper.make_node(op_type, names, node_outputs, domain=domain, **dict(attrs))
+    node = helper.make_node(op_type, names, node_outputs, domain=domain, **_attributes(attrs))
     inputs = [
         helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(s[0]), [None] * s[1])
         for n, s in zip(names, signature, strict=True)

@@ -258,7 +258,20 @@ def _layer_norm_compiled(
 LAYER_NORM_COMPILED = native_form(compiled.when(_MATH, _layer_norm_compiled))
 
 
-@op("LayerNormalization", 17, traits=Traits(native=LAYER_NORM_COMPILED))
+def _layer_norm_numpy(f: NumpyCall) -> str | None:
+    """LayerNormalization's NumPy form (Y alone), statistics in float32 or float64."""
+    stash = f.attrs.get("stash_type", 1)
+    if stash not in (1, 11):
+        return None
+    args = [*f.ins, *(f"{a}={f.src[a]}" for a in ("axis", "epsilon") if a in f.src)]
+    return f"onnx_layer_norm({', '.join(args)}{', wide=True' if stash == 11 else ''})"
+
+
+@op(
+    "LayerNormalization",
+    17,
+    traits=Traits(native=LAYER_NORM_COMPILED, numpy=_layer_norm_numpy),
+)
 def layer_normalization(
     x: np.ndarray,
     scale: np.ndarray,

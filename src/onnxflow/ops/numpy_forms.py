@@ -271,3 +271,22 @@ def onnx_expand(x, shape):
     """Expand: x broadcast (both ways) with ``shape``, a new array."""
     target = np.broadcast_shapes(x.shape, tuple(onnx_ints(shape)))
     return np.broadcast_to(x, target).copy()
+
+
+def onnx_element(value):
+    """OptionalGetElement: the optional's element (a tensor or sequence passes through)."""
+    if value is None:
+        raise ValueError("OptionalGetElement: the input is an empty optional")
+    return value
+
+
+def onnx_layer_norm(x, scale, bias=None, axis=-1, epsilon=1e-5, wide=False):
+    """LayerNormalization's Y: x standardized over axes [axis, rank), statistics in float32
+    (float64 when ``wide``), then times scale plus bias, in x's dtype."""
+    axes = tuple(range(axis + x.ndim if axis < 0 else axis, x.ndim))
+    w = x.astype(np.float64 if wide else np.float32)
+    centered = w - w.mean(axes, keepdims=True)
+    var = (centered * centered).mean(axes, keepdims=True)
+    y = (centered * (1 / np.sqrt(var + w.dtype.type(epsilon)))).astype(x.dtype)
+    y = y * scale
+    return (y if bias is None else y + bias).astype(x.dtype, copy=False)
