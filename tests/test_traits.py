@@ -115,12 +115,16 @@ def _kernels_with_a_numpy_form() -> list:
 
 
 def _inputs(op_type: str, shapes: tuple, dtype: type, rng: np.random.Generator) -> list:
-    """Inputs of ``shapes``: no zero divisor for Div, a boolean condition for Where."""
+    """Inputs of ``shapes``: no zero divisor for Div, a boolean condition for Where, small
+    powers of positive numbers for Pow."""
     ins = [rng.standard_normal(s).astype(dtype) * 3 for s in shapes]
     if op_type == "Div":
         ins[1] = np.where(ins[1] == 0, 1, ins[1]).astype(dtype)
     if op_type == "Where":
         ins[0] = ins[0] > 0
+    if op_type == "Pow":  # a positive base; integer exponents from -2 to 3 (4 for a scalar)
+        ins[0] = (np.abs(ins[0]) + 1).astype(dtype)
+        ins[1] = (np.round(ins[1]) % 6 - 2).astype(dtype) if ins[1].ndim else np.array(4, dtype)
     return ins
 
 
@@ -141,6 +145,7 @@ def test_every_declared_numpy_form_gives_the_kernels_values() -> None:
         "GlobalAveragePool": [((2, 3, 4, 5),), ((1, 2, 3),)],
         "GlobalMaxPool": [((2, 3, 4, 5),), ((1, 2, 3),)],
         "Div": pairs,
+        "Pow": pairs,
         "Where": [((3, 4), (3, 4), (4,)), ((), (2, 3), ())],
         "Expand": [],  # its second input is a shape: the node suite's cases compare it
     }

@@ -112,6 +112,9 @@ class NumpyCall(NamedTuple):
     src: dict[str, str]
     #: The since version of the kernel the node resolves to.
     since: int
+    #: How many outputs the node lists: a form for one output gives None for more, a form
+    #: for several gives a tuple of that many.
+    outputs: int = 1
 
     def arg(self, name: str, default: Any) -> str:
         """The source of attribute ``name``, or of ``default`` (repr) when the node has none."""

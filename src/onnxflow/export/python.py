@@ -261,7 +261,8 @@ def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     plain = _plain_call(writer, kernel, node, ins)
     if plain is not None:
         writer.plain += 1
-        return [f"{indent}{writer.ident(node.output[0])} = {plain}{comment}"]
+        outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
+        return [f"{indent}{outs} = {plain}{comment}"]
     writer.kernels += 1
     writer.kernel_ops.add(f"{domain + '.' if domain else ''}{node.op_type}")
     return [f"{indent}{_kernel_call(writer, kernel, node, domain, ins)}{comment}"]
@@ -309,15 +310,14 @@ def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
 def _plain_call(writer: _Writer, kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
     """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, a
     NumPy form, or a passthrough of its one input), else None."""
-    if len(node.output) != 1:
-        return None
     if callable(kernel.traits.numpy):
-        if any(a.ref_attr_name for a in node.attribute):
+        if any(a.ref_attr_name for a in node.attribute) or not node.output[0]:
             return None
         src = {a.name: _attr_expr(writer, a) for a in node.attribute}
         attrs = {a.name: decode_attribute(a) for a in node.attribute}
-        return kernel.traits.numpy(NumpyCall(ins, attrs, src, kernel.since))
-    if node.attribute:
+        outputs = len(node.output)
+        return kernel.traits.numpy(NumpyCall(ins, attrs, src, kernel.since, outputs))
+    if node.attribute or len(node.output) != 1:
         return None
     if kernel.traits.passthrough and len(ins) == 1 and not kernel.build:
         return ins[0]

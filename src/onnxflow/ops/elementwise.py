@@ -121,7 +121,7 @@ def _binary(
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        form = "onnx_div({0}, {1})" if fn is divide else None
+        form = {divide: "onnx_div({0}, {1})", power: "onnx_pow({0}, {1})"}.get(fn)
         traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise, numpy=form)
         op(op_type, *versions, traits=traits)(kernel)
 
@@ -528,9 +528,24 @@ def _variadic(
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
     traits = Traits(
-        fresh=True, in_place=over_first, elementwise=True, selects=selects, pointwise=pointwise
+        fresh=True,
+        in_place=over_first,
+        elementwise=True,
+        selects=selects,
+        pointwise=pointwise,
+        numpy=functools.partial(_variadic_numpy, ufunc),
     )
     op(op_type, *versions, traits=traits)(kernel)
+
+
+def _variadic_numpy(ufunc: np.ufunc, f: NumpyCall) -> str | None:
+    """Sum, Max or Min of the inputs written as nested calls of ``ufunc``; one input copied."""
+    if not f.ins or "None" in f.ins:
+        return None
+    expr = f.ins[0]
+    for x in f.ins[1:]:
+        expr = f"np.{ufunc.__name__}({expr}, {x})"
+    return f"np.array({expr})" if len(f.ins) == 1 else f"np.asarray({expr})"
 
 
 _variadic("Sum", np.add, (1, 6, 8, 13))

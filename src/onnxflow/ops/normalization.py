@@ -132,7 +132,7 @@ def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial:
 def _batch_norm_numpy(f: NumpyCall) -> str | None:
     """BatchNormalization's NumPy form in inference mode (the node lists one output, and is
     not in training mode nor per activation, ``spatial`` 0), else None."""
-    if f.attrs.get("training_mode", 0) or not f.attrs.get("spatial", 1):
+    if f.outputs > 1 or f.attrs.get("training_mode", 0) or not f.attrs.get("spatial", 1):
         return None
     return f"onnx_batch_norm({', '.join(f.ins)}, {f.arg('epsilon', 1e-5)})"
 
@@ -261,7 +261,7 @@ LAYER_NORM_COMPILED = native_form(compiled.when(_MATH, _layer_norm_compiled))
 def _layer_norm_numpy(f: NumpyCall) -> str | None:
     """LayerNormalization's NumPy form (Y alone), statistics in float32 or float64."""
     stash = f.attrs.get("stash_type", 1)
-    if stash not in (1, 11):
+    if stash not in (1, 11) or f.outputs > 1:
         return None
     args = [*f.ins, *(f"{a}={f.src[a]}" for a in ("axis", "epsilon") if a in f.src)]
     return f"onnx_layer_norm({', '.join(args)}{', wide=True' if stash == 11 else ''})"

@@ -112,13 +112,24 @@ def onnx_slice(x, starts, ends, axes=None, steps=None):
 
 
 def onnx_reduce(x, how, axes=None, keepdims=1, noop_with_empty_axes=0):
-    """ReduceSum (``how`` "sum") or ReduceMean ("mean") over ``axes``: none or empty mean all
-    axes, or none at all with ``noop_with_empty_axes``; float16 accumulates in float32."""
+    """ReduceSum (``how`` "sum"), ReduceMean ("mean"), ReduceMax ("max") or ReduceMin ("min")
+    over ``axes``: none or empty mean all axes, or none at all with ``noop_with_empty_axes``;
+    float16 accumulates in float32."""
     axes = [] if axes is None else onnx_ints(axes)
     if not axes:
         axes = [] if noop_with_empty_axes else list(range(x.ndim))
     axes = tuple(sorted(a + x.ndim if a < 0 else a for a in axes))
-    if how == "mean":
+    if how in ("max", "min"):
+        bound = how == "max"
+        if x.dtype == np.bool_:
+            initial = not bound
+        elif x.dtype.kind in "iu":
+            initial = np.iinfo(x.dtype).min if bound else np.iinfo(x.dtype).max
+        else:
+            initial = -np.inf if bound else np.inf
+        ufunc = np.maximum if bound else np.minimum
+        y = ufunc.reduce(x, axis=axes, keepdims=bool(keepdims), initial=x.dtype.type(initial))
+    elif how == "mean":
         w = x.astype(np.float64) if x.dtype.kind in "iub" else onnx_wide(x)
         total = np.add.reduce(w, axis=axes, keepdims=bool(keepdims))
         count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
@@ -169,7 +180,8 @@ def onnx_taps(x, kernel, value=0, strides=None, dilations=None, pads=None, auto_
     out, begin, end = onnx_window(spatial, kernel, strides, dilations, pads, auto_pad, ceil_mode)
     reach = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(out, strides, kernel, dilations)]
     end = [max(e, r - i - b) for e, r, i, b in zip(end, reach, spatial, begin, strict=True)]
-    xp = np.pad(x, [(0, 0), (0, 0), *zip(begin, end, strict=True)], constant_values=value)
+    pairs = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
+    xp = np.pad(x, pairs, constant_values=value) if any(begin) or any(end) else x
     taps = []
     for offset in np.ndindex(*kernel):
         window = zip(offset, dilations, out, strides, strict=True)
@@ -179,16 +191,22 @@ def onnx_taps(x, kernel, value=0, strides=None, dilations=None, pads=None, auto_
 
 
 def onnx_conv(x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
-    """Conv: x (N, C, *spatial) with w (M, C/group, *kernel), plus bias b: the columns of x
-    (im2col: one padded, strided view per kernel position) times w, one matrix product per
-    group; computed in float32 (float64 for float64)."""
+    """Conv: x (N, C, *spatial) with w (M, C/group, *kernel), plus bias b, computed in float32
+    (float64 for float64): the columns of x (im2col: one padded, strided view per kernel
+    position) times w, one matrix product per group; a depthwise convolution (one input
+    channel per group) as one multiply-add per kernel position."""
     dtype = np.float64 if x.dtype == np.float64 else np.float32
-    kernel = list(w.shape[2:])
-    taps, out, _ = onnx_taps(x.astype(dtype), kernel, 0, strides, dilations, pads, auto_pad)
-    cols = np.stack(taps, axis=2)  # (N, C, prod(kernel), *out)
     n, c, m = x.shape[0], x.shape[1], w.shape[0]
-    cols = cols.reshape(n, group, (c // group) * len(taps), -1)
-    y = np.matmul(w.astype(dtype).reshape(group, m // group, -1), cols).reshape(n, m, *out)
+    w = w.astype(dtype)
+    taps, out, _ = onnx_taps(x.astype(dtype), w.shape[2:], 0, strides, dilations, pads, auto_pad)
+    if group == c == m and w.shape[1] == 1:
+        weights = w.reshape(c, -1)
+        y = np.zeros(taps[0].shape, dtype)
+        for j, view in enumerate(taps):
+            y += view * weights[:, j].reshape((1, c) + (1,) * len(out))
+    else:
+        cols = np.stack(taps, axis=2).reshape(n, group, (c // group) * len(taps), -1)
+        y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(n, m, *out)
     if b is not None:
         y = y + b.astype(dtype).reshape((1, -1) + (1,) * len(out))
     return y.astype(x.dtype, copy=False)
@@ -290,3 +308,48 @@ def onnx_layer_norm(x, scale, bias=None, axis=-1, epsilon=1e-5, wide=False):
     y = (centered * (1 / np.sqrt(var + w.dtype.type(epsilon)))).astype(x.dtype)
     y = y * scale
     return (y if bias is None else y + bias).astype(x.dtype, copy=False)
+
+
+def onnx_pow(x, y):
+    """Pow in x's dtype: an integer to a negative integer power through float64; a float32
+    (or smaller) to the power -4, -3, -2, 3 or 4 by products in float64, rounded once."""
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu" and np.any(y < 0):
+        return np.power(x.astype(np.float64), y).astype(x.dtype)
+    if y.size == 1 and x.dtype.itemsize <= 4 and x.dtype.kind in "fV":
+        n = y.item()
+        if n in (-4, -3, -2, 3, 4):
+            wide = x.astype(np.float64)
+            out = wide * wide
+            out = out * wide if abs(n) == 3 else (out * out if abs(n) == 4 else out)
+            return (1.0 / out if n < 0 else out).astype(x.dtype)
+    return np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+
+
+def onnx_range(start, limit, delta, stash_type=1):
+    """Range: start, start + delta, ... up to limit (excluded), in start's dtype (float16 in
+    float32 with ``stash_type`` 1)."""
+    s, stop, d = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
+    dtype = s.dtype
+    if dtype.kind in "iu":
+        return np.arange(int(s), int(stop), int(d), dtype=np.int64).astype(dtype)
+    work = np.float32 if dtype.itemsize == 2 and stash_type == 1 else dtype
+    s, stop, d = (np.asarray(v, dtype=work) for v in (s, stop, d))
+    count = max(int(np.ceil(float((stop - s) / d))), 0)
+    return (s + np.arange(count).astype(work) * d).astype(dtype)
+
+
+def onnx_constant_of_shape(shape, value=None):
+    """ConstantOfShape: ``shape`` filled with value's one element (float32 0 by default)."""
+    value = np.zeros(1, np.float32) if value is None else value
+    return np.full(onnx_ints(shape), value.reshape(-1)[0], dtype=value.dtype)
+
+
+def onnx_split(x, n, axis=0, sizes=None, uneven=False):
+    """Split into ``sizes`` along ``axis``, or into n equal parts (as equal as possible, the
+    last one smaller, when ``uneven``)."""
+    axis = axis + x.ndim if axis < 0 else axis
+    dim = x.shape[axis]
+    if sizes is None or np.size(sizes) == 0:
+        chunk = -(-dim // n) if uneven else dim // n
+        sizes = [min(chunk, dim - i * chunk) for i in range(n)] if uneven else [chunk] * n
+    return tuple(np.split(x, np.cumsum(onnx_ints(sizes))[:-1], axis=axis))

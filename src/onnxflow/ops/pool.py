@@ -59,11 +59,10 @@ def _windows(
 
 def _pool_numpy(name: str, attrs: tuple[str, ...]) -> Callable[[NumpyCall], str | None]:
     """A windowed pool's NumPy form, ``onnx_<name>`` with the pool's ``attrs`` (None without
-    kernel_shape, which the kernel refuses, or with a storage_order, which only the Indices
-    output reads)."""
+    kernel_shape, which the kernel refuses, or for MaxPool's Indices output)."""
 
     def form(f: NumpyCall) -> str | None:
-        if "kernel_shape" not in f.src:
+        if "kernel_shape" not in f.src or f.outputs > 1:
             return None
         given = [f"{a}={f.src[a]}" for a in attrs if a in f.src]
         return f"onnx_{name}({', '.join([f.ins[0], *given])})"

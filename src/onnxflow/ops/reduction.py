@@ -199,7 +199,9 @@ def _register(
         return _reduce(fn, data, axes, keepdims, noop_with_empty_axes)
 
     # the result's shape follows from data's, and from the axes' values when they are an input
-    how = {"_mean": "mean", "_sum": "sum"}.get(fn.__name__)
+    how = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}.get(
+        name
+    )
     for kernel, versions, traits in (
         (with_axes_attribute, attr_versions, Traits(static_shape=True)),
         (with_axes_input, input_versions, Traits(static_shape=(1,))),

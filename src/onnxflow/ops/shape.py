@@ -210,7 +210,14 @@ def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bo
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-@op("Split", 1, 2, 11, 13, 18, build=True)
+def _split_numpy(f: NumpyCall) -> str:
+    """Split's NumPy form: sizes from the input (version 1, and 13 on) or the attribute."""
+    sizes = f.ins[1] if len(f.ins) > 1 and f.ins[1] != "None" else f.arg("split", None)
+    uneven = ", uneven=True" if f.since >= 18 else ""
+    return f"onnx_split({f.ins[0]}, {f.outputs}, {f.arg('axis', 0)}, {sizes}{uneven})"
+
+
+@op("Split", 1, 2, 11, 13, 18, build=True, traits=Traits(numpy=_split_numpy))
 def split(
     node: NodeContext,
     *,
@@ -360,7 +367,11 @@ def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(x, reps)
 
 
-@op("Range", 11, 27)
+@op(
+    "Range",
+    *(11, 27),
+    traits=Traits(numpy=lambda f: f"onnx_range({', '.join(f.ins)}, {f.arg('stash_type', 1)})"),
+)
 def range_(
     start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1
 ) -> np.ndarray:
