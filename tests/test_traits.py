@@ -142,6 +142,7 @@ def test_every_declared_numpy_form_gives_the_kernels_values() -> None:
         "Relu": [((3, 4),), ((),)],
         "Sigmoid": [((3, 4),), ((),)],
         "HardSwish": [((3, 4),), ((),)],
+        "Erf": [((3, 4),), ((),)],
         "GlobalAveragePool": [((2, 3, 4, 5),), ((1, 2, 3),)],
         "GlobalMaxPool": [((2, 3, 4, 5),), ((1, 2, 3),)],
         "Div": pairs,
@@ -150,7 +151,7 @@ def test_every_declared_numpy_form_gives_the_kernels_values() -> None:
         "Expand": [],  # its second input is a shape: the node suite's cases compare it
     }
     for kernel in kernels:
-        floats_only = kernel.op_type in ("Sigmoid", "HardSwish")  # float operators
+        floats_only = kernel.op_type in ("Sigmoid", "HardSwish", "Erf")  # float operators
         for dtype in (
             (np.float32, np.float64) if floats_only else (np.float32, np.float64, np.int32)
         ):

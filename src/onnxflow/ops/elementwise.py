@@ -51,10 +51,12 @@ def _unary(
     *versions: int,
     loops: dict[Any, compiled.Loop] | None = None,
     pointwise: str | None = None,
+    numpy: str | None = None,
 ) -> None:
     """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs.
     ``loops``: the compiled loops of its compiled form, by dtype (:func:`compiled.unary`);
-    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`)."""
+    ``pointwise``: its instruction in a compiled pointwise region; ``numpy``: its NumPy form
+    when ``fn`` is no ufunc (:class:`Traits`)."""
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -66,7 +68,7 @@ def _unary(
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return np.asarray(fn(x))
 
-        traits = Traits(elementwise=True, static_shape=True, pointwise=pointwise)
+        traits = Traits(elementwise=True, static_shape=True, pointwise=pointwise, numpy=numpy)
     if loops:
         form = compiled.unary(kernel, loops, f"{op_type}_compiled")
         traits = traits.replace(native=native_form(form), fresh=True)
@@ -361,6 +363,7 @@ for _name, _fn, _versions in _UNARY:
         *_versions,
         loops=_COMPILED_UNARY.get(_name),
         pointwise=_POINTWISE_UNARY.get(_name),
+        numpy="onnx_erf({0})" if _fn is erf else None,
     )
 
 

@@ -50,7 +50,11 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
         raise
 
 
-@op("GatherElements", 11, 13)
+def _gather_elements_numpy(f: NumpyCall) -> str:
+    return f"np.take_along_axis({f.ins[0]}, {f.ins[1]}, axis={f.arg('axis', 0)})"
+
+
+@op("GatherElements", 11, 13, traits=Traits(numpy=_gather_elements_numpy))
 def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return out[i] = data[i with i[axis] replaced by indices[i]], shaped like indices."""
     return data[_element_index(data, indices, axis)]
@@ -72,7 +76,11 @@ def _nd_index(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> tuple[n
     return (*batch, *coords)
 
 
-@op("GatherND", 11, 12, 13)
+def _gather_nd_numpy(f: NumpyCall) -> str:
+    return f"onnx_gather_nd({f.ins[0]}, {f.ins[1]}, {f.arg('batch_dims', 0)})"
+
+
+@op("GatherND", 11, 12, 13, traits=Traits(numpy=_gather_nd_numpy))
 def gather_nd(data: np.ndarray, indices: np.ndarray, *, batch_dims: int = 0) -> np.ndarray:
     """Return the slices of data addressed by the index tuples in the last axis of indices."""
     return data[_nd_index(data, indices, batch_dims)]

@@ -353,3 +353,59 @@ def onnx_split(x, n, axis=0, sizes=None, uneven=False):
         chunk = -(-dim // n) if uneven else dim // n
         sizes = [min(chunk, dim - i * chunk) for i in range(n)] if uneven else [chunk] * n
     return tuple(np.split(x, np.cumsum(onnx_ints(sizes))[:-1], axis=axis))
+
+
+def onnx_gather_nd(x, indices, batch_dims=0):
+    """GatherND: the slices of x addressed by the index tuples in indices' last axis, after
+    ``batch_dims`` leading axes x and indices share."""
+    batch = x.shape[:batch_dims]
+    rows = int(np.prod(batch, dtype=np.int64))
+    flat_x = x.reshape(rows, *x.shape[batch_dims:])
+    flat_i = indices.reshape(rows, *indices.shape[batch_dims:]).astype(np.int64)
+    row = np.arange(rows).reshape((rows,) + (1,) * (flat_i.ndim - 2))
+    out = flat_x[(row, *np.moveaxis(flat_i, -1, 0))]
+    return out.reshape(*batch, *out.shape[1:])
+
+
+def onnx_horner(t, coefficients):
+    """The polynomial with ``coefficients`` (Python floats, lowest degree first) at t, in t's
+    dtype."""
+    acc = np.full_like(t, coefficients[-1])
+    for c in coefficients[-2::-1]:
+        acc = acc * t + c
+    return acc
+
+
+def onnx_erf(x):
+    """Erf in x's dtype, computed in float32 (float64 for float64), as the kernel computes it:
+    the Taylor series below 0.5; above, 1 - exp(-a * a) times a polynomial in 1 / (1 + a / 2)
+    fitted to erfc (up to 4 in float32, where erf rounds to 1); odd."""
+    single = x.dtype.kind in "fV" and x.dtype.itemsize <= 4
+    w = x.astype(np.float32 if single else np.float64)
+    a = np.abs(w)
+    series = [
+        float(2 / np.sqrt(np.pi))
+        * (-1) ** n
+        / (float(np.prod(np.arange(1.0, n + 1))) * (2 * n + 1))
+        for n in range(7 if single else 12)
+    ]
+    if single:
+        tail = (
+            -0.00023623015172052897, 0.28626424829363295, 0.250047893954066, 0.3866694371756762,
+            -0.20051893099489487, 0.7162885666914467, -0.6206562352578168, 0.20191756963066734,
+            -0.01975884099223241,
+        )  # fmt: skip
+        b = np.minimum(np.maximum(a, np.float32(0.5)), np.float32(4.0))
+    else:
+        tail = (
+            -9.155870506205588e-12, 0.28209479241193713, 0.2820947729733593, 0.24683323597506512,
+            0.17630703715438206, 0.08374316395731574, -0.004121618448784697, -0.06031614946788817,
+            -0.026599723870490213, -0.14554675883149637, 0.6015891234613138, -1.5580347671376398,
+            3.5191249040822137, -5.760010919617342, 6.379352663664237, -4.716034685683433,
+            2.254273108191401, -0.6355101022931144, 0.0807620695564119,
+        )  # fmt: skip
+        b = np.maximum(a, 0.5)
+    s = np.minimum(a, a.dtype.type(0.5))
+    small = s * onnx_horner(s * s, series)
+    large = 1 - onnx_horner(1 / (1 + a.dtype.type(0.5) * b), tail) * np.exp(-(b * b))
+    return np.copysign(np.where(a < 0.5, small, large), w).astype(x.dtype)
