@@ -554,3 +554,13 @@ def test_the_header_names_the_ops_that_call_onnxflow(tmp_path: Path) -> None:
     assert "call onnxflow's kernels:\nHardmax." in header
     assert "from onnxflow.export.support import kernel" in text
     _agree(model, module, {"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
+
+
+def test_a_kernel_called_through_a_one_node_model_takes_a_sequence() -> None:
+    """A builder kernel's one-node model declares a list input as a sequence (it made it an
+    array, which fails for a list of arrays of different lengths)."""
+    from onnxflow.export.support import kernel
+
+    seq = [np.ones(2, np.float32), np.zeros(3, np.float32)]
+    got = kernel("", "OptionalGetElement", 18)(seq)
+    assert isinstance(got, list) and [len(v) for v in got] == [2, 3]

@@ -90,14 +90,38 @@ class _Frozen(dict):
 def _one_node(node: _NodeKey, attrs: _Frozen, *inputs: Any) -> Any:
     """Run one node of a builder kernel's op (``(domain, op_type, since, outputs, omitted)``)
     on ``inputs`` through an onnxflow session."""
-    signature = tuple(None if x is None else (np.asarray(x).dtype, np.ndim(x)) for x in inputs)
+    signature = tuple(_signature(x) for x in inputs)
     session = _session(node, attrs, signature)
-    feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None}
+    feeds = {
+        f"in{i}": x if isinstance(x, list) else np.asarray(x)
+        for i, x in enumerate(inputs)
+        if x is not None
+    }
     outs = iter(session.run(None, feeds))
     count, omitted = node[3], node[4]
     if not count:
         return next(outs)
     return tuple(None if k in omitted else next(outs) for k in range(count))
+
+
+def _signature(value: Any) -> tuple[Any, int, bool] | None:
+    """What the one-node model declares for an input: element dtype, rank, and whether it is
+    a sequence (its elements' dtype and rank; float32 scalars for an empty one); None for an
+    omitted input."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        first = np.asarray(value[0]) if value else np.zeros((), np.float32)
+        return first.dtype, first.ndim, True
+    return np.asarray(value).dtype, np.ndim(value), False
+
+
+def _value_info(name: str, signature: tuple[Any, int, bool]) -> Any:
+    dtype, rank, sequence = signature
+    elem = helper.np_dtype_to_tensor_dtype(dtype)
+    if sequence:
+        return helper.make_tensor_sequence_value_info(name, elem, [None] * rank)
+    return helper.make_tensor_value_info(name, elem, [None] * rank)
 
 
 #: A builder kernel's node as the exported module calls it: domain, op type, since version,
@@ -114,11 +138,7 @@ def _session(node_key: _NodeKey, attrs: _Frozen, signature: tuple[Any, ...]) -> 
     node_outputs = [f"out{i}" if i not in omitted else "" for i in range(max(count, 1))]
     outputs = [o for o in node_outputs if o]
     node = helper.make_node(op_type, names, node_outputs, domain=domain, **_attributes(attrs))
-    inputs = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(s[0]), [None] * s[1])
-        for n, s in zip(names, signature, strict=True)
-        if s is not None
-    ]
+    inputs = [_value_info(n, s) for n, s in zip(names, signature, strict=True) if s is not None]
     graph = helper.make_graph(
         [node], "one_node", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs]
     )
