@@ -409,3 +409,57 @@ def onnx_erf(x):
     small = s * onnx_horner(s * s, series)
     large = 1 - onnx_horner(1 / (1 + a.dtype.type(0.5) * b), tail) * np.exp(-(b * b))
     return np.copysign(np.where(a < 0.5, small, large), w).astype(x.dtype)
+
+
+def onnx_resize_plan(shape, axes, scales, sizes, policy):
+    """Resize's output extent and scale for each resized axis: from ``sizes`` (under the
+    keep_aspect_ratio ``policy``) when given, else floor(input * scale)."""
+    extents = [shape[a] for a in axes]
+    if sizes is not None and np.size(sizes):
+        want = onnx_ints(sizes)
+        ratios = [w / n for w, n in zip(want, extents, strict=True)]
+        if policy == "stretch":
+            return want, ratios
+        common = min(ratios) if policy == "not_larger" else max(ratios)
+        return [int(np.floor(common * n + 0.5)) for n in extents], [common] * len(axes)
+    factors = [float(v) for v in np.asarray(scales).reshape(-1)]
+    return [int(np.floor(n * f)) for n, f in zip(extents, factors, strict=True)], factors
+
+
+def onnx_resize_coords(n_out, n_in, scale, mode):
+    """The input position each output position of one axis maps to."""
+    i = np.arange(n_out, dtype=np.float64)
+    if mode in ("pytorch_half_pixel", "align_corners") and n_out <= 1:
+        return np.zeros_like(i)
+    if mode == "align_corners":
+        return i * (n_in - 1) / (n_out - 1)
+    if mode == "asymmetric":
+        return i / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    shift = n_in / 2 - n_out / (2 * scale) if mode == "half_pixel_symmetric" else 0
+    return shift + (i + 0.5) / scale - 0.5
+
+
+def onnx_resize_nearest(x, roi=None, scales=None, sizes=None, axes=None,
+                        coordinate_transformation_mode="half_pixel",
+                        keep_aspect_ratio_policy="stretch",
+                        nearest_mode="round_prefer_floor"):  # fmt: skip
+    """Resize (version 11 on) in nearest mode: one axis at a time, each output position takes
+    the input element its position rounds to (``nearest_mode``)."""
+    axes = [a + x.ndim if a < 0 else a for a in (range(x.ndim) if axes is None else axes)]
+    outs, factors = onnx_resize_plan(x.shape, axes, scales, sizes, keep_aspect_ratio_policy)
+    y = x
+    for axis, n_out, scale in zip(axes, outs, factors, strict=True):
+        n_in = x.shape[axis]
+        if n_out == n_in and scale == 1:
+            continue
+        c = onnx_resize_coords(n_out, n_in, scale, coordinate_transformation_mode)
+        if nearest_mode == "round_prefer_floor":
+            c = np.ceil(c - 0.5)
+        elif nearest_mode == "round_prefer_ceil":
+            c = np.floor(c + 0.5)
+        else:
+            c = np.floor(c) if nearest_mode == "floor" else np.ceil(c)
+        y = np.take(y, np.clip(c, 0, n_in - 1).astype(np.intp), axis=axis)
+    return y
