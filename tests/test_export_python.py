@@ -174,7 +174,8 @@ def test_scan_8_batch_sequence_lens_and_direction(
 ) -> None:
     model = tmp_path / "scan8.onnx"
     onnx.save(_scan8_model(lens, direction), model)
-    _, module = _exported(model, tmp_path)
+    path, module = _exported(model, tmp_path)
+    assert "onnxflow" not in re.findall(r"^(?:from|import) (\w+)", path.read_text(), re.M)
     feeds = {
         "s0": np.zeros((3, 3), np.float32),
         "xs": np.arange(36, dtype=np.float32).reshape(3, 4, 3),

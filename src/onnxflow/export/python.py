@@ -55,8 +55,6 @@ class _Writer:
     ml_dtypes: bool = False
     #: Some kernel call takes a subgraph attribute, stored serialized in the weights.
     subgraphs: bool = False
-    #: Some Scan 8 pads its scan outputs (export.support.padded).
-    padded: bool = False
     #: The ops (``domain.op_type``) of the nodes written as calls into onnxflow's kernels.
     kernel_ops: set[str] = field(default_factory=set)
 
@@ -167,13 +165,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
     if writer.ml_dtypes:
         head.insert(head.index("import numpy as np"), "import ml_dtypes")
     support = [
-        name
-        for name, used in (
-            ("kernel", writer.kernels),
-            ("padded", writer.padded),
-            ("subgraph", writer.subgraphs),
-        )
-        if used
+        name for name, used in (("kernel", writer.kernels), ("subgraph", writer.subgraphs)) if used
     ]
     if support:
         head.append(f"from onnxflow.export.support import {', '.join(support)}")
@@ -521,8 +513,7 @@ def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         lines.append(f"{i}{o} = np.stack(finals[{j}]) if finals[{j}] else inits[{j}]")
     for j, o in enumerate(outs[n_states:]):
         empty = _empty(writer, graph.output[n_states + j])
-        lines.append(f"{i}{o} = padded(rows[{j}], steps, {empty})")
-    writer.padded = True
+        lines.append(f"{i}{o} = onnx_padded(rows[{j}], steps, {empty})")
     return lines
 
 

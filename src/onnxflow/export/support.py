@@ -54,7 +54,8 @@ def _lookup(domain: str, op_type: str, since_version: int) -> Any:
 def padded(rows: list[list[np.ndarray]], steps: int, empty: np.ndarray) -> np.ndarray:
     """Scan 8's scan output: each batch entry's rows stacked and padded with zeros to
     ``steps``, as the kernel pads them; ``empty`` (no rows: its dtype and element shape) when
-    no entry has any."""
+    no entry has any. (Modules exported since write ``onnx_padded`` into themselves; this
+    serves those exported before.)"""
     return pad_stacked([np.stack(entry) if entry else empty for entry in rows], steps, empty)
 
 

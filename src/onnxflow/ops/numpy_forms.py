@@ -463,3 +463,15 @@ def onnx_resize_nearest(x, roi=None, scales=None, sizes=None, axes=None,
             c = np.floor(c) if nearest_mode == "floor" else np.ceil(c)
         y = np.take(y, np.clip(c, 0, n_in - 1).astype(np.intp), axis=axis)
     return y
+
+
+def onnx_padded(rows, steps, empty):
+    """Scan 8's scan output [batch, steps, ...]: each batch entry's rows stacked, zeros past
+    them; ``empty`` (no rows anywhere) gives the element shape and dtype."""
+    stacks = [np.stack(entry) if entry else empty for entry in rows]
+    full = next((r for r in stacks if r.shape[0]), empty)
+    out = np.zeros((len(stacks), steps, *full.shape[1:]), dtype=full.dtype)
+    for b, stacked in enumerate(stacks):
+        if stacked.shape[0]:
+            out[b, : stacked.shape[0]] = stacked
+    return out
