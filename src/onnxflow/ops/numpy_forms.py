@@ -197,18 +197,21 @@ def onnx_conv(x, w, b=None, auto_pad="NOTSET", dilations=None, group=1, pads=Non
     channel per group) as one multiply-add per kernel position."""
     dtype = np.float64 if x.dtype == np.float64 else np.float32
     n, c, m = x.shape[0], x.shape[1], w.shape[0]
-    w = w.astype(dtype)
-    taps, out, _ = onnx_taps(x.astype(dtype), w.shape[2:], 0, strides, dilations, pads, auto_pad)
+    w = w.astype(dtype, copy=False)
+    xw = x.astype(dtype, copy=False)
+    taps, out, _ = onnx_taps(xw, w.shape[2:], 0, strides, dilations, pads, auto_pad)
     if group == c == m and w.shape[1] == 1:
         weights = w.reshape(c, -1)
         y = np.zeros(taps[0].shape, dtype)
+        term = np.empty_like(y)
         for j, view in enumerate(taps):
-            y += view * weights[:, j].reshape((1, c) + (1,) * len(out))
+            y += np.multiply(view, weights[:, j].reshape((1, c) + (1,) * len(out)), out=term)
     else:
-        cols = np.stack(taps, axis=2).reshape(n, group, (c // group) * len(taps), -1)
+        cols = taps[0][:, :, None] if len(taps) == 1 else np.stack(taps, axis=2)
+        cols = cols.reshape(n, group, (c // group) * len(taps), -1)
         y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(n, m, *out)
     if b is not None:
-        y = y + b.astype(dtype).reshape((1, -1) + (1,) * len(out))
+        y += b.astype(dtype, copy=False).reshape((1, -1) + (1,) * len(out))
     return y.astype(x.dtype, copy=False)
 
 
