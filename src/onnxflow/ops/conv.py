@@ -87,7 +87,14 @@ op(
 )(conv)
 
 
-@op("ConvTranspose", 1, 11, 22)
+def _conv_transpose_numpy(f: NumpyCall) -> str:
+    """ConvTranspose's NumPy form: :func:`onnxflow.ops.numpy_forms.onnx_conv_transpose`."""
+    names = ("auto_pad", "dilations", "group", "output_padding", "output_shape", "pads")
+    args = [*f.ins[:3], *(f"{a}={f.src[a]}" for a in (*names, "strides") if a in f.src)]
+    return f"onnx_conv_transpose({', '.join(args)})"
+
+
+@op("ConvTranspose", 1, 11, 22, traits=Traits(numpy=_conv_transpose_numpy))
 def conv_transpose(
     x: np.ndarray,
     w: np.ndarray,

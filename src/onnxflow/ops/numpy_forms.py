@@ -478,3 +478,56 @@ def onnx_padded(rows, steps, empty):
         if stacked.shape[0]:
             out[b, : stacked.shape[0]] = stacked
     return out
+
+
+def onnx_conv_transpose_geometry(spatial, kernel, strides, dilations, pads, auto_pad,
+                                 output_padding, output_shape):  # fmt: skip
+    """ConvTranspose's begin pads and output sizes, per spatial axis."""
+    n = len(spatial)
+    extra = output_padding or [0] * n
+    full = [
+        s * (i - 1) + a + (k - 1) * d + 1
+        for s, i, a, k, d in zip(strides, spatial, extra, kernel, dilations, strict=True)
+    ]
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        given = output_shape is not None
+        size = list(output_shape[-n:]) if given else [i * s for i, s in zip(spatial, strides)]
+        total = [f - o for f, o in zip(full, size, strict=True)]
+        return [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total], size
+    if auto_pad == "VALID" or not pads:
+        return [0] * n, full
+    return list(pads[:n]), [f - b - e for f, b, e in zip(full, pads[:n], pads[n:], strict=True)]
+
+
+def onnx_conv_transpose(x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
+                        output_padding=None, output_shape=None, pads=None,
+                        strides=None):  # fmt: skip
+    """ConvTranspose: x (N, C, *spatial) with w (C, M/group, *kernel): one matrix product per
+    group gives a column per kernel position and input position, each added into the output
+    at input * stride + kernel * dilation - pad (col2im); computed in float32 (float64)."""
+    n, c, *spatial = x.shape
+    kernel = list(w.shape[2:])
+    strides = strides or [1] * len(kernel)
+    dilations = dilations or [1] * len(kernel)
+    begin, size = onnx_conv_transpose_geometry(spatial, kernel, strides, dilations, pads,
+                                               auto_pad, output_padding, output_shape)  # fmt: skip
+    dtype = np.float64 if x.dtype == np.float64 else np.float32
+    cg, mg = c // group, w.shape[1]
+    wt = w.astype(dtype).reshape(group, cg, -1).transpose(0, 2, 1)
+    xg = x.astype(dtype).reshape(n, group, cg, -1)
+    cols = np.matmul(wt, xg).reshape(n, group * mg, int(np.prod(kernel)), *spatial)
+    shift = [max(0, -p) for p in begin]
+    frame = [
+        max(sh + (g - 1) * s + (k - 1) * d + 1, sh + p + o)
+        for sh, g, s, k, d, p, o in zip(shift, spatial, strides, kernel, dilations, begin, size)
+    ]
+    buf = np.zeros((n, group * mg, *frame), dtype)
+    for tap, index in enumerate(np.ndindex(*kernel)):
+        at = zip(shift, index, dilations, spatial, strides, strict=True)
+        buf[(..., *(slice(h + k * d, h + k * d + (g - 1) * s + 1, s) for h, k, d, g, s in at))] += (
+            cols[:, :, tap]
+        )
+    y = buf[(..., *(slice(h + p, h + p + o) for h, p, o in zip(shift, begin, size)))]
+    if b is not None:
+        y = y + b.astype(dtype).reshape((1, -1) + (1,) * len(size))
+    return y.astype(x.dtype, copy=False)
