@@ -565,3 +565,15 @@ def test_a_kernel_called_through_a_one_node_model_takes_a_sequence() -> None:
     seq = [np.ones(2, np.float32), np.zeros(3, np.float32)]
     got = kernel("", "OptionalGetElement", 18)(seq)
     assert isinstance(got, list) and [len(v) for v in got] == [2, 3]
+
+
+@pytest.mark.parametrize("outputs", [["a"], ["a", "b", "c"], ["a", "", "c"]])
+def test_split_writes_each_listed_output(outputs: list[str], tmp_path: Path) -> None:
+    """Split's NumPy form gives as many parts as the node lists (one: the part itself, not a
+    1-tuple; an omitted one: assigned to ``_``)."""
+    node = helper.make_node("Split", ["x"], outputs, axis=1)
+    model = tmp_path / "split.onnx"
+    onnx.save(_one_node_model(node, {"x": [2, 6]}, [o for o in outputs if o], 13), model)
+    path, module = _exported(model, tmp_path)
+    assert "onnx_split(" in path.read_text()
+    _agree(model, module, {"x": np.arange(12, dtype=np.float32).reshape(2, 6)})

@@ -4,8 +4,11 @@ The graph is exported as written (after loading and validation, before onnxflow'
 passes), so the module reads like the model its user knows: one line per node, one function
 per graph and per Loop, Scan, SequenceMap or If body (nested, so a body reads the outer values
 it captures by name). A node whose kernel declares an inline form
-(:class:`onnxflow.traits.Traits` ``ufunc``, ``numpy`` or ``passthrough``) becomes it; any
-other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel`. Initializers
+(:class:`onnxflow.traits.Traits` ``ufunc``, ``numpy`` or ``passthrough``) becomes it, with
+the source of the :mod:`onnxflow.ops.numpy_forms` functions it calls copied into the module;
+any other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel` (a one-node
+model listing exactly the node's outputs, for a kernel built per node), and the module's
+docstring names those ops: a module with none imports nothing of onnxflow. Initializers
 and Constant values of more than one element go to a side ``.npz`` beside the module, read
 relative to the module's file. A contrib operator holding a subgraph (GreedySearch's decoder)
 calls its kernel with the subgraph, stored serialized in the weights.

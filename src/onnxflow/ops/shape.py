@@ -214,7 +214,8 @@ def _split_numpy(f: NumpyCall) -> str:
     """Split's NumPy form: sizes from the input (version 1, and 13 on) or the attribute."""
     sizes = f.ins[1] if len(f.ins) > 1 and f.ins[1] != "None" else f.arg("split", None)
     uneven = ", uneven=True" if f.since >= 18 else ""
-    return f"onnx_split({f.ins[0]}, {f.outputs}, {f.arg('axis', 0)}, {sizes}{uneven})"
+    call = f"onnx_split({f.ins[0]}, {f.outputs}, {f.arg('axis', 0)}, {sizes}{uneven})"
+    return call if f.outputs > 1 else f"{call}[0]"  # one output: the part, not a 1-tuple
 
 
 @op("Split", 1, 2, 11, 13, 18, build=True, traits=Traits(numpy=_split_numpy))
