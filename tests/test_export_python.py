@@ -33,6 +33,7 @@ def _agree(model: Path, module, feeds: dict) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        assert np.shape(g) == np.shape(e), f"shape {np.shape(g)}, expected {np.shape(e)}"
 
 
 def test_loop_trip_count_example(tmp_path: Path) -> None:
