@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -32,6 +33,7 @@ def _agree(model: Path, module, feeds: dict) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        assert np.shape(g) == np.shape(e), f"shape {np.shape(g)}, expected {np.shape(e)}"
 
 
 def test_loop_trip_count_example(tmp_path: Path) -> None:
@@ -173,7 +175,8 @@ def test_scan_8_batch_sequence_lens_and_direction(
 ) -> None:
     model = tmp_path / "scan8.onnx"
     onnx.save(_scan8_model(lens, direction), model)
-    _, module = _exported(model, tmp_path)
+    path, module = _exported(model, tmp_path)
+    assert "onnxflow" not in re.findall(r"^(?:from|import) (\w+)", path.read_text(), re.M)
     feeds = {
         "s0": np.zeros((3, 3), np.float32),
         "xs": np.arange(36, dtype=np.float32).reshape(3, 4, 3),
@@ -357,3 +360,221 @@ def test_generation_ops_run_their_stored_decoder(name: str, extra: dict, tmp_pat
     feeds = {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}}
     for got, want in zip(module.run(feeds), session.run(None, feeds), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def _one_node_model(node: onnx.NodeProto, inputs: dict, outputs: list[str], opset: int, inits=()):
+    """A model of ``node`` alone: float inputs of the given shapes, float outputs."""
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info(n, f, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(o, f, None) for o in outputs],
+        list(inits),
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize(("opset", "spatial"), [(7, 1), (9, 1), (7, 0)])
+def test_batch_normalization_with_one_output_is_inference(
+    opset: int, spatial: int, tmp_path: Path
+) -> None:
+    """Issue 32: BatchNormalization 7-13 listing only Y normalizes with the stored statistics.
+    The exported module built its one-node model with all five outputs, so the kernel took
+    the batch's statistics (off by 22 here). spatial=0 (statistics per activation) has no NumPy
+    form: it runs onnxflow's kernel through a one-node model listing exactly Y."""
+    rng = np.random.default_rng(0)
+    stats = (3,) if spatial else (3, 4)
+    inits = [
+        onnx.numpy_helper.from_array(v.astype(np.float32), n)
+        for n, v in (
+            ("s", rng.random(stats) + 0.5),
+            ("b", rng.standard_normal(stats)),
+            ("m", rng.standard_normal(stats) + 5),
+            ("v", rng.random(stats) + 0.5),
+        )
+    ]
+    attrs = {} if opset >= 9 else {"spatial": spatial}
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], **attrs)
+    model = tmp_path / "bn.onnx"
+    onnx.save(_one_node_model(node, {"x": [2, 3, 4]}, ["y"], opset, inits), model)
+    path, module = _exported(model, tmp_path)
+    assert ("kernel(" in path.read_text()) == (not spatial)
+    _agree(model, module, {"x": rng.standard_normal((2, 3, 4)).astype(np.float32)})
+
+
+def test_a_kernel_call_lists_the_nodes_outputs_omitted_ones_kept_empty(tmp_path: Path) -> None:
+    """BatchNormalization in training mode listing Y and the running variance, not the
+    running mean: the one-node model lists the same outputs, the empty one kept empty."""
+    rng = np.random.default_rng(1)
+    inits = [
+        onnx.numpy_helper.from_array(rng.random(3).astype(np.float32) + 0.5, n)
+        for n in ("s", "b", "m", "v")
+    ]
+    node = helper.make_node(
+        "BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "", "rv"], training_mode=1
+    )
+    model = tmp_path / "bn.onnx"
+    onnx.save(_one_node_model(node, {"x": [2, 3, 4]}, ["y", "rv"], 15, inits), model)
+    path, module = _exported(model, tmp_path)
+    assert "_omitted=(1,)" in path.read_text()
+    _agree(model, module, {"x": rng.standard_normal((2, 3, 4)).astype(np.float32)})
+
+
+def _small_cnn() -> onnx.ModelProto:
+    """A classifier using the common ops that have a NumPy form: Conv, BatchNormalization,
+    Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Gemm, Softmax, and the shape ops
+    around them (Shape, Gather, Unsqueeze, Concat, Reshape, Transpose, Slice, Squeeze, Cast,
+    ReduceMean, Sigmoid, Div, Clip, Where)."""
+    rng = np.random.default_rng(0)
+
+    def w(name: str, *shape: int) -> TensorProto:
+        return onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    def i64(name: str, *values: int) -> TensorProto:
+        return onnx.numpy_helper.from_array(np.array(values, np.int64), name)
+
+    inits = [
+        w("W", 4, 3, 3, 3), w("B", 4), w("W2", 8, 2, 3, 3),
+        *(w(n, 8) for n in ("s", "bb", "m")),
+        onnx.numpy_helper.from_array(rng.random(8).astype(np.float32) + 0.5, "v"),
+        w("G", 10, 8), w("GB", 10),
+        onnx.numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        i64("axes0", 0), i64("start", 1), i64("end", 3), i64("minus1", -1),
+        onnx.numpy_helper.from_array(np.array(-1.0, np.float32), "lo"),
+        onnx.numpy_helper.from_array(np.array(4.0, np.float32), "hi"),
+    ]  # fmt: skip
+    make = helper.make_node
+    nodes = [
+        make("Conv", ["x", "W", "B"], ["c1"], pads=[1, 1, 1, 1]),
+        make("Relu", ["c1"], ["r1"]),
+        make("Conv", ["r1", "W2"], ["c2"], group=2, strides=[2, 2], auto_pad="SAME_UPPER"),
+        make("BatchNormalization", ["c2", "s", "bb", "m", "v"], ["n2"]),
+        make("Clip", ["n2", "lo", "hi"], ["k2"]),
+        make("MaxPool", ["k2"], ["p2"], kernel_shape=[2, 2], ceil_mode=1),
+        make("AveragePool", ["k2"], ["a2"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
+        make("GlobalAveragePool", ["p2"], ["g2"]),
+        make("Flatten", ["g2"], ["f2"]),
+        make("Gemm", ["f2", "G", "GB"], ["logits"], transB=1, alpha=0.5),
+        make("Softmax", ["logits"], ["probs"], axis=-1),
+        make("Shape", ["a2"], ["shape"]),
+        make("Gather", ["shape", "zero"], ["batch"], axis=0),  # [N]
+        make("Unsqueeze", ["batch", "axes0"], ["batch1"]),
+        make("Concat", ["batch1", "minus1"], ["flat_shape"], axis=0),
+        make("Reshape", ["a2", "flat_shape"], ["flat"]),
+        make("Transpose", ["a2"], ["t2"], perm=[0, 2, 3, 1]),
+        make("Slice", ["t2", "start", "end", "start"], ["sl"]),
+        make("ReduceMean", ["sl"], ["mean"], axes=[1, 2], keepdims=0),
+        make("Sigmoid", ["mean"], ["sig"]),
+        make("Cast", ["batch"], ["batchf"], to=TensorProto.FLOAT),
+        make("Div", ["sig", "batchf"], ["scaled"]),
+        make("Greater", ["scaled", "sig"], ["more"]),
+        make("Where", ["more", "scaled", "sig"], ["picked"]),
+        make("Squeeze", ["g2"], ["sq"]),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes,
+        "small_cnn",
+        [helper.make_tensor_value_info("x", f, ["N", 3, 9, 9])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("probs", "flat", "picked", "sq")],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+#: Run in a fresh interpreter: import the exported module with onnxflow and onnx
+#: unimportable, run it on the saved feeds and save its outputs.
+_BLOCKED_RUN = """
+import importlib.abc, importlib.util, sys
+import numpy as np
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("onnxflow", "onnx"):
+            raise ImportError(f"{name} is blocked: the exported module must stand alone")
+        return None
+
+sys.meta_path.insert(0, Blocker())
+module_path, feeds_path, out_path = sys.argv[1:]
+spec = importlib.util.spec_from_file_location("exported", module_path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+feeds = dict(np.load(feeds_path))
+outputs = module.run(feeds)
+np.savez(out_path, *outputs)
+"""
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param(_small_cnn(), id="small_cnn"),
+        pytest.param(DATA / "transformer_dynamo_default.onnx", id="transformer_dynamo"),
+    ],
+)
+def test_a_module_of_numpy_forms_stands_alone(model: Any, tmp_path: Path) -> None:
+    """Every node has a NumPy form: the module imports NumPy only, says so, and runs in an
+    interpreter where onnxflow and onnx cannot be imported, giving the session's outputs."""
+    import subprocess
+    import sys
+
+    path = export_python(model, tmp_path / "model.py")
+    text = path.read_text()
+    assert "Every node is plain NumPy" in text and "kernel(" not in text
+    assert set(re.findall(r"^(?:from|import) (\w+)", text, re.M)) == {"numpy", "pathlib"}
+    session = InferenceSession(model if isinstance(model, onnx.ModelProto) else str(model))
+    if isinstance(model, Path):
+        with np.load(model.with_suffix(".npz")) as archive:
+            names = [i.name for i in session.get_inputs()]
+            feeds = {n: archive[f"in0_{k}"] for k, n in enumerate(names)}
+    else:
+        feeds = {"x": np.random.default_rng(1).standard_normal((2, 3, 9, 9)).astype(np.float32)}
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    script = tmp_path / "blocked_run.py"
+    script.write_text(_BLOCKED_RUN)
+    args = [sys.executable, str(script), str(path), str(tmp_path / "feeds.npz")]
+    done = subprocess.run([*args, str(tmp_path / "out.npz")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        got = [out[f"arr_{k}"] for k in range(len(out.files))]
+    expected = session.run(None, feeds)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        assert g.dtype == e.dtype
+
+
+def test_the_header_names_the_ops_that_call_onnxflow(tmp_path: Path) -> None:
+    """An op without a NumPy form (Hardmax, here) calls onnxflow's kernel: the module's header
+    names it, and the module imports onnxflow's support for it."""
+    node = helper.make_node("Hardmax", ["x"], ["y"])
+    model = tmp_path / "hardmax.onnx"
+    onnx.save(_one_node_model(node, {"x": [2, 4]}, ["y"], 13), model)
+    path, module = _exported(model, tmp_path)
+    text = path.read_text()
+    header = text.split('"""')[1]
+    assert "call onnxflow's kernels:\nHardmax." in header
+    assert "from onnxflow.export.support import kernel" in text
+    _agree(model, module, {"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
+
+
+def test_a_kernel_called_through_a_one_node_model_takes_a_sequence() -> None:
+    """A builder kernel's one-node model declares a list input as a sequence (it made it an
+    array, which fails for a list of arrays of different lengths)."""
+    from onnxflow.export.support import kernel
+
+    seq = [np.ones(2, np.float32), np.zeros(3, np.float32)]
+    got = kernel("", "OptionalGetElement", 18)(seq)
+    assert isinstance(got, list) and [len(v) for v in got] == [2, 3]
+
+
+@pytest.mark.parametrize("outputs", [["a"], ["a", "b", "c"], ["a", "", "c"]])
+def test_split_writes_each_listed_output(outputs: list[str], tmp_path: Path) -> None:
+    """Split's NumPy form gives as many parts as the node lists (one: the part itself, not a
+    1-tuple; an omitted one: assigned to ``_``)."""
+    node = helper.make_node("Split", ["x"], outputs, axis=1)
+    model = tmp_path / "split.onnx"
+    onnx.save(_one_node_model(node, {"x": [2, 6]}, [o for o in outputs if o], 13), model)
+    path, module = _exported(model, tmp_path)
+    assert "onnx_split(" in path.read_text()
+    _agree(model, module, {"x": np.arange(12, dtype=np.float32).reshape(2, 6)})

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 import onnxflow
 from onnxflow.compile.passes.hoist import split_body
 from onnxflow.export import support
-from onnxflow.ops import load_all
+from onnxflow.ops import load_all, numpy_forms
 from onnxflow.ops.registry import REGISTRY
 from onnxflow.traits import Traits, bind_attributes
 
@@ -111,29 +111,58 @@ def test_random_kernels_are_never_moved_out_of_a_body() -> None:
 
 def _kernels_with_a_numpy_form() -> list:
     load_all()
-    return [k for k in REGISTRY.all() if k.traits.numpy is not None]
+    return [k for k in REGISTRY.all() if isinstance(k.traits.numpy, str)]
+
+
+def _inputs(op_type: str, shapes: tuple, dtype: type, rng: np.random.Generator) -> list:
+    """Inputs of ``shapes``: no zero divisor for Div, a boolean condition for Where, small
+    powers of positive numbers for Pow."""
+    ins = [rng.standard_normal(s).astype(dtype) * 3 for s in shapes]
+    if op_type == "Div":
+        ins[1] = np.where(ins[1] == 0, 1, ins[1]).astype(dtype)
+    if op_type == "Where":
+        ins[0] = ins[0] > 0
+    if op_type == "Pow":  # a positive base; integer exponents from -2 to 3 (4 for a scalar)
+        ins[0] = (np.abs(ins[0]) + 1).astype(dtype)
+        ins[1] = (np.round(ins[1]) % 6 - 2).astype(dtype) if ins[1].ndim else np.array(4, dtype)
+    return ins
 
 
 def test_every_declared_numpy_form_gives_the_kernels_values() -> None:
-    """A kernel's ``numpy`` form (what export-python writes) equals running the kernel, on
-    inputs of several ranks and types, for every version that declares one."""
+    """A kernel's ``numpy`` form written as a format string (what export-python writes, with
+    :mod:`onnxflow.ops.numpy_forms` copied in) equals running the kernel, on inputs of several
+    ranks and types, for every version that declares one. The forms written by a function of
+    the node are compared on the whole node suite (tests/conformance/test_exported_modules.py)."""
     kernels = _kernels_with_a_numpy_form()
-    assert {k.op_type for k in kernels} >= {"MatMul", "Relu", "Shape"}
+    assert {k.op_type for k in kernels} >= {"MatMul", "Relu", "Div", "Where"}
     rng = np.random.default_rng(0)
+    pairs = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((), (3,))]
     shapes = {
         "MatMul": [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 2)), ((4,), (4,))],
         "Relu": [((3, 4),), ((),)],
-        "Shape": [((2, 0, 3),), ((),)],
+        "Sigmoid": [((3, 4),), ((),)],
+        "HardSwish": [((3, 4),), ((),)],
+        "Erf": [((3, 4),), ((),)],
+        "GlobalAveragePool": [((2, 3, 4, 5),), ((1, 2, 3),)],
+        "GlobalMaxPool": [((2, 3, 4, 5),), ((1, 2, 3),)],
+        "Div": pairs,
+        "Pow": pairs,
+        "Where": [((3, 4), (3, 4), (4,)), ((), (2, 3), ())],
+        "Expand": [],  # its second input is a shape: the node suite's cases compare it
     }
     for kernel in kernels:
-        for dtype in (np.float32, np.float64, np.int32):
+        floats_only = kernel.op_type in ("Sigmoid", "HardSwish", "Erf")  # float operators
+        for dtype in (
+            (np.float32, np.float64) if floats_only else (np.float32, np.float64, np.int32)
+        ):
             for shape in shapes[kernel.op_type]:
-                ins = [rng.standard_normal(s).astype(dtype) * 3 for s in shape]
+                ins = _inputs(kernel.op_type, shape, dtype, rng)
                 if kernel.build:
                     got = support.kernel("", kernel.op_type, kernel.since)(*ins)
                 else:
                     got = kernel.fn(*ins)
                 form = kernel.traits.numpy.format(*(f"ins[{i}]" for i in range(len(ins))))
-                expected = eval(form, {"np": np, "ins": ins})  # the exported module's text
+                scope = {**vars(numpy_forms), "np": np, "ins": ins}
+                expected = eval(form, scope)  # the exported module's text
                 np.testing.assert_array_equal(got, expected, err_msg=f"{kernel.op_type} {shape}")
                 assert np.asarray(got).dtype == np.asarray(expected).dtype

@@ -38,9 +38,12 @@ class Traits:
     call: Callable[..., Any] | None = None
     guard: str | None = None
     #: The kernel's result written as plain NumPy, for code a person reads (``onnxflow
-    #: export-python``): a format string over the inputs' expressions, e.g. MatMul's
-    #: ``"np.matmul({0}, {1})"``; same values, a 0-d result possibly as a NumPy scalar.
-    numpy: str | None = None
+    #: export-python``): a format string over the inputs' expressions, e.g. Relu's
+    #: ``"np.maximum({0}, 0)"`` (for a node with no attributes), or a function of the node
+    #: (:class:`NumpyCall`) giving the expression, None when it has none for that node. It may
+    #: call the functions of :mod:`onnxflow.ops.numpy_forms`, which the exporter copies into
+    #: the module. Same values and dtype, a 0-d result possibly as a NumPy scalar.
+    numpy: str | Callable[[NumpyCall], str | None] | None = None
     #: The result is a new array that nothing else refers to (no view, no kept operand).
     fresh: bool = False
     #: A kernel computing the same result over input 0's array, for when that array dies here.
@@ -96,6 +99,26 @@ class Traits:
         if self.passthrough or self.ufunc is not None:
             return True
         return self.static_shape
+
+
+class NumpyCall(NamedTuple):
+    """What a kernel's NumPy form (:attr:`Traits.numpy`) is written from, for one node."""
+
+    #: The inputs' expressions, ``"None"`` for an omitted optional input.
+    ins: list[str]
+    #: The node's attributes, decoded (a tensor as an array).
+    attrs: dict[str, Any]
+    #: The attributes as Python source (a tensor as an expression reading it).
+    src: dict[str, str]
+    #: The since version of the kernel the node resolves to.
+    since: int
+    #: How many outputs the node lists: a form for one output gives None for more, a form
+    #: for several gives a tuple of that many.
+    outputs: int = 1
+
+    def arg(self, name: str, default: Any) -> str:
+        """The source of attribute ``name``, or of ``default`` (repr) when the node has none."""
+        return self.src[name] if name in self.src else repr(default)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ The graph is exported as written (after loading and validation, before onnxflow'
 passes), so the module reads like the model its user knows: one line per node, one function
 per graph and per Loop, Scan, SequenceMap or If body (nested, so a body reads the outer values
 it captures by name). A node whose kernel declares an inline form
-(:class:`onnxflow.traits.Traits` ``ufunc``, ``numpy`` or ``passthrough``) becomes it; any
-other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel`. Initializers
+(:class:`onnxflow.traits.Traits` ``ufunc``, ``numpy`` or ``passthrough``) becomes it, with
+the source of the :mod:`onnxflow.ops.numpy_forms` functions it calls copied into the module;
+any other calls onnxflow's kernel through :func:`onnxflow.export.support.kernel` (a one-node
+model listing exactly the node's outputs, for a kernel built per node), and the module's
+docstring names those ops: a module with none imports nothing of onnxflow. Initializers
 and Constant values of more than one element go to a side ``.npz`` beside the module, read
 relative to the module's file. A contrib operator holding a subgraph (GreedySearch's decoder)
 calls its kernel with the subgraph, stored serialized in the weights.
@@ -14,6 +17,7 @@ calls its kernel with the subgraph, stored serialized in the weights.
 from __future__ import annotations
 
 import importlib
+import inspect
 import keyword
 import os
 import re
@@ -33,9 +37,11 @@ from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import load_model
 from onnxflow.ir.names import fresh_name
 from onnxflow.ir.validate import validate_model
+from onnxflow.ops import numpy_forms
 from onnxflow.ops.custom import CustomOp, CustomOps, parse_custom_ops
 from onnxflow.ops.registry import REGISTRY, schema_since_version
 from onnxflow.runtime.stacking import empty_element
+from onnxflow.traits import NumpyCall
 from onnxflow.values import tensor_to_array
 
 
@@ -54,11 +60,11 @@ class _Writer:
     ml_dtypes: bool = False
     #: Some kernel call takes a subgraph attribute, stored serialized in the weights.
     subgraphs: bool = False
-    #: Some Scan 8 pads its scan outputs (export.support.padded).
-    padded: bool = False
     #: The operators the user gives as Python functions (``custom_ops``), and those called.
     custom: dict[tuple[str, str], CustomOp] = field(default_factory=dict)
     custom_used: dict[str, CustomOp] = field(default_factory=dict)
+    #: The ops (``domain.op_type``) of the nodes written as calls into onnxflow's kernels.
+    kernel_ops: set[str] = field(default_factory=set)
 
     def ident(self, name: str) -> str:
         """The Python identifier standing for the ONNX value ``name`` (same name, same one)."""
@@ -81,6 +87,9 @@ class _Writer:
             literal = _literal(value.item())
             return f"np.array({literal}, dtype=np.{value.dtype.name}).reshape({value.shape})"
         key = f"w{len(self.weights)}"
+        if value.dtype.kind == "O":  # strings: stored as NumPy's unicode, read back as objects
+            self.weights[key] = value.astype(str)
+            return f'WEIGHTS["{key}"].astype(object)  # {name}'
         if _numpy_dtype(value.dtype):
             self.weights[key] = value
             return f'WEIGHTS["{key}"]  # {name}'
@@ -97,6 +106,7 @@ _RESERVED = {
     *("b", "inits", "batch", "steps", "lens", "finals", "rows", "seqs", "final", "row"),
     *("mapped", "feeds", "float", "bool", "int", "len", "range", "zip", "list", "isinstance"),
     *("custom_ops", "CUSTOM_OPS", "importlib", "KeyError"),
+    *(name for name in vars(numpy_forms) if name.startswith("onnx_")),
 }
 
 
@@ -169,6 +179,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         "",
         "Run it with: ``import model; outputs = model.run({input name: array, ...})``.",
         f"The weights are read from {npz} beside this file.",
+        *_kernel_note(writer),
         '"""',
         "",
         "from pathlib import Path",
@@ -178,13 +189,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
     if writer.ml_dtypes:
         head.insert(head.index("import numpy as np"), "import ml_dtypes")
     support = [
-        name
-        for name, used in (
-            ("kernel", writer.kernels),
-            ("padded", writer.padded),
-            ("subgraph", writer.subgraphs),
-        )
-        if used
+        name for name, used in (("kernel", writer.kernels), ("subgraph", writer.subgraphs)) if used
     ]
     if support:
         head.append(f"from onnxflow.export.support import {', '.join(support)}")
@@ -194,6 +199,7 @@ def _module_text(writer: _Writer, proto: ModelProto, body: list[str], npz: str) 
         *_custom_table(writer),
         "",
         "",
+        *_helpers(body),
         *body,
         "",
         "",
@@ -265,6 +271,33 @@ def _importable(fn: Any) -> tuple[str, str] | None:
     return (module, name) if found is fn else None
 
 
+def _kernel_note(writer: _Writer) -> list[str]:
+    """The header's lines saying which ops, if any, call onnxflow's kernels."""
+    if not writer.kernel_ops:
+        return ["Every node is plain NumPy: the module imports nothing of onnxflow."]
+    ops = ", ".join(sorted(writer.kernel_ops))
+    return ["", "These ops have no NumPy form here and call onnxflow's kernels:", f"{ops}."]
+
+
+#: A call of one of :mod:`onnxflow.ops.numpy_forms`' functions.
+_HELPER_CALL = re.compile(r"\b(onnx_\w+)\(")
+
+
+def _helpers(body: list[str]) -> list[str]:
+    """The source of each :mod:`onnxflow.ops.numpy_forms` function ``body`` calls, and of
+    those they call, in the order the module defines them."""
+    wanted: set[str] = set()
+    todo = set(_HELPER_CALL.findall("\n".join(body)))
+    while todo:
+        name = todo.pop()
+        if name in wanted or not hasattr(numpy_forms, name):
+            continue
+        wanted.add(name)
+        todo |= set(_HELPER_CALL.findall(inspect.getsource(getattr(numpy_forms, name))))
+    defined = [n for n in vars(numpy_forms) if n in wanted]
+    return [line for n in defined for line in [inspect.getsource(getattr(numpy_forms, n)), ""]]
+
+
 def _initializers(graph: GraphProto) -> set[str]:
     return {t.name for t in graph.initializer}
 
@@ -301,11 +334,13 @@ def _node_lines(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
     kernel = _kernel_for(writer, node, domain)
     ins = [writer.ident(i) if i else "None" for i in node.input]
     comment = f"  # {_where(node)}"
-    plain = _plain_call(kernel, node, ins)
+    plain = _plain_call(writer, kernel, node, ins)
     if plain is not None:
         writer.plain += 1
-        return [f"{indent}{writer.ident(node.output[0])} = {plain}{comment}"]
+        outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
+        return [f"{indent}{outs} = {plain}{comment}"]
     writer.kernels += 1
+    writer.kernel_ops.add(f"{domain + '.' if domain else ''}{node.op_type}")
     return [f"{indent}{_kernel_call(writer, kernel, node, domain, ins)}{comment}"]
 
 
@@ -318,7 +353,10 @@ def _kernel_call(writer: _Writer, kernel: Any, node: NodeProto, domain: str, ins
     since = schema_since_version(domain, node.op_type, opset) or kernel.since
     outs = ", ".join(writer.ident(o) if o else "_" for o in node.output)
     if kernel.traits.several or returns_several(node, domain, opset):  # a tuple: take the
-        n = len(node.output)  # outputs the node lists
+        n = len(node.output)  # outputs the node lists, the omitted ones kept omitted
+        omitted = tuple(k for k, o in enumerate(node.output) if not o)
+        if omitted:
+            attrs = f", _omitted={omitted}{attrs}"
         call = f'kernel("{domain}", "{node.op_type}", {since}, _outputs={n}{attrs})'
         return f"{outs}, = {call}({', '.join(ins)})[:{n}]"
     return f'{outs} = kernel("{domain}", "{node.op_type}", {since}{attrs})({", ".join(ins)})'
@@ -355,9 +393,16 @@ def _kernel_for(writer: _Writer, node: NodeProto, domain: str) -> Any:
     return kernel
 
 
-def _plain_call(kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
+def _plain_call(writer: _Writer, kernel: Any, node: NodeProto, ins: list[str]) -> str | None:
     """The plain NumPy expression for a node whose kernel's traits declare one (a ufunc, a
     NumPy form, or a passthrough of its one input), else None."""
+    if callable(kernel.traits.numpy):
+        if any(a.ref_attr_name for a in node.attribute) or not node.output[0]:
+            return None
+        src = {a.name: _attr_expr(writer, a) for a in node.attribute}
+        attrs = {a.name: decode_attribute(a) for a in node.attribute}
+        outputs = len(node.output)
+        return kernel.traits.numpy(NumpyCall(ins, attrs, src, kernel.since, outputs))
     if node.attribute or len(node.output) != 1:
         return None
     if kernel.traits.passthrough and len(ins) == 1 and not kernel.build:
@@ -562,8 +607,7 @@ def _scan8(writer: _Writer, node: NodeProto, indent: str) -> list[str]:
         lines.append(f"{i}{o} = np.stack(finals[{j}]) if finals[{j}] else inits[{j}]")
     for j, o in enumerate(outs[n_states:]):
         empty = _empty(writer, graph.output[n_states + j])
-        lines.append(f"{i}{o} = padded(rows[{j}], steps, {empty})")
-    writer.padded = True
+        lines.append(f"{i}{o} = onnx_padded(rows[{j}], steps, {empty})")
     return lines
 
 

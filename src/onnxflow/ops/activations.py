@@ -19,7 +19,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import PerDtype, accumulation_dtype, clamp
 from onnxflow.ops.elementwise import normal_cdf
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import NumpyCall, Traits, native_form
 
 #: The compiled loops (float32 computed in double, rounded once): ``_math``, or None.
 _MATH = compiled.module("_math")
@@ -114,7 +114,16 @@ def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarr
     return _relu(x)
 
 
-@op("LeakyRelu", 1, 6, 16)
+def _alpha_numpy(name: str, *attrs: tuple[str, float]) -> Callable[[NumpyCall], str]:
+    """The NumPy form ``onnx_<name>(x, <attrs>...)``, each attribute given or its default."""
+
+    def form(f: NumpyCall) -> str:
+        return f"onnx_{name}({', '.join([f.ins[0], *(f.arg(a, d) for a, d in attrs)])})"
+
+    return form
+
+
+@op("LeakyRelu", 1, 6, 16, traits=Traits(numpy=_alpha_numpy("leaky_relu", ("alpha", 0.01))))
 def leaky_relu(
     x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
@@ -196,6 +205,7 @@ def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None
         elementwise=True,
         native=native_form(compiled.when(_MATH, _sigmoid_compiled)),
         pointwise="sigmoid",
+        numpy="onnx_sigmoid({0})",
     ),
 )
 def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -203,7 +213,13 @@ def sigmoid(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.nd
     return _like(_sigmoid(x), x)
 
 
-@op("HardSigmoid", 1, 6, 22, traits=Traits(rounds_once=True))
+@op(
+    "HardSigmoid",
+    *(1, 6, 22),
+    traits=Traits(
+        rounds_once=True, numpy=_alpha_numpy("hard_sigmoid", ("alpha", 0.2), ("beta", 0.5))
+    ),
+)
 def hard_sigmoid(
     x: np.ndarray,
     *,
@@ -217,7 +233,7 @@ def hard_sigmoid(
     return _like(clamp(w * c(alpha) + c(beta), c(0), c(1)), x)
 
 
-@op("HardSwish", 14, 22, traits=Traits(rounds_once=True))
+@op("HardSwish", 14, 22, traits=Traits(rounds_once=True, numpy="onnx_hard_swish({0})"))
 def hard_swish(x: np.ndarray) -> np.ndarray:
     """Return x * max(0, min(1, x / 6 + 0.5)), float16 computed in float32 and rounded once."""
     w = x.astype(accumulation_dtype(x.dtype), copy=False)
@@ -374,9 +390,19 @@ def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     return _on_axis(_log_softmax, x, axis)
 
 
+def _softmax_numpy(coerced: bool) -> Callable[[NumpyCall], str]:
+    """Softmax's NumPy form: over x coerced to 2-D at ``axis`` (before opset 13) or along it."""
+
+    def form(f: NumpyCall) -> str:
+        axis = f.arg("axis", 1 if coerced else -1)
+        return f"onnx_softmax({f.ins[0]}, {axis}{', coerced=True' if coerced else ''})"
+
+    return form
+
+
 for _kernel, _log, _coerced, _versions, _traits in (
-    (softmax_2d, False, True, (1, 11), Traits(static_shape=True)),
-    (softmax, False, False, (13,), Traits(static_shape=True)),
+    (softmax_2d, False, True, (1, 11), Traits(static_shape=True, numpy=_softmax_numpy(True))),
+    (softmax, False, False, (13,), Traits(static_shape=True, numpy=_softmax_numpy(False))),
     (log_softmax_2d, True, True, (1, 11), Traits()),
     (log_softmax, True, False, (13,), Traits()),
 ):

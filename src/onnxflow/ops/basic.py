@@ -11,7 +11,7 @@ from onnx import numpy_helper
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 from onnxflow.values import np_dtype
 
 
@@ -69,7 +69,15 @@ def _sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
     return dense
 
 
-@op("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+def _constant_of_shape_numpy(f: NumpyCall) -> str:
+    return f"onnx_constant_of_shape({f.ins[0]}, {f.arg('value', None)})"
+
+
+@op(
+    "ConstantOfShape",
+    *(9, 20, 21, 23, 24, 25),
+    traits=Traits(numpy=_constant_of_shape_numpy),
+)
 def constant_of_shape(shape: np.ndarray, *, value: np.ndarray | None = None) -> np.ndarray:
     """Return a tensor of the given shape filled with ``value``'s one element (default 0.0f)."""
     if value is None:

@@ -22,7 +22,7 @@ from onnx import TensorProto
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops import compiled
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import NumpyCall, Traits, native_form
 from onnxflow.values import np_dtype
 
 STRING = np.dtype(object)
@@ -248,6 +248,18 @@ def _cast_compiled(
     return step
 
 
+def _cast_numpy(f: NumpyCall) -> str | None:
+    """Cast's NumPy form to a NumPy type (bool, integers, float16/32/64): ``astype``; None
+    to a string, an ml_dtypes type (float8, bfloat16, int4...)."""
+    try:
+        dtype = target_dtype(f.attrs["to"])
+    except (KeyError, ValueError):
+        return None
+    if dtype.kind not in "biuf" or getattr(np, dtype.name, None) is not dtype.type:
+        return None
+    return f"{f.ins[0]}.astype(np.{dtype.name})"
+
+
 @op(
     "Cast",
     *(1, 6, 9, 13, 19, 21, 23, 24, 25, 28),
@@ -256,6 +268,7 @@ def _cast_compiled(
         elementwise=True,
         static_shape=True,
         native=native_form(_cast_compiled if _HALF else None),
+        numpy=_cast_numpy,
     ),
 )
 def cast(

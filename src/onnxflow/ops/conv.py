@@ -25,7 +25,7 @@ from onnxflow.ops.conv_paths import _geometry, _tuple, check_kernel_shape, convo
 from onnxflow.ops.im2col import im2col
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import SAME, per_axis, spatial_geometry
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import NumpyCall, Traits, native_form
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -64,6 +64,13 @@ def conv(
     return _add_bias(y, b).astype(x.dtype, copy=False)
 
 
+def _conv_numpy(f: NumpyCall) -> str:
+    """Conv's NumPy form: :func:`onnxflow.ops.numpy_forms.onnx_conv` (im2col)."""
+    names = ("auto_pad", "dilations", "group", "pads", "strides")
+    args = [*f.ins[:3], *(f"{a}={f.src[a]}" for a in names if a in f.src)]
+    return f"onnx_conv({', '.join(args)})"
+
+
 #: Conv's compiled form runs depthwise, small-channel and long 1-D float32 convolutions by a
 #: direct loop (:mod:`onnxflow.ops.conv_direct`), the rest by this NumPy form.
 op(
@@ -75,11 +82,19 @@ op(
         fresh=True,
         rounds_once=True,
         native=native_form(compiled_conv(conv), stateful=prepared_conv(compiled_conv(conv))),
+        numpy=_conv_numpy,
     ),
 )(conv)
 
 
-@op("ConvTranspose", 1, 11, 22)
+def _conv_transpose_numpy(f: NumpyCall) -> str:
+    """ConvTranspose's NumPy form: :func:`onnxflow.ops.numpy_forms.onnx_conv_transpose`."""
+    names = ("auto_pad", "dilations", "group", "output_padding", "output_shape", "pads")
+    args = [*f.ins[:3], *(f"{a}={f.src[a]}" for a in (*names, "strides") if a in f.src)]
+    return f"onnx_conv_transpose({', '.join(args)})"
+
+
+@op("ConvTranspose", 1, 11, 22, traits=Traits(numpy=_conv_transpose_numpy))
 def conv_transpose(
     x: np.ndarray,
     w: np.ndarray,

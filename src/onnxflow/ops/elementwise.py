@@ -26,7 +26,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.registry import op
-from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form, ufunc_traits
+from onnxflow.traits import WIDEN_LIMIT, Built, NumpyCall, Traits, native_form, ufunc_traits
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -51,10 +51,12 @@ def _unary(
     *versions: int,
     loops: dict[Any, compiled.Loop] | None = None,
     pointwise: str | None = None,
+    numpy: str | None = None,
 ) -> None:
     """Register ``fn`` applied elementwise as ``op_type``; version 1 may carry consumed_inputs.
     ``loops``: the compiled loops of its compiled form, by dtype (:func:`compiled.unary`);
-    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`)."""
+    ``pointwise``: its instruction in a compiled pointwise region; ``numpy``: its NumPy form
+    when ``fn`` is no ufunc (:class:`Traits`)."""
     if ARRAY_OUT and isinstance(fn, np.ufunc):
 
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -66,7 +68,7 @@ def _unary(
         def kernel(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
             return np.asarray(fn(x))
 
-        traits = Traits(elementwise=True, static_shape=True, pointwise=pointwise)
+        traits = Traits(elementwise=True, static_shape=True, pointwise=pointwise, numpy=numpy)
     if loops:
         form = compiled.unary(kernel, loops, f"{op_type}_compiled")
         traits = traits.replace(native=native_form(form), fresh=True)
@@ -121,7 +123,8 @@ def _binary(
     if legacy:
         op(op_type, *legacy)(legacy_kernel)
     if versions:
-        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise)
+        form = {divide: "onnx_div({0}, {1})", power: "onnx_pow({0}, {1})"}.get(fn)
+        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise, numpy=form)
         op(op_type, *versions, traits=traits)(kernel)
 
 
@@ -360,6 +363,7 @@ for _name, _fn, _versions in _UNARY:
         *_versions,
         loops=_COMPILED_UNARY.get(_name),
         pointwise=_POINTWISE_UNARY.get(_name),
+        numpy="onnx_erf({0})" if _fn is erf else None,
     )
 
 
@@ -527,9 +531,24 @@ def _variadic(
     kernel.__name__ = kernel.__qualname__ = op_type
     kernel.__doc__ = f"Return {ufunc.__name__} of all inputs, broadcast together."
     traits = Traits(
-        fresh=True, in_place=over_first, elementwise=True, selects=selects, pointwise=pointwise
+        fresh=True,
+        in_place=over_first,
+        elementwise=True,
+        selects=selects,
+        pointwise=pointwise,
+        numpy=functools.partial(_variadic_numpy, ufunc),
     )
     op(op_type, *versions, traits=traits)(kernel)
+
+
+def _variadic_numpy(ufunc: np.ufunc, f: NumpyCall) -> str | None:
+    """Sum, Max or Min of the inputs written as nested calls of ``ufunc``; one input copied."""
+    if not f.ins or "None" in f.ins:
+        return None
+    expr = f.ins[0]
+    for x in f.ins[1:]:
+        expr = f"np.{ufunc.__name__}({expr}, {x})"
+    return f"np.array({expr})" if len(f.ins) == 1 else f"np.asarray({expr})"
 
 
 _variadic("Sum", np.add, (1, 6, 8, 13))
@@ -547,7 +566,13 @@ def mean(*xs: np.ndarray, consumed_inputs: list[int] | None = None) -> np.ndarra
 
 
 # -- selection --------------------------------------------------------------------------------
-@op("Where", 9, 16, traits=Traits(static_shape=True, elementwise=True, selects=True))
+@op(
+    "Where",
+    *(9, 16),
+    traits=Traits(
+        static_shape=True, elementwise=True, selects=True, numpy="np.where({0}, {1}, {2})"
+    ),
+)
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Return x where condition holds, else y, all three broadcast together."""
     return np.where(condition, x, y)
@@ -588,7 +613,17 @@ def _attr_bound(value: float | None, dtype: np.dtype) -> np.ndarray | None:
         return np.asarray(value).astype(dtype)
 
 
-@op("Clip", 1)
+def _clip_numpy(f: NumpyCall) -> str:
+    """Clip's NumPy form: bounds as inputs (11 on) or attributes (float32's range by default
+    in 6, no bound in 1)."""
+    if f.since >= 11:
+        return f"onnx_clip({', '.join(f.ins)})"
+    limit = 3.4028234663852886e38 if f.since == 6 else None
+    lo, hi = f.arg("min", None if limit is None else -limit), f.arg("max", limit)
+    return f"onnx_clip({f.ins[0]}, {lo}, {hi})"
+
+
+@op("Clip", 1, traits=Traits(numpy=_clip_numpy))
 def clip_1(
     x: np.ndarray,
     *,
@@ -600,7 +635,7 @@ def clip_1(
     return _clip(x, _attr_bound(min, x.dtype), _attr_bound(max, x.dtype))
 
 
-@op("Clip", 6)
+@op("Clip", 6, traits=Traits(numpy=_clip_numpy))
 def clip_6(
     x: np.ndarray,
     *,
@@ -616,7 +651,13 @@ def clip_6(
     11,
     12,
     13,
-    traits=Traits(selects=True, fresh=True, in_place=_clip_over_x, pointwise="clip"),
+    traits=Traits(
+        selects=True,
+        fresh=True,
+        in_place=_clip_over_x,
+        pointwise="clip",
+        numpy=_clip_numpy,
+    ),
 )
 def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Return x limited to [lo, hi] given as optional scalar inputs; lo > hi gives hi."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
@@ -45,7 +45,11 @@ def _element_index(data: np.ndarray, indices: np.ndarray, axis: int) -> tuple[np
     return tuple(grids)
 
 
-@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True))
+def _gather_numpy(f: NumpyCall) -> str:
+    return f"np.take({f.ins[0]}, {f.ins[1]}, axis={f.arg('axis', 0)})"
+
+
+@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_gather_numpy))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)
@@ -57,7 +61,11 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
         raise
 
 
-@op("GatherElements", 11, 13)
+def _gather_elements_numpy(f: NumpyCall) -> str:
+    return f"np.take_along_axis({f.ins[0]}, {f.ins[1]}, axis={f.arg('axis', 0)})"
+
+
+@op("GatherElements", 11, 13, traits=Traits(numpy=_gather_elements_numpy))
 def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return out[i] = data[i with i[axis] replaced by indices[i]], shaped like indices."""
     return data[_element_index(data, indices, axis)]
@@ -86,7 +94,11 @@ def _nd_index(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> tuple[n
     return (*batch, *coords)
 
 
-@op("GatherND", 11, 12, 13)
+def _gather_nd_numpy(f: NumpyCall) -> str:
+    return f"onnx_gather_nd({f.ins[0]}, {f.ins[1]}, {f.arg('batch_dims', 0)})"
+
+
+@op("GatherND", 11, 12, 13, traits=Traits(numpy=_gather_nd_numpy))
 def gather_nd(data: np.ndarray, indices: np.ndarray, *, batch_dims: int = 0) -> np.ndarray:
     """Return the slices of data addressed by the index tuples in the last axis of indices."""
     return data[_nd_index(data, indices, batch_dims)]

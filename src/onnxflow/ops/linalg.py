@@ -15,7 +15,7 @@ import numpy as np
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
-from onnxflow.traits import Built, Traits
+from onnxflow.traits import Built, NumpyCall, Traits
 
 #: Dtypes whose products go to BLAS through np.dot.
 _BLAS = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
@@ -34,7 +34,7 @@ def _rows(rank: int, others: tuple[int, ...]) -> int | None:
     *(1, 9, 13),
     build=True,
     traits=Traits(
-        fresh=True, static_shape=True, rows=_rows, rounds_once=True, numpy="np.matmul({0}, {1})"
+        fresh=True, static_shape=True, rows=_rows, rounds_once=True, numpy="onnx_matmul({0}, {1})"
     ),
 )
 def build_matmul(node: NodeContext) -> Built:
@@ -116,7 +116,16 @@ def gemm_legacy(
     return _gemm(a, b, c, alpha, beta, transA, transB)
 
 
-@op("Gemm", 7, 9, 11, 13, traits=Traits(static_shape=True, rounds_once=True))
+def _gemm_numpy(f: NumpyCall) -> str:
+    c = f.ins[2] if len(f.ins) > 2 else "None"
+    scalars = ", ".join(f.arg(a, d) for a, d in (("alpha", 1.0), ("beta", 1.0)))
+    return (
+        f"onnx_gemm({f.ins[0]}, {f.ins[1]}, {c}, {scalars}, "
+        f"{f.arg('transA', 0)}, {f.arg('transB', 0)})"
+    )
+
+
+@op("Gemm", 7, 9, 11, 13, traits=Traits(static_shape=True, rounds_once=True, numpy=_gemm_numpy))
 def gemm(
     a: np.ndarray,
     b: np.ndarray,

@@ -23,7 +23,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
-from onnxflow.traits import NONE, RANDOM, Built, Traits, native_form
+from onnxflow.traits import NONE, RANDOM, Built, NumpyCall, Traits, native_form
 from onnxflow.values import np_dtype
 
 
@@ -129,7 +129,18 @@ def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial:
     return Built(run, NONE if training else Traits(fresh=True, in_place=over_x))
 
 
-@op("BatchNormalization", 1, 6, build=True, traits=Traits(rounds_once=True))
+def _batch_norm_numpy(f: NumpyCall) -> str | None:
+    """BatchNormalization's NumPy form in inference mode (the node lists one output, and is
+    not in training mode nor per activation, ``spatial`` 0), else None."""
+    if f.outputs > 1 or f.attrs.get("training_mode", 0) or not f.attrs.get("spatial", 1):
+        return None
+    return f"onnx_batch_norm({', '.join(f.ins)}, {f.arg('epsilon', 1e-5)})"
+
+
+_BN = Traits(rounds_once=True, numpy=_batch_norm_numpy)
+
+
+@op("BatchNormalization", 1, 6, build=True, traits=_BN)
 def batch_normalization_1(
     node: NodeContext,
     *,
@@ -143,7 +154,7 @@ def batch_normalization_1(
     return _batch_norm_kernel(epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
 
 
-@op("BatchNormalization", 7, build=True, traits=Traits(rounds_once=True))
+@op("BatchNormalization", 7, build=True, traits=_BN)
 def batch_normalization_7(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1
 ) -> Built:
@@ -151,7 +162,7 @@ def batch_normalization_7(
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, spatial)
 
 
-@op("BatchNormalization", 9, build=True, traits=Traits(rounds_once=True))
+@op("BatchNormalization", 9, build=True, traits=_BN)
 def batch_normalization_9(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9
 ) -> Built:
@@ -159,7 +170,7 @@ def batch_normalization_9(
     return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, 1)
 
 
-@op("BatchNormalization", 14, 15, build=True, traits=Traits(rounds_once=True))
+@op("BatchNormalization", 14, 15, build=True, traits=_BN)
 def batch_normalization(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0
 ) -> Built:
@@ -247,7 +258,20 @@ def _layer_norm_compiled(
 LAYER_NORM_COMPILED = native_form(compiled.when(_MATH, _layer_norm_compiled))
 
 
-@op("LayerNormalization", 17, traits=Traits(native=LAYER_NORM_COMPILED))
+def _layer_norm_numpy(f: NumpyCall) -> str | None:
+    """LayerNormalization's NumPy form (Y alone), statistics in float32 or float64."""
+    stash = f.attrs.get("stash_type", 1)
+    if stash not in (1, 11) or f.outputs > 1:
+        return None
+    args = [*f.ins, *(f"{a}={f.src[a]}" for a in ("axis", "epsilon") if a in f.src)]
+    return f"onnx_layer_norm({', '.join(args)}{', wide=True' if stash == 11 else ''})"
+
+
+@op(
+    "LayerNormalization",
+    17,
+    traits=Traits(native=LAYER_NORM_COMPILED, numpy=_layer_norm_numpy),
+)
 def layer_normalization(
     x: np.ndarray,
     scale: np.ndarray,

@@ -18,7 +18,7 @@ import numpy as np
 from onnxflow.ops._common import PerDtype
 from onnxflow.ops.registry import op
 from onnxflow.ops.window_geometry import kernel_views, pad_spatial, spatial_geometry
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 
 if TYPE_CHECKING:
     from onnxflow.compile.context import NodeContext
@@ -57,7 +57,27 @@ def _windows(
     return out, begin, end, pad_spatial(x, begin, frame_end, pad_value)
 
 
-@op("AveragePool", 1, 7, 10, 11, 19, 22)
+def _pool_numpy(name: str, attrs: tuple[str, ...]) -> Callable[[NumpyCall], str | None]:
+    """A windowed pool's NumPy form, ``onnx_<name>`` with the pool's ``attrs`` (None without
+    kernel_shape, which the kernel refuses, or for MaxPool's Indices output)."""
+
+    def form(f: NumpyCall) -> str | None:
+        if "kernel_shape" not in f.src or f.outputs > 1:
+            return None
+        given = [f"{a}={f.src[a]}" for a in attrs if a in f.src]
+        return f"onnx_{name}({', '.join([f.ins[0], *given])})"
+
+    return form
+
+
+_GEOMETRY = ("kernel_shape", "auto_pad", "ceil_mode", "dilations", "pads", "strides")
+
+
+@op(
+    "AveragePool",
+    *(1, 7, 10, 11, 19, 22),
+    traits=Traits(numpy=_pool_numpy("average_pool", (*_GEOMETRY, "count_include_pad"))),
+)
 def average_pool(
     x: np.ndarray,
     *,
@@ -103,7 +123,12 @@ def _window_counts(out, begin, kernel, strides, dilations, lo, hi) -> np.ndarray
 _LOWEST = PerDtype(lambda dt: np.iinfo(dt).min if np.issubdtype(dt, np.integer) else -np.inf)
 
 
-@op("MaxPool", 1, 8, 10, 11, 12, 22, build=True, traits=Traits(selects=True))
+@op(
+    "MaxPool",
+    *(1, 8, 10, 11, 12, 22),
+    build=True,
+    traits=Traits(selects=True, numpy=_pool_numpy("max_pool", _GEOMETRY)),
+)
 def max_pool(
     node: NodeContext,
     *,
@@ -216,14 +241,18 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@op("GlobalAveragePool", 1, 22, traits=Traits(rounds_once=True))
+@op(
+    "GlobalAveragePool",
+    *(1, 22),
+    traits=Traits(rounds_once=True, numpy='onnx_global_pool({0}, "mean")'),
+)
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     """Return the mean over all spatial axes, keeping them as size 1."""
     work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
     return work.mean(axis=_spatial_axes(x), keepdims=True).astype(x.dtype, copy=False)
 
 
-@op("GlobalMaxPool", 1, 22, traits=Traits(selects=True))
+@op("GlobalMaxPool", 1, 22, traits=Traits(selects=True, numpy='onnx_global_pool({0}, "max")'))
 def global_max_pool(x: np.ndarray) -> np.ndarray:
     """Return the max over all spatial axes, keeping them as size 1."""
     return x.max(axis=_spatial_axes(x), keepdims=True)

@@ -20,7 +20,7 @@ import numpy as np
 
 from onnxflow.ops._common import PerDtype, accumulation_dtype
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
@@ -199,13 +199,29 @@ def _register(
         return _reduce(fn, data, axes, keepdims, noop_with_empty_axes)
 
     # the result's shape follows from data's, and from the axes' values when they are an input
+    how = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}.get(
+        name
+    )
     for kernel, versions, traits in (
         (with_axes_attribute, attr_versions, Traits(static_shape=True)),
         (with_axes_input, input_versions, Traits(static_shape=(1,))),
     ):
+        if how is not None:
+            traits = traits.replace(numpy=_reduce_numpy(how, versions is input_versions))
         kernel.__doc__ = f"{name}: reduce ``data`` over ``axes`` ({fn.__name__.strip('_')})."
         kernel.__qualname__ = f"{name}.{kernel.__name__}"
         op(name, *versions, traits=traits)(kernel)
+
+
+def _reduce_numpy(how: str, axes_input: bool) -> Callable[[NumpyCall], str]:
+    """ReduceSum's or ReduceMean's NumPy form (``how``: "sum" or "mean")."""
+
+    def form(f: NumpyCall) -> str:
+        axes = (f.ins[1] if len(f.ins) > 1 else "None") if axes_input else f.arg("axes", None)
+        keep, noop = f.arg("keepdims", 1), f.arg("noop_with_empty_axes", 0)
+        return f'onnx_reduce({f.ins[0]}, "{how}", {axes}, {keep}, {noop})'
+
+    return form
 
 
 _register("ReduceL1", (1, 11, 13), (18,), _l1)

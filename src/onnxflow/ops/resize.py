@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxflow.ops._common import float_compute_dtype
 from onnxflow.ops.registry import op
+from onnxflow.traits import NumpyCall, Traits
 
 _RADIUS = {"linear": 1, "cubic": 2}
 
@@ -193,7 +194,21 @@ def _check_count(what: str, values: Sequence[object], axes: list[int]) -> None:
         raise ValueError(f"{what} has {len(values)} elements, expected {len(axes)} (one per axis)")
 
 
-@op("Resize", 11, 13, 18, 19)
+#: The attributes Resize's NumPy form takes (nearest mode).
+_NEAREST_ATTRS = ("axes", "coordinate_transformation_mode", "keep_aspect_ratio_policy")
+
+
+def _resize_numpy(f: NumpyCall) -> str | None:
+    """Resize's NumPy form in nearest mode (not tf_crop_and_resize); None in the others."""
+    mode = f.attrs.get("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode != "nearest" or "tf_crop_and_resize" in f.src.get("coordinate_transformation_mode", ""):
+        return None
+    args = [*f.ins, *(f"{a}={f.src[a]}" for a in (*_NEAREST_ATTRS, "nearest_mode") if a in f.src)]
+    return f"onnx_resize_nearest({', '.join(args)})"
+
+
+@op("Resize", 11, 13, 18, 19, traits=Traits(numpy=_resize_numpy))
 def resize(
     x: np.ndarray,
     roi: np.ndarray | None = None,

@@ -15,7 +15,7 @@ import numpy as np
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import NumpyCall, Traits
 
 
 def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
@@ -30,10 +30,15 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     return [int(v) for v in array.reshape(-1)]
 
 
+def _shape_numpy(f: NumpyCall) -> str:
+    cut = f"[{f.arg('start', 0)}:{f.arg('end', None)}]" if f.attrs else ""
+    return f"np.array({f.ins[0]}.shape{cut}, dtype=np.int64)"
+
+
 @op(
     "Shape",
     *(1, 13, 15, 19, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, from_shape=True, numpy="np.array({0}.shape, dtype=np.int64)"),
+    traits=Traits(static_shape=True, from_shape=True, numpy=_shape_numpy),
 )
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
@@ -67,7 +72,12 @@ def _reshape(data: np.ndarray, shape: Sequence[int], allowzero: int) -> np.ndarr
     return data.reshape(dims)
 
 
-@op("Reshape", 1, traits=Traits(selects=True))
+def _reshape_numpy(f: NumpyCall) -> str:
+    shape = f.ins[1] if f.since >= 5 else f.arg("shape", None)
+    return f"onnx_reshape({f.ins[0]}, {shape}, {f.arg('allowzero', 0)})"
+
+
+@op("Reshape", 1, traits=Traits(selects=True, numpy=_reshape_numpy))
 def reshape_v1(
     data: np.ndarray, *, shape: list[int] | None = None, consumed_inputs: list[int] | None = None
 ) -> np.ndarray:
@@ -77,13 +87,17 @@ def reshape_v1(
     return _reshape(data, shape, 0)
 
 
-@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25, traits=Traits(selects=True))
+@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_reshape_numpy))
 def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """Return data reshaped; 0 copies the input dim unless allowzero=1, one -1 is inferred."""
     return _reshape(data, _ints(shape), allowzero)
 
 
-@op("Flatten", 1, 9, 11, 13, 21, 23, 24, 25, traits=Traits(selects=True))
+@op(
+    "Flatten",
+    *(1, 9, 11, 13, 21, 23, 24, 25),
+    traits=Traits(selects=True, numpy=lambda f: f"onnx_flatten({f.ins[0]}, {f.arg('axis', 1)})"),
+)
 def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Return x as a matrix: dims before ``axis`` make the rows, the rest the columns."""
     if not -x.ndim <= axis <= x.ndim:
@@ -112,13 +126,24 @@ def _squeezed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(d for i, d in enumerate(shape) if i not in norm)
 
 
-@op("Squeeze", 1, 11, traits=Traits(selects=True))
+def _axes_numpy(name: str) -> Callable[[NumpyCall], str]:
+    """The NumPy form of Squeeze or Unsqueeze (``onnx_<name>``): axes an attribute before
+    opset 13, an input from 13."""
+
+    def form(f: NumpyCall) -> str:
+        axes = (f.ins[1] if len(f.ins) > 1 else "None") if f.since >= 13 else f.arg("axes", None)
+        return f"onnx_{name}({f.ins[0]}, {axes})"
+
+    return form
+
+
+@op("Squeeze", 1, 11, traits=Traits(selects=True, numpy=_axes_numpy("squeeze")))
 def squeeze_v1(data: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, axes)
 
 
-@op("Squeeze", 13, 21, 23, 24, 25, traits=Traits(selects=True))
+@op("Squeeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("squeeze")))
 def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, None if axes is None else _ints(axes))
@@ -141,25 +166,29 @@ def _unsqueezed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...
     return tuple(dims)
 
 
-@op("Unsqueeze", 1, 11, traits=Traits(selects=True))
+@op("Unsqueeze", 1, 11, traits=Traits(selects=True, numpy=_axes_numpy("unsqueeze")))
 def unsqueeze_v1(data: np.ndarray, *, axes: list[int]) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, axes)
 
 
-@op("Unsqueeze", 13, 21, 23, 24, 25, traits=Traits(selects=True))
+@op("Unsqueeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("unsqueeze")))
 def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, _ints(axes))
 
 
-@op("Concat", 1, traits=Traits(static_shape=True, selects=True))
+def _concat_numpy(f: NumpyCall) -> str:
+    return f"np.concatenate([{', '.join(f.ins)}], axis={f.arg('axis', 1)})"
+
+
+@op("Concat", 1, traits=Traits(static_shape=True, selects=True, numpy=_concat_numpy))
 def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     """Return the inputs joined along ``axis`` (default 1 in this version)."""
     return concat(*inputs, axis=axis)
 
 
-@op("Concat", 4, 11, 13, traits=Traits(static_shape=True, selects=True))
+@op("Concat", 4, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_concat_numpy))
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
     if not inputs:
@@ -187,7 +216,15 @@ def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bo
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-@op("Split", 1, 2, 11, 13, 18, build=True)
+def _split_numpy(f: NumpyCall) -> str:
+    """Split's NumPy form: sizes from the input (version 1, and 13 on) or the attribute."""
+    sizes = f.ins[1] if len(f.ins) > 1 and f.ins[1] != "None" else f.arg("split", None)
+    uneven = ", uneven=True" if f.since >= 18 else ""
+    call = f"onnx_split({f.ins[0]}, {f.outputs}, {f.arg('axis', 0)}, {sizes}{uneven})"
+    return call if f.outputs > 1 else f"{call}[0]"  # one output: the part, not a 1-tuple
+
+
+@op("Split", 1, 2, 11, 13, 18, build=True, traits=Traits(numpy=_split_numpy))
 def split(
     node: NodeContext,
     *,
@@ -284,7 +321,14 @@ def _slice_axes(rank: int, count: int, axes: tuple[int, ...] | None) -> tuple[in
     return norm
 
 
-@op("Slice", 1, traits=Traits(selects=True))
+def _slice_numpy(f: NumpyCall) -> str:
+    if f.since >= 10:
+        return f"onnx_slice({', '.join(f.ins)})"
+    axes = f.arg("axes", None)
+    return f"onnx_slice({f.ins[0]}, {f.arg('starts', [])}, {f.arg('ends', [])}, {axes})"
+
+
+@op("Slice", 1, traits=Traits(selects=True, numpy=_slice_numpy))
 def slice_v1(
     data: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None
 ) -> np.ndarray:
@@ -292,7 +336,7 @@ def slice_v1(
     return _slice(data, starts, ends, axes, None)
 
 
-@op("Slice", 10, 11, 13, traits=Traits(selects=True))
+@op("Slice", 10, 11, 13, traits=Traits(selects=True, numpy=_slice_numpy))
 def slice_(
     data: np.ndarray,
     starts: np.ndarray,
@@ -310,13 +354,22 @@ def slice_(
     )
 
 
-@op("Transpose", 1, 13, 21, 23, 24, 25, traits=Traits(static_shape=True, selects=True))
+def _transpose_numpy(f: NumpyCall) -> str:
+    perm = f", {f.src['perm']}" if "perm" in f.src else ""
+    return f"np.transpose({f.ins[0]}{perm})"
+
+
+@op(
+    "Transpose",
+    *(1, 13, 21, 23, 24, 25),
+    traits=Traits(static_shape=True, selects=True, numpy=_transpose_numpy),
+)
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
     return np.transpose(data, perm)
 
 
-@op("Expand", 8, 13, traits=Traits(selects=True))
+@op("Expand", 8, 13, traits=Traits(selects=True, numpy="onnx_expand({0}, {1})"))
 def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """Return x broadcast (bidirectionally) with ``shape``."""
     target = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
@@ -340,7 +393,11 @@ def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(x, reps)
 
 
-@op("Range", 11, 27)
+@op(
+    "Range",
+    *(11, 27),
+    traits=Traits(numpy=lambda f: f"onnx_range({', '.join(f.ins)}, {f.arg('stash_type', 1)})"),
+)
 def range_(
     start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1
 ) -> np.ndarray:
