@@ -1,10 +1,9 @@
 """The line of generated code (what ``onnxflow code`` prints) that computes each node's outputs,
-found through the plan's value slots: a value in slot ``k`` is ``v<k>`` in the generated
-function, so the line that assigns ``v<k>`` is the one that runs the node."""
+found through the step each line of the generated function runs (what the lowering keeps to
+name a failing node): the first line of a node's step is the one that runs it."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import onnx
@@ -14,8 +13,6 @@ from onnxflow.runtime.codegen import source_of
 from onnxflow.runtime.lower import lowered
 from onnxflow.runtime.observe import node_key as info_key
 from onnxflow.view.graph import MAIN, body_id, node_key
-
-_ASSIGNMENT = re.compile(r"^\s*(?:if .*?:\s*)?([\w\s,()]+?)\s*=[^=]")
 
 
 def code_lines(plan: Plan, graph: onnx.GraphProto) -> dict[str, dict[str, str]]:
@@ -29,14 +26,12 @@ def code_lines(plan: Plan, graph: onnx.GraphProto) -> dict[str, dict[str, str]]:
 def _collect(
     plan: Plan, graph: onnx.GraphProto, gid: str, found: dict[str, dict[str, str]]
 ) -> None:
-    lines = _assignments(plan)
-    slots: dict[str, list[int]] = {}
-    for slot, name in enumerate(plan.slot_names):
-        slots.setdefault(name, []).append(slot)
+    lines = _step_lines(plan)
+    steps = {out: step for step, info in enumerate(plan.infos) for out in info.outputs if out}
     mine = found.setdefault(gid, {})
     for node in graph.node:
         for out in (o for o in node.output if o):
-            line = next((lines[s] for s in slots.get(out, []) if s in lines), None)
+            line = lines.get(steps.get(out, -1))
             if line is not None:
                 mine.setdefault(node_key(node), line)
                 break
@@ -58,17 +53,15 @@ def _bodies(graph: onnx.GraphProto, gid: str) -> dict[tuple[str, str], tuple[str
     return found
 
 
-def _assignments(plan: Plan) -> dict[int, str]:
-    """``{slot: line}``: the first line of the plan's generated function assigning each slot."""
+def _step_lines(plan: Plan) -> dict[int, str]:
+    """``{step: line}``: the first line of the plan's generated function that runs each step
+    (none for an interpreted plan)."""
     made = lowered(plan)
     if made.function is None:
         return {}
-    text = source_of(made.function.fn) or ""
+    text = (source_of(made.function.fn) or "").splitlines()
     found: dict[int, str] = {}
-    for line in text.splitlines():
-        match = _ASSIGNMENT.match(line)
-        if match is None:
-            continue
-        for slot in re.findall(r"\bv(\d+)\b", match.group(1)):
-            found.setdefault(int(slot), line.strip())
+    for number, step in sorted(made.function.lines.items()):
+        if 0 < number <= len(text):
+            found.setdefault(step, text[number - 1].strip())
     return found
