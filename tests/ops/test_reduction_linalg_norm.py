@@ -11,8 +11,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from op_testing import runner
 
+import onnxflow
 from onnxflow.errors import OnnxflowError
 from onnxflow.ops.linalg import grouped_matmul
 
@@ -408,3 +410,38 @@ def test_grouped_matmul_index_outside_the_groups_is_an_error(bad: int) -> None:
     x, weights = np.ones((2, 4), np.float32), np.ones((3, 4, 5), np.float32)
     with pytest.raises(ValueError, match=rf"group index {bad} is outside \[0, 3\)"):
         grouped_matmul(x, weights, np.array([[0], [bad]], np.int64))
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 4, 5), (2, 4, 3, 5)])
+@pytest.mark.parametrize("opset", [7, 9, 15])
+def test_batchnorm_with_constant_parameters_gives_the_fed_parameters_bits(shape, opset):
+    """Constant scale, bias, mean and var: their factor and shift are made once at compile
+    time; Y has the bits of the same node fed them at run time, and X dies into Y (in place)
+    or is kept, as the graph needs."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    params = [rng.uniform(0.5, 2.0, 4).astype(np.float32) for _ in range(4)]
+    names = ["scale", "bias", "mean", "var"]
+    nodes = [
+        helper.make_node("Neg", ["x"], ["t"]),  # t dies at the BatchNormalization: in place
+        helper.make_node("BatchNormalization", ["t", *names], ["y"], epsilon=1e-3),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
+    out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    inits = [numpy_helper.from_array(p, n) for p, n in zip(params, names)]
+    fed = inputs + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in names]
+    constant = helper.make_model(
+        helper.make_graph(nodes, "g", inputs, out, inits),
+        opset_imports=[helper.make_opsetid("", opset)],
+    )
+    fed_model = helper.make_model(
+        helper.make_graph(nodes, "g", fed, out), opset_imports=[helper.make_opsetid("", opset)]
+    )
+    ours = onnxflow.InferenceSession(constant).run(None, {"x": x})[0]
+    feeds = {"x": x, **dict(zip(names, params))}
+    theirs = onnxflow.InferenceSession(fed_model).run(None, feeds)[0]
+    assert ours.tobytes() == theirs.tobytes()
+    a = params[0] / np.sqrt(params[3] + np.float32(1e-3))
+    expected = -x * a.reshape(-1, *[1] * (x.ndim - 2))
+    expected += (params[1] - params[2] * a).reshape(-1, *[1] * (x.ndim - 2))
+    np.testing.assert_array_equal(ours, expected)

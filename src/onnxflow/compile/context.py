@@ -98,6 +98,12 @@ class NodeContext:
         """Number of outputs the node lists (omitted ones as ``""`` included)."""
         return len(self.outputs)
 
+    def constant(self, i: int) -> Any:
+        """Input ``i``'s value when it is a constant of this node's graph (an initializer or a
+        folded value no feed may replace), else None (fed at run time, or omitted)."""
+        name = self.inputs[i] if i < len(self.inputs) else ""
+        return self._scope.constant(name) if name else None
+
     def input_type(self, i: int) -> TypeProto | None:
         """Return the statically known type of input ``i``, if shape inference found one."""
         if i >= len(self.inputs) or not self.inputs[i]:

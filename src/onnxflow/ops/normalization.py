@@ -116,9 +116,12 @@ def _batch_norm(
     return (y, *(a.astype(mean.dtype, copy=False) for a in stats))
 
 
-def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial: int) -> Built:
+def _batch_norm_kernel(
+    node: NodeContext, epsilon: float, momentum: float, training: bool, spatial: int
+) -> Built:
     """The kernel of every BatchNormalization version. In inference mode its one output is a
-    new array, which it may compute over X's when X dies there (``fresh``, ``in_place``)."""
+    new array, which it may compute over X's when X dies there (``fresh``, ``in_place``); with
+    constant parameters, their per-channel factor and shift are made once (:func:`_affine`)."""
 
     def run(*args: np.ndarray) -> tuple[np.ndarray, ...]:
         return _batch_norm(*args, epsilon, momentum, training, spatial)
@@ -126,7 +129,41 @@ def _batch_norm_kernel(epsilon: float, momentum: float, training: bool, spatial:
     def over_x(*args: np.ndarray) -> np.ndarray:
         return _batch_norm(*args, epsilon, momentum, training, spatial, in_place=True)[0]
 
-    return Built(run, NONE if training else Traits(fresh=True, in_place=over_x))
+    if training:
+        return Built(run, NONE)
+    params = [node.constant(i) for i in range(1, 5)]
+    if node.n_inputs != 5 or any(p is None for p in params):
+        return Built(run, Traits(fresh=True, in_place=over_x))
+    return _affine(params, epsilon, run, over_x)
+
+
+def _affine(
+    params: list[np.ndarray],
+    epsilon: float,
+    run: Callable[..., tuple[np.ndarray, ...]],
+    over_x: Callable[..., np.ndarray],
+) -> Built:
+    """Inference BatchNormalization of float32 X with constant scale, bias, mean and var: the
+    factor ``a = scale / sqrt(var + epsilon)`` and shift ``bias - mean * a`` per channel,
+    made here as :func:`_batch_norm` makes them on every call (the same float32 operations, so
+    the same bits), then ``X * a + shift`` in two passes; other X as ``run`` and ``over_x``."""
+    scale, bias, mean, var = params
+    if not all(p.dtype == np.float32 and p.ndim == 1 for p in params):
+        return Built(run, Traits(fresh=True, in_place=over_x))
+    a = scale / np.sqrt(var + np.float32(epsilon))
+    shift = bias - mean * a
+
+    def fixed(x: np.ndarray, *_: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if x.dtype != np.float32 or x.ndim < 2 or x.shape[1] != a.shape[0]:
+            return run(x, *_)[0] if out is None else over_x(x, *_)
+        tail = (1,) * (x.ndim - 2)
+        y = np.multiply(x, a.reshape(-1, *tail), out=out)
+        return np.add(y, shift.reshape(-1, *tail), out=y)
+
+    def fixed_over_x(x: np.ndarray, *params: np.ndarray) -> np.ndarray:
+        return fixed(x, *params, out=x if x.dtype == np.float32 else None)
+
+    return Built(lambda *args: (fixed(*args),), Traits(fresh=True, in_place=fixed_over_x))
 
 
 def _batch_norm_numpy(f: NumpyCall) -> str | None:
@@ -151,7 +188,7 @@ def batch_normalization_1(
     consumed_inputs: list[int] | None = None,
 ) -> Built:
     """Batch statistics when the node lists the training outputs and is_test is 0."""
-    return _batch_norm_kernel(epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
+    return _batch_norm_kernel(node, epsilon, momentum, not is_test and node.n_outputs > 1, spatial)
 
 
 @op("BatchNormalization", 7, build=True, traits=_BN)
@@ -159,7 +196,7 @@ def batch_normalization_7(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1
 ) -> Built:
     """Batch statistics when the node lists the training outputs."""
-    return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, spatial)
+    return _batch_norm_kernel(node, epsilon, momentum, node.n_outputs > 1, spatial)
 
 
 @op("BatchNormalization", 9, build=True, traits=_BN)
@@ -167,7 +204,7 @@ def batch_normalization_9(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9
 ) -> Built:
     """Batch statistics (per channel) when the node lists the training outputs."""
-    return _batch_norm_kernel(epsilon, momentum, node.n_outputs > 1, 1)
+    return _batch_norm_kernel(node, epsilon, momentum, node.n_outputs > 1, 1)
 
 
 @op("BatchNormalization", 14, 15, build=True, traits=_BN)
@@ -175,7 +212,7 @@ def batch_normalization(
     node: NodeContext, *, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0
 ) -> Built:
     """Y, plus (running_mean, running_var) in training mode."""
-    return _batch_norm_kernel(epsilon, momentum, bool(training_mode), 1)
+    return _batch_norm_kernel(node, epsilon, momentum, bool(training_mode), 1)
 
 
 # -- Instance, layer, group and RMS normalization ----------------------------------------------
