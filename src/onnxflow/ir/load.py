@@ -231,7 +231,10 @@ def _regular_size(target: Path, what: str) -> int:
 
 def _check_fits_in_memory(nbytes: int, what: str) -> None:
     """Refuse, before reading, data larger than the memory available (a sparse file of
-    64 GiB would otherwise be read for minutes before failing)."""
+    64 GiB would otherwise be read for minutes before failing); data under a mebibyte is not
+    worth the look at the limits."""
+    if nbytes < 1 << 20:
+        return
     available = available_memory()
     if nbytes > available:
         raise ExternalDataError(

@@ -33,6 +33,7 @@ from onnxflow.errors import CancelledError, OnnxflowError, RuntimeFailure
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import cancelled, current_run_options, stop_requested
 from onnxflow.runtime.executor import current_runner
+from onnxflow.runtime.growth import Growth
 from onnxflow.runtime.interpret import step_failure
 from onnxflow.runtime.loopgen import iteration_of
 from onnxflow.runtime.lower import LOWERED, MAX_GENERATED_STEPS, Variant, lowered
@@ -131,15 +132,26 @@ def run_loop(
     """
     if stop <= 0:
         return list(states)
+    growth = _growth(loop, states, stop, use_cond)
     observation = current_observation()
     if observation is None and len(loop.body.plan.steps) <= MAX_GENERATED_STEPS:
-        return _generated(loop, captured, states, sequences, stop, sinks, use_cond)
+        return _generated(loop, captured, states, sequences, stop, sinks, use_cond, growth)
     try:
         step = _stepper(loop, observation, captured, sequences)
     except BODY_ERRORS as exc:  # the pre-plan failed: the first iteration could not start
         raise iteration_error(loop.label, 0, exc) from exc
     shown = Iterations(loop.label, loop.key, total, batch)
-    return _stepped(loop, step, states, sequences, stop, sinks, use_cond, shown)
+    return _stepped(loop, step, states, sequences, stop, sinks, use_cond, shown, growth)
+
+
+def _growth(loop: LoopPlan, states: list[Any], stop: int, use_cond: bool) -> Growth | None:
+    """What watches the loop-carried values of this run (None when there are none): the
+    number of iterations is known unless a condition may end the loop or none is given."""
+    if not states:
+        return None
+    first = 1 if loop.layout.counter else 0
+    names = loop.body.plan.output_names[first : first + len(states)]
+    return Growth(loop.label, names, states, stop, not use_cond and stop != FOREVER)
 
 
 def _generated(
@@ -150,6 +162,7 @@ def _generated(
     stop: int,
     sinks: Sequence[Any],
     use_cond: bool,
+    growth: Growth | None,
 ) -> list[Any]:
     """The iterations as one generated function: the body plan's whole-loop driver for this
     run (whether it checks RunOptions, whether it uses the body's condition)."""
@@ -162,7 +175,7 @@ def _generated(
     except BODY_ERRORS as exc:
         raise iteration_error(loop.label, 0, exc) from exc
     try:
-        return fn(0, stop, states, seqs, tail, sinks, options)[1]
+        return fn(0, stop, states, seqs, tail, sinks, options, growth)[1]
     except Exception as exc:
         at = iteration_of(exc, fn)
         if isinstance(exc, BODY_ERRORS):
@@ -183,6 +196,7 @@ def _stepped(
     sinks: Sequence[Any],
     use_cond: bool,
     shown: Iterations,
+    growth: Growth | None,
 ) -> list[Any]:
     """The iterations as :func:`iterate` calling ``run`` on each iteration's head values."""
     counter, n = loop.layout.counter, loop.layout.n_states
@@ -202,6 +216,8 @@ def _stepped(
             observation.inputs(names, head)
         outs = run(i, head)
         carried[:] = outs[first : first + n]
+        if growth is not None and i + 1 >= growth.at:
+            growth.check(i + 1, carried)
         for sink, value in zip(sinks, outs[first + n :]):
             sink.add(value)
         return not use_cond or as_bool(outs[0], f"{loop.label}: body condition at iteration {i}")

@@ -4,7 +4,7 @@
 then pays, every iteration, for a call, an argument list, unpacking, and the stacking of its scan
 outputs through the loop operator's own Python. Here the iteration itself is generated code::
 
-    def drive(i, stop, states, seqs, tail, sinks, options):
+    def drive(i, stop, states, seqs, tail, sinks, options, growth):
         (v3,) = states
         (v9,) = tail
         (s0,) = sinks
@@ -18,6 +18,7 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
             else: b0, z0, d0 = _sink(s0, v6, i)  # (the first row, or a changed shape)
             (v3,) = (v6,)            # loop-carried values swapped, never copied
             i += 1
+            if i >= w: w = growth.check(i, (v3,))  # now and then: do they grow? (growth.py)
         return i, [v3]
 
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
@@ -103,10 +104,13 @@ def generate_driver(
 ) -> tuple[Driver, dict[int, int]]:
     """Return the loop function for ``plan`` and its map from source line to body step.
 
-    ``drive(i, stop, states, seqs, tail, sinks, options)`` runs iterations ``i..stop-1`` (fewer
-    when ``use_cond`` and the body's condition turns false) and returns ``(next i, states)``.
-    ``sinks`` are called with each scan output value. When ``checked``, whether the caller asked
-    to stop is tested before every iteration and step. ``label`` names the loop in condition errors.
+    ``drive(i, stop, states, seqs, tail, sinks, options, growth)`` runs iterations
+    ``i..stop-1`` (fewer when ``use_cond`` and the body's condition turns false) and returns
+    ``(next i, states)``. ``sinks`` are called with each scan output value; ``growth`` (a
+    :class:`~onnxflow.runtime.growth.Growth`) checks the loop-carried values now and then, in
+    the twin only those it does not keep steady. When ``checked``, whether the caller asked to
+    stop is tested before every iteration and step. ``label`` names the loop in condition
+    errors.
     """
     slots = _Slots.of(plan, layout)
     em = Emitter(plan, checked)
@@ -121,6 +125,7 @@ def generate_driver(
     steps = Block()
     em.steps(steps, keep, fixed=keep, twin=twin)
     tail, twin_tail = _tails(em, twin, slots, use_cond, roots_of)
+    _growth_checks(slots.states, roots, tail, twin_tail)
     head = _head(slots, checked)
     iteration = Block()
     if twin.dropped:
@@ -165,10 +170,12 @@ def _helpers(label: str) -> dict[str, Any]:
 def _prelude(slots: _Slots, prologue: list[str], use_twin: bool) -> Block:
     """The function's first lines: arguments unpacked, buffers unset, fixed work done."""
     source = Block()
-    source.add("def drive(i, stop, states, seqs, tail, sinks, options):")
+    source.add("def drive(i, stop, states, seqs, tail, sinks, options, growth):")
     for names, given in ((slots.states, "states"), (slots.fixed, "tail")):
         if names:
             source.add(f"    ({', '.join(f'v{s}' for s in names)},) = {given}")
+    if slots.states:
+        source.add("    w = growth.at")
     if slots.indexed:
         source.add(f"    ({', '.join(f'q{k}' for k in range(len(slots.indexed)))},) = seqs")
     if slots.scan_outs:
@@ -327,6 +334,18 @@ def _tails(
     return lines, twin_lines
 
 
+def _growth_checks(states: list[int], roots: list[int], tail: Block, twin_tail: Block) -> None:
+    """End each iteration with the test of whether the loop-carried values are due a look
+    (:class:`~onnxflow.runtime.growth.Growth`); in the twin only if it keeps some of them
+    unsteady (their shapes then may change)."""
+    if not states:
+        return
+    line = f"if i >= w: w = growth.check(i, ({''.join(f'v{s}, ' for s in states)}))"
+    tail.add(line)
+    if set(states) - set(roots):
+        twin_tail.add(line)
+
+
 def _scan_writes(
     em: Emitter, twin: Twin, scan_outs: list[int], roots_of: dict[int, int]
 ) -> tuple[Block, Block]:
@@ -365,13 +384,14 @@ def _warm(fn: Driver, n_states: int, n_indexed: int, n_fixed: int, n_sinks: int)
     """
     sinks = [_Idle() for _ in range(n_sinks)]
     for _ in range(_WARM_CALLS):
-        fn(0, 0, [None] * n_states, [None] * n_indexed, [None] * n_fixed, sinks, None)
+        fn(0, 0, [None] * n_states, [None] * n_indexed, [None] * n_fixed, sinks, None, _Idle())
 
 
 class _Idle:
-    """A stand-in for a scan output's Stacker in :func:`_warm`: it only has its count set."""
+    """A stand-in for a scan output's Stacker and the loop's Growth in :func:`_warm`: it only
+    has its count set."""
 
-    n = 0
+    n = at = 0
 
 
 def iteration_of(exc: BaseException, driver: Driver) -> int | None:
