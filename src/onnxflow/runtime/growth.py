@@ -16,16 +16,22 @@ first and last elements), and refuses, naming the loop, the value and the bytes:
   the remaining half is refused too, which is the price of naming the loop rather than a
   kernel.
 
-Checks come after iteration 1, then with gaps of 2, 4, 8, ... iterations while the values do
-not grow (at most :data:`MAX_INTERVAL`), and after every iteration while they do. The memory
-available (:func:`~onnxflow.resources.available_memory`, a few file reads) is read only when
-the bytes in question pass :data:`WATCH_BYTES`, and again only once what the loop took since
-the last reading could have used it up.
+The first check comes after iteration 1 for a loop with a known count over :data:`SHORT`,
+after iteration :data:`FIRST_CHECK` for any other (a loop shorter than that is never looked
+at: what it carries grew by at most that many of its own iterations' allocations, each of
+which fit; and an inner loop of a few iterations costs nothing more). The next ones come with
+gaps of 2, 4, 8, ... iterations while the values do not grow (at most :data:`MAX_INTERVAL`),
+and after every iteration while they do. A run's :class:`Growth` is made at its first check.
+The memory available (:func:`~onnxflow.resources.available_memory`, a few file reads) is read
+only when the bytes in question pass :data:`WATCH_BYTES`, and again only once what the loop
+took since the last reading could have used it up.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +39,12 @@ import numpy as np
 from onnxflow.errors import ResourceError
 from onnxflow.resources import available_memory
 
+#: The number of iterations of a loop that runs until its condition or terminate stops it.
+FOREVER = sys.maxsize
+#: The first check of a loop that may run few iterations comes after this many.
+FIRST_CHECK = 8
+#: Loops with a known count above this are checked after iteration 1 already.
+SHORT = 64
 #: The most iterations between two checks of values that do not grow.
 MAX_INTERVAL = 1024
 #: Bytes below which growth is never compared with the memory available.
@@ -49,11 +61,37 @@ def size_of(value: Any) -> int:
     return 0
 
 
+def first_check(stop: int, use_cond: bool) -> int:
+    """The iteration after which a run of ``stop`` iterations first looks at its values."""
+    return 1 if not use_cond and SHORT < stop < FOREVER else FIRST_CHECK
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a loop's runs share to watch their carried values: the loop, the values' names
+    and whether the runs end by a condition (then their count is not known)."""
+
+    label: str
+    names: tuple[str, ...]
+    use_cond: bool
+
+    def check(
+        self, growth: Growth | None, i: int, stop: int, initial: Sequence[Any], now: Sequence[Any]
+    ) -> tuple[Growth, int]:
+        """Look at the values ``now`` carried out of iteration ``i - 1`` (the run's first look
+        makes its Growth, from the ``initial`` values); return it and the next check's
+        iteration."""
+        if growth is None:
+            known = not self.use_cond and stop != FOREVER
+            growth = Growth(self.label, self.names, initial, stop, known)
+        return growth, growth.check(i, now)
+
+
 class Growth:
     """Watches one run of a loop's carried values; :meth:`check` refuses growth that cannot
-    fit (see the module's docstring). ``at`` is the iteration of the next check."""
+    fit (see the module's docstring)."""
 
-    __slots__ = ("_i", "_room", "_sizes", "_step", "at", "known", "label", "names", "stop")
+    __slots__ = ("_i", "_room", "_sizes", "_step", "known", "label", "names", "stop")
 
     def __init__(
         self, label: str, names: Sequence[str], states: Sequence[Any], stop: int, known: bool
@@ -61,7 +99,6 @@ class Growth:
         """``states``: the values carried into iteration 0; ``stop``: the iterations to run,
         exactly when ``known``, else an upper bound."""
         self.label, self.names, self.stop, self.known = label, names, stop, known
-        self.at = 1
         self._i = 0
         self._sizes = [size_of(v) for v in states]
         self._step = 1
@@ -69,7 +106,8 @@ class Growth:
         self._room: tuple[int, int] | None = None
 
     def check(self, i: int, states: Sequence[Any]) -> int:
-        """Look at the values carried out of iteration ``i - 1``; return the next ``at``."""
+        """Look at the values carried out of iteration ``i - 1``; return the iteration of the
+        next look."""
         sizes = [size_of(v) for v in states]
         total, before = sum(sizes), sum(self._sizes)
         if total > before:
@@ -83,8 +121,7 @@ class Growth:
         else:
             self._step = min(2 * self._step, MAX_INTERVAL)
         self._i, self._sizes = i, sizes
-        self.at = i + self._step
-        return self.at
+        return i + self._step
 
     def _left(self, total: int) -> int:
         """The memory left now: the last reading less what the loop took since, read again

@@ -21,7 +21,6 @@ errors.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,15 +32,12 @@ from onnxflow.errors import CancelledError, OnnxflowError, RuntimeFailure
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import cancelled, current_run_options, stop_requested
 from onnxflow.runtime.executor import current_runner
-from onnxflow.runtime.growth import Growth
+from onnxflow.runtime.growth import Watch, first_check
 from onnxflow.runtime.interpret import step_failure
 from onnxflow.runtime.loopgen import iteration_of
 from onnxflow.runtime.lower import LOWERED, MAX_GENERATED_STEPS, Variant, lowered
 from onnxflow.runtime.observe import Observation, current_observation
 from onnxflow.runtime.stacking import TRUE, as_bool
-
-#: The stop of a loop with no trip count: it ends by its condition (or runs until terminated).
-FOREVER = sys.maxsize
 
 #: Errors from inside a body that get the owning node and iteration added to their message.
 BODY_ERRORS = (RuntimeFailure, CancelledError)
@@ -132,26 +128,15 @@ def run_loop(
     """
     if stop <= 0:
         return list(states)
-    growth = _growth(loop, states, stop, use_cond)
     observation = current_observation()
     if observation is None and len(loop.body.plan.steps) <= MAX_GENERATED_STEPS:
-        return _generated(loop, captured, states, sequences, stop, sinks, use_cond, growth)
+        return _generated(loop, captured, states, sequences, stop, sinks, use_cond)
     try:
         step = _stepper(loop, observation, captured, sequences)
     except BODY_ERRORS as exc:  # the pre-plan failed: the first iteration could not start
         raise iteration_error(loop.label, 0, exc) from exc
     shown = Iterations(loop.label, loop.key, total, batch)
-    return _stepped(loop, step, states, sequences, stop, sinks, use_cond, shown, growth)
-
-
-def _growth(loop: LoopPlan, states: list[Any], stop: int, use_cond: bool) -> Growth | None:
-    """What watches the loop-carried values of this run (None when there are none): the
-    number of iterations is known unless a condition may end the loop or none is given."""
-    if not states:
-        return None
-    first = 1 if loop.layout.counter else 0
-    names = loop.body.plan.output_names[first : first + len(states)]
-    return Growth(loop.label, names, states, stop, not use_cond and stop != FOREVER)
+    return _stepped(loop, step, states, sequences, stop, sinks, use_cond, shown)
 
 
 def _generated(
@@ -162,7 +147,6 @@ def _generated(
     stop: int,
     sinks: Sequence[Any],
     use_cond: bool,
-    growth: Growth | None,
 ) -> list[Any]:
     """The iterations as one generated function: the body plan's whole-loop driver for this
     run (whether it checks RunOptions, whether it uses the body's condition)."""
@@ -175,7 +159,7 @@ def _generated(
     except BODY_ERRORS as exc:
         raise iteration_error(loop.label, 0, exc) from exc
     try:
-        return fn(0, stop, states, seqs, tail, sinks, options, growth)[1]
+        return fn(0, stop, states, seqs, tail, sinks, options)[1]
     except Exception as exc:
         at = iteration_of(exc, fn)
         if isinstance(exc, BODY_ERRORS):
@@ -196,9 +180,9 @@ def _stepped(
     sinks: Sequence[Any],
     use_cond: bool,
     shown: Iterations,
-    growth: Growth | None,
 ) -> list[Any]:
-    """The iterations as :func:`iterate` calling ``run`` on each iteration's head values."""
+    """The iterations as :func:`iterate` calling ``run`` on each iteration's head values; the
+    loop-carried values are looked at now and then (:class:`~onnxflow.runtime.growth.Watch`)."""
     counter, n = loop.layout.counter, loop.layout.n_states
     first = 1 if counter else 0
     observation = current_observation()
@@ -206,6 +190,8 @@ def _stepped(
     # them there keeps an iteration observer from compiling the body as written
     names = loop.body.plan.input_names[: (2 if counter else len(sequences)) + n]
     carried = list(states)
+    watch = Watch(loop.label, loop.body.plan.output_names[first : first + n], use_cond)
+    looked: list[Any] = [None, first_check(stop, use_cond)]  # the run's Growth, next check
 
     def step(i: int) -> bool:
         if counter:
@@ -216,8 +202,8 @@ def _stepped(
             observation.inputs(names, head)
         outs = run(i, head)
         carried[:] = outs[first : first + n]
-        if growth is not None and i + 1 >= growth.at:
-            growth.check(i + 1, carried)
+        if n and i + 1 >= looked[1]:
+            looked[:] = watch.check(looked[0], i + 1, stop, states, carried)
         for sink, value in zip(sinks, outs[first + n :]):
             sink.add(value)
         return not use_cond or as_bool(outs[0], f"{loop.label}: body condition at iteration {i}")

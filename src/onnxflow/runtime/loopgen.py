@@ -4,7 +4,7 @@
 then pays, every iteration, for a call, an argument list, unpacking, and the stacking of its scan
 outputs through the loop operator's own Python. Here the iteration itself is generated code::
 
-    def drive(i, stop, states, seqs, tail, sinks, options, growth):
+    def drive(i, stop, states, seqs, tail, sinks, options):
         (v3,) = states
         (v9,) = tail
         (s0,) = sinks
@@ -18,7 +18,7 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
             else: b0, z0, d0 = _sink(s0, v6, i)  # (the first row, or a changed shape)
             (v3,) = (v6,)            # loop-carried values swapped, never copied
             i += 1
-            if i >= w: w = growth.check(i, (v3,))  # now and then: do they grow? (growth.py)
+            if i >= w: g, w = _watch.check(g, i, stop, states, (v3,))  # do they grow?
         return i, [v3]
 
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
@@ -60,6 +60,7 @@ import numpy as np
 from onnxflow.compile.plan import Layout, Plan, returns_one
 from onnxflow.runtime.codegen import Block, Emitter, Twin, steady_slots
 from onnxflow.runtime.context import STOP_REQUESTED, cancelled
+from onnxflow.runtime.growth import FIRST_CHECK, FOREVER, SHORT, Watch
 from onnxflow.runtime.stacking import TRUE, Stacker, as_bool
 
 Driver = Callable[..., tuple[int, list[Any]]]
@@ -104,17 +105,19 @@ def generate_driver(
 ) -> tuple[Driver, dict[int, int]]:
     """Return the loop function for ``plan`` and its map from source line to body step.
 
-    ``drive(i, stop, states, seqs, tail, sinks, options, growth)`` runs iterations
-    ``i..stop-1`` (fewer when ``use_cond`` and the body's condition turns false) and returns
-    ``(next i, states)``. ``sinks`` are called with each scan output value; ``growth`` (a
-    :class:`~onnxflow.runtime.growth.Growth`) checks the loop-carried values now and then, in
-    the twin only those it does not keep steady. When ``checked``, whether the caller asked to
-    stop is tested before every iteration and step. ``label`` names the loop in condition
-    errors.
+    ``drive(i, stop, states, seqs, tail, sinks, options)`` runs iterations ``i..stop-1`` (fewer
+    when ``use_cond`` and the body's condition turns false) and returns ``(next i, states)``.
+    ``sinks`` are called with each scan output value. The loop-carried values are looked at
+    now and then (:mod:`onnxflow.runtime.growth`; in the twin only if it keeps some unsteady).
+    When ``checked``, whether the caller asked to stop is tested before every iteration and
+    step. ``label`` names the loop in condition and growth errors.
     """
     slots = _Slots.of(plan, layout)
     em = Emitter(plan, checked)
     em.namespace.update(_helpers(label))
+    first = 1 if layout.counter else 0
+    names = plan.output_names[first : first + layout.n_states]
+    em.namespace.update(_watch=Watch(label, names, use_cond), _FOREVER=FOREVER)
     keep = frozenset(slots.fixed) | ({slots.cond} if slots.cond is not None else set())
     roots, twin = _steady(plan, slots.states, slots.new_states, {*slots.indexed, slots.index}, keep)
     roots_of = _aliases(plan)
@@ -134,7 +137,7 @@ def generate_driver(
         iteration.extend(block)
     if twin.dropped:
         iteration.extend(_to_twin(twin, roots, head, twin_tail, set(plan.output_slots)))
-    source = _prelude(slots, em.prologue, twin.dropped > 0)
+    source = _prelude(slots, em.prologue, twin.dropped > 0, use_cond)
     source.add("    while i < stop:")
     source.extend(iteration, "        ")
     source.extend(_epilogue(slots, twin, roots_of), "    ")
@@ -167,15 +170,16 @@ def _helpers(label: str) -> dict[str, Any]:
     }
 
 
-def _prelude(slots: _Slots, prologue: list[str], use_twin: bool) -> Block:
+def _prelude(slots: _Slots, prologue: list[str], use_twin: bool, use_cond: bool) -> Block:
     """The function's first lines: arguments unpacked, buffers unset, fixed work done."""
     source = Block()
-    source.add("def drive(i, stop, states, seqs, tail, sinks, options, growth):")
+    source.add("def drive(i, stop, states, seqs, tail, sinks, options):")
     for names, given in ((slots.states, "states"), (slots.fixed, "tail")):
         if names:
             source.add(f"    ({', '.join(f'v{s}' for s in names)},) = {given}")
-    if slots.states:
-        source.add("    w = growth.at")
+    if slots.states:  # when the values are first looked at: growth.first_check, inlined
+        short = f"1 if {SHORT} < stop < _FOREVER else {FIRST_CHECK}"
+        source.add(f"    g = None; w = {FIRST_CHECK if use_cond else short}")
     if slots.indexed:
         source.add(f"    ({', '.join(f'q{k}' for k in range(len(slots.indexed)))},) = seqs")
     if slots.scan_outs:
@@ -336,11 +340,12 @@ def _tails(
 
 def _growth_checks(states: list[int], roots: list[int], tail: Block, twin_tail: Block) -> None:
     """End each iteration with the test of whether the loop-carried values are due a look
-    (:class:`~onnxflow.runtime.growth.Growth`); in the twin only if it keeps some of them
+    (:class:`~onnxflow.runtime.growth.Watch`); in the twin only if it keeps some of them
     unsteady (their shapes then may change)."""
     if not states:
         return
-    line = f"if i >= w: w = growth.check(i, ({''.join(f'v{s}, ' for s in states)}))"
+    now = "".join(f"v{s}, " for s in states)
+    line = f"if i >= w: g, w = _watch.check(g, i, stop, states, ({now}))"
     tail.add(line)
     if set(states) - set(roots):
         twin_tail.add(line)
@@ -384,14 +389,13 @@ def _warm(fn: Driver, n_states: int, n_indexed: int, n_fixed: int, n_sinks: int)
     """
     sinks = [_Idle() for _ in range(n_sinks)]
     for _ in range(_WARM_CALLS):
-        fn(0, 0, [None] * n_states, [None] * n_indexed, [None] * n_fixed, sinks, None, _Idle())
+        fn(0, 0, [None] * n_states, [None] * n_indexed, [None] * n_fixed, sinks, None)
 
 
 class _Idle:
-    """A stand-in for a scan output's Stacker and the loop's Growth in :func:`_warm`: it only
-    has its count set."""
+    """A stand-in for a scan output's Stacker in :func:`_warm`: it only has its count set."""
 
-    n = at = 0
+    n = 0
 
 
 def iteration_of(exc: BaseException, driver: Driver) -> int | None:
