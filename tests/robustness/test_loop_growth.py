@@ -85,6 +85,12 @@ def test_a_sequence_that_cannot_fit_fails_at_the_first_iteration() -> None:
     assert f"need {4 * ROW * (10**9 - 1)} bytes more" in message
 
 
+def test_an_observed_run_steps_through_the_loop_and_is_refused_the_same_way() -> None:
+    session = onnxflow.InferenceSession(_sequence_loop(10**9, with_cond=False))
+    with pytest.raises(onnxflow.ResourceError, match=f"at iteration 1 of {10**9}"):
+        session.run(None, {"x": np.ones(ROW, np.float32)}, intermediate=True)
+
+
 def test_a_tensor_that_grows_is_refused_the_same_way() -> None:
     with pytest.raises(onnxflow.ResourceError, match="Loop 'widen'.*'t_out' grows by 1048576"):
         _run(_tensor_loop(10**9))

@@ -18,8 +18,10 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
             else: b0, z0, d0 = _sink(s0, v6, i)  # (the first row, or a changed shape)
             (v3,) = (v6,)            # loop-carried values swapped, never copied
             i += 1
-            if i >= w: g, w = _watch.check(g, i, stop, states, (v3,))  # do they grow?
         return i, [v3]
+
+With loop-carried values, the iterations run in stretches between two looks at whether they
+grow (:mod:`onnxflow.runtime.growth`), each stretch a ``while i < lim`` around the same lines.
 
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
 values, the Loop's condition input) are bound once and never deleted inside the loop. Each
@@ -128,7 +130,9 @@ def generate_driver(
     steps = Block()
     em.steps(steps, keep, fixed=keep, twin=twin)
     tail, twin_tail = _tails(em, twin, slots, use_cond, roots_of)
-    _growth_checks(slots.states, roots, tail, twin_tail)
+    look = _look(slots.states)
+    if look and set(slots.states) - set(roots):  # the twin may change their shapes
+        twin_tail.add(look)
     head = _head(slots, checked)
     iteration = Block()
     if twin.dropped:
@@ -138,8 +142,7 @@ def generate_driver(
     if twin.dropped:
         iteration.extend(_to_twin(twin, roots, head, twin_tail, set(plan.output_slots)))
     source = _prelude(slots, em.prologue, twin.dropped > 0, use_cond)
-    source.add("    while i < stop:")
-    source.extend(iteration, "        ")
+    source.extend(_iterations(iteration, look), "    ")
     source.extend(_epilogue(slots, twin, roots_of), "    ")
     fn, line_to_step = em.build(source, "drive")
     _warm(fn, len(slots.states), len(slots.indexed), len(slots.fixed), len(slots.scan_outs))
@@ -338,17 +341,33 @@ def _tails(
     return lines, twin_lines
 
 
-def _growth_checks(states: list[int], roots: list[int], tail: Block, twin_tail: Block) -> None:
-    """End each iteration with the test of whether the loop-carried values are due a look
-    (:class:`~onnxflow.runtime.growth.Watch`); in the twin only if it keeps some of them
-    unsteady (their shapes then may change)."""
+def _look(states: list[int]) -> str:
+    """The line looking at the loop-carried values when they are due a look (at iteration
+    ``w``: :class:`~onnxflow.runtime.growth.Watch`); none without loop-carried values."""
     if not states:
-        return
+        return ""
     now = "".join(f"v{s}, " for s in states)
-    line = f"if i >= w: g, w = _watch.check(g, i, stop, states, ({now}))"
-    tail.add(line)
-    if set(states) - set(roots):
-        twin_tail.add(line)
+    return f"if i >= w: g, w = _watch.check(g, i, stop, states, ({now}))"
+
+
+def _iterations(iteration: Block, look: str) -> Block:
+    """The loop over the iterations. With loop-carried values to look at, they run in
+    stretches up to the next look, so that an iteration tests ``i`` only against the end of its
+    stretch, as it would against ``stop`` (a ``break`` inside, the condition's or the twin's,
+    ends the whole loop)."""
+    block = Block()
+    block.add("while i < stop:")
+    if not look:
+        block.extend(iteration, "    ")
+        return block
+    block.add("    lim = w if w < stop else stop")
+    block.add("    while i < lim:")
+    block.extend(iteration, "        ")
+    block.add("    else:")
+    block.add(f"        {look}")
+    block.add("        continue")
+    block.add("    break")
+    return block
 
 
 def _scan_writes(
