@@ -221,8 +221,9 @@ class _GraphBuilder:
         inputs = [vi.name for vi in self.graph.input]
         self.input_slots = {self._new_slot(name) for name in inputs}
         self.pending = dict(self.own_types.initializers())
-        for name in self.pending.keys() & set(inputs):  # their defaults: decoded now
-            self._decode(name)
+        for name in inputs:  # an initializer fed like an input: its default, decoded now
+            if name in self.pending:
+                self._decode(name)
         if self.fixed_initializers:
             self.input_slots -= self.constant_slots
         for init in self.graph.sparse_initializer:
