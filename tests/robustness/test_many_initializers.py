@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 from model_builders import F, const, model, tiny_initializers, vi
-from onnx import helper, numpy_helper
+from onnx import ModelProto, helper, numpy_helper
 
 import onnxflow
+from onnxflow.ir import load
 
 N = 100_000
 
@@ -64,6 +65,17 @@ def test_running_out_of_memory_while_building_is_a_resource_error(
     message = str(info.value)
     assert f"initializer 'w{N - 1}'" in message and "graph 'g'" in message
     assert "out of memory" in message
+
+
+def test_running_out_of_memory_while_parsing_is_a_resource_error(
+    many: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_memory(self: ModelProto, data: bytes) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(load, "ModelProto", type("Parsing", (), {"ParseFromString": no_memory}))
+    with pytest.raises(onnxflow.ResourceError, match=f"parsing the given bytes \\({len(many)}"):
+        onnxflow.InferenceSession(many)
 
 
 def test_a_few_unread_initializers_stay_and_show_in_an_intermediate_run() -> None:

@@ -21,6 +21,7 @@ from onnxflow.errors import (
     ModelFileNotFoundError,
     ModelLoadError,
     ModelParseError,
+    ResourceError,
 )
 from onnxflow.resources import available_memory
 
@@ -202,6 +203,8 @@ def _parse(data: bytes, what: str) -> ModelProto:
     proto = ModelProto()
     try:
         proto.ParseFromString(data)
+    except MemoryError as exc:
+        raise ResourceError(f"out of memory parsing {what} ({len(data)} bytes)") from exc
     except Exception as exc:  # protobuf raises DecodeError and, on some inputs, others
         raise ModelParseError(f"{what} is not a valid ONNX model: {exc}") from exc
     _require_graph(proto, what)
