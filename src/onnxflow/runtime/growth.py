@@ -4,7 +4,9 @@ A loop whose carried values grow every iteration (a sequence appended to, a tens
 concatenated to) would otherwise run until the process hits its memory limit, and the error
 would name whichever kernel allocated last. :class:`Growth` looks at the carried values' sizes
 now and then, never at their data (a sequence counts as its length times the mean size of its
-first and last elements), and refuses, naming the loop, the value and the bytes:
+first and last elements; one array appended again and again counts each time, as
+concatenating the sequence would take it), and refuses, naming the loop, the value and the
+bytes:
 
 - when the loop's number of iterations is known (a trip count with no condition, a Scan): at
   the first check where the growth per iteration since the last check, times the iterations
