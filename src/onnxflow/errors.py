@@ -134,6 +134,12 @@ class RuntimeFailure(Fail, RuntimeException):
     """A kernel failed while running; the message names the node, op and opset."""
 
 
+class ResourceError(Fail, MemoryError):
+    """The model or the run needs more memory than this process can have (what the machine,
+    ``RLIMIT_AS`` and the cgroup leave): the message names what was being built or grown and
+    the bytes. Also a MemoryError, as running out of memory is in Python."""
+
+
 class CancelledError(Fail):
     """The run was stopped through ``RunOptions.terminate`` or an interrupt."""
 

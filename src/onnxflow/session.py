@@ -15,11 +15,18 @@ from onnx import ModelProto
 
 from onnxflow.compile.compiler import Compiler
 from onnxflow.compile.plan import Plan
-from onnxflow.errors import InputError, OnnxflowError, OnnxflowWarning, ValidationError
+from onnxflow.errors import (
+    InputError,
+    OnnxflowError,
+    OnnxflowWarning,
+    ResourceError,
+    ValidationError,
+)
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.inference import infer_types
 from onnxflow.ir.load import ModelSource, load_model
-from onnxflow.ir.validate import opset_map, validate_model
+from onnxflow.ir.validate import opset_map, run_onnx_checker, validate_model
+from onnxflow.ir.walk import without_unread_initializers
 from onnxflow.logs import SeverityLog
 from onnxflow.observers import Verbose
 from onnxflow.ops.custom import CustomOps, CustomRegistry, registry_for
@@ -32,7 +39,7 @@ from onnxflow.runtime.lower import lower
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
 from onnxflow.runtime.outputs import DeclaredShapes, Detacher, all_fresh
-from onnxflow.values import NodeArg
+from onnxflow.values import NodeArg, tensor_to_array
 
 
 class InferenceSession(OrtSessionAPI):
@@ -84,13 +91,21 @@ class InferenceSession(OrtSessionAPI):
         if self.model is model:  # the caller's proto: the session keeps its own copy
             self.model = ModelProto()
             self.model.CopyFrom(model)
-        self._source = self.model if isinstance(model, ModelProto) else model
         replace_initializers(self.model, self.options.added_initializers())
-        validate_model(self.model, run_checker=check)
+        validate_model(self.model, run_checker=False)
+        # dropped as onnxruntime drops them: nothing below walks or decodes them
+        self.model = without_unread_initializers(self.model)
+        self._source = self.model if isinstance(model, ModelProto) else model
+        if check:
+            run_onnx_checker(self.model)
         try:
             self._compile()
         except OnnxflowError:
             raise
+        except MemoryError as exc:
+            raise ResourceError(
+                f"out of memory while compiling graph {self.model.graph.name!r} into its plan"
+            ) from exc
         except Exception as exc:  # a model that passed validation but trips the compiler
             raise ValidationError(
                 f"the model could not be compiled: {type(exc).__name__}: {exc}"
@@ -290,7 +305,9 @@ class InferenceSession(OrtSessionAPI):
         """Run ``plan``; return the main graph's values named in ``names`` (all when None)."""
         collector = _MainValues(plan)
         self._execute(plan, args, run_options, [*watchers, collector])
-        values = _pick(_as_declared(collector.values(args), self._declared), names)
+        found = collector.values(args)
+        found.update(_unread_initializers(self.model.graph, found, names))
+        values = _pick(_as_declared(found, self._declared), names)
         return dict(zip(values, self._detach(list(values.values()), args)))
 
     def _execute(
@@ -385,6 +402,19 @@ def _main_values(graph: onnx.GraphProto) -> dict[str, int]:
     for vi in [*graph.input, *graph.output, *graph.value_info]:
         found[vi.name] = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
     return found
+
+
+def _unread_initializers(
+    graph: onnx.GraphProto, found: dict[str, Any], names: Sequence[str] | None
+) -> dict[str, Any]:
+    """The main graph's initializers that the plan never decoded, as ``intermediate`` runs
+    show them: those in ``names`` (all when None) and not in ``found``."""
+    wanted = None if names is None else set(names)
+    return {
+        t.name: tensor_to_array(t)
+        for t in graph.initializer
+        if t.name not in found and (wanted is None or t.name in wanted)
+    }
 
 
 def _as_declared(values: dict[str, Any], declared: dict[str, int]) -> dict[str, Any]:

@@ -87,3 +87,23 @@ def node_suite_cases() -> tuple[Any, ...]:
     from onnx.backend.test.loader import load_node_model_tests
 
     return tuple(c for c in load_node_model_tests() if c.model is not None and c.data_sets)
+
+
+def tiny_initializers(n: int) -> bytes:
+    """A serialized model of ``n`` float32 scalar initializers ``w0``..``w{n-1}`` of which only
+    the first and the last are read: ``z = (x + w0) * w{n-1}``. Built as the bytes of the
+    repeated field, one tensor at a time (a million take a couple of seconds)."""
+    nodes = [
+        helper.make_node("Add", ["x", "w0"], ["y"]),
+        helper.make_node("Mul", ["y", f"w{n - 1}"], ["z"]),
+    ]
+    m = model(nodes, [vi("x", F, [1])], [vi("z", F, [1])])
+    one = GraphProto()
+    t = one.initializer.add(data_type=TensorProto.FLOAT)
+    parts = []
+    for i in range(n):
+        t.name = f"w{i}"
+        t.raw_data = np.float32(i).tobytes()
+        parts.append(one.SerializeToString())
+    m.graph.MergeFromString(b"".join(parts))
+    return m.SerializeToString()

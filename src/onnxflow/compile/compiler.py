@@ -14,14 +14,14 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import onnx
 import onnx.defs
-from onnx import FunctionProto, GraphProto, NodeProto, TypeProto, numpy_helper
+from onnx import FunctionProto, GraphProto, NodeProto, TensorProto, TypeProto, numpy_helper
 
 from onnxflow.compile.attributes import decode_attribute
 from onnxflow.compile.context import NodeContext
@@ -40,7 +40,13 @@ from onnxflow.compile.plan import (
     out_slots,
     passthrough,
 )
-from onnxflow.errors import OnnxflowError, UnsupportedOperatorError, ValidationError, where
+from onnxflow.errors import (
+    OnnxflowError,
+    ResourceError,
+    UnsupportedOperatorError,
+    ValidationError,
+    where,
+)
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.schemas import op_schema
 from onnxflow.ir.walk import scope_types
@@ -119,8 +125,12 @@ class _GraphBuilder:
         self.outer_constants: Mapping[str, Any] = outer_constants or {}
         #: Types of the values this graph may read: its own declarations, then its enclosing
         #: scopes' (lexical scoping: a sibling graph's types never leak in).
-        self.types: Mapping[str, TypeProto] = ChainMap(scope_types(graph), outer_types)
+        self.own_types = scope_types(graph)
+        self.types: Mapping[str, TypeProto] = ChainMap(self.own_types, outer_types)
         self.slots: dict[str, int] = {}
+        #: The initializers not decoded yet, by name: each is decoded when a node first reads
+        #: it (:meth:`_decode`), and one that nothing reads never is.
+        self.pending: dict[str, TensorProto] = {}
         self.slot_names: list[str] = ["<none>", "<omitted>"]
         self.template: list[Any] = [None, None]
         self.constant_slots: set[int] = set()
@@ -146,6 +156,8 @@ class _GraphBuilder:
         slot = self.slots.get(name)
         if slot is not None:
             return slot
+        if name in self.pending:
+            return self._decode(name)
         if self.outer is not None and name in self.outer:
             if name in self.outer_constants:
                 slot = self._new_slot(name, self.outer_constants[name])
@@ -160,16 +172,13 @@ class _GraphBuilder:
 
     def visible(self) -> frozenset[str]:
         """Names a subgraph compiled now may read from this scope and its enclosing ones."""
-        return frozenset(self.slots) | (self.outer or frozenset())
+        return frozenset(self.slots).union(self.pending, self.outer or ())
 
     def visible_constants(self) -> Mapping[str, Any]:
         """The constants of this scope (never an input the caller may feed) and of its
-        enclosing ones, by name, as a subgraph compiled now may read them."""
-        own = {
-            name: self.template[slot]
-            for name, slot in self.slots.items()
-            if slot in self.constant_slots and slot not in self.input_slots
-        }
+        enclosing ones, by name, as a subgraph compiled now may read them (an initializer
+        decoded when one does)."""
+        own = _Constants(self)
         return ChainMap(own, self.outer_constants) if self.outer_constants else own
 
     # -- what a NodeContext reads (BuildScope) ------------------------------------------------
@@ -187,22 +196,33 @@ class _GraphBuilder:
         """The value of ``name`` when it is a constant of this graph (never an input the
         caller may feed); None otherwise."""
         slot = self.slots.get(name)
+        if slot is None and name in self.pending:
+            slot = self._decode(name)
         if slot is None or slot not in self.constant_slots or slot in self.input_slots:
             return None
         return self.template[slot]
+
+    def _decode(self, name: str) -> int:
+        """Decode the pending initializer ``name`` into its slot (a constant); return the
+        slot."""
+        tensor = self.pending.pop(name)
+        value = decode_initializer(tensor, self.graph.name)
+        value.flags.writeable = False  # shared by every run: never handed out writable
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = self._new_slot(name, value)
+        self.template[slot] = value
+        self.constant_slots.add(slot)
+        return slot
 
     # -- build -------------------------------------------------------------------------------
     def build(self, opsets: dict[str, int]) -> Plan:
         inputs = [vi.name for vi in self.graph.input]
         self.input_slots = {self._new_slot(name) for name in inputs}
-        for init in self.graph.initializer:
-            value = tensor_to_array(init)
-            value.flags.writeable = False  # shared by every run: never handed out writable
-            slot = self.slots.get(init.name)
-            if slot is None:
-                slot = self._new_slot(init.name, value)
-            self.template[slot] = value
-            self.constant_slots.add(slot)
+        self.pending = dict(self.own_types.initializers())
+        for name in inputs:  # an initializer fed like an input: its default, decoded now
+            if name in self.pending:
+                self._decode(name)
         if self.fixed_initializers:
             self.input_slots -= self.constant_slots
         for init in self.graph.sparse_initializer:
@@ -283,6 +303,11 @@ class _GraphBuilder:
             rewrite = node_rewrite(replace(site, step=step), self.compiler.optimize)
         except OnnxflowError:
             raise
+        except MemoryError as exc:
+            raise ResourceError(
+                f"{where(node.name, node.op_type, site.domain, site.opset)} in graph "
+                f"{self.graph.name!r}: out of memory while building its step"
+            ) from exc
         except Exception as exc:  # a kernel's preparation failed on this node's attributes
             raise ValidationError(
                 f"{where(node.name, node.op_type, site.domain, site.opset)} in graph "
@@ -386,6 +411,42 @@ class _GraphBuilder:
             else:
                 slots.append(self._new_slot(name))
         return tuple(slots) or (TRASH_SLOT,)
+
+
+class _Constants(Mapping[str, Any]):
+    """A scope's constants by name as its subgraphs see them (:meth:`_GraphBuilder.constant`):
+    an initializer is decoded only when a subgraph reads it."""
+
+    def __init__(self, scope: _GraphBuilder) -> None:
+        self.scope = scope
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.scope.constant(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.scope.constant(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        scope = self.scope
+        return iter([*filter(self.__contains__, scope.slots), *scope.pending])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def decode_initializer(tensor: TensorProto, graph: str) -> np.ndarray:
+    """The array ``tensor``, an initializer of ``graph``, holds; ResourceError naming it when
+    it does not fit in memory."""
+    try:
+        return tensor_to_array(tensor)
+    except MemoryError as exc:
+        raise ResourceError(
+            f"graph {graph!r}: out of memory decoding initializer {tensor.name!r} "
+            f"(dims {list(tensor.dims)}) while building the plan"
+        ) from exc
 
 
 def _bind_kernel_attributes(

@@ -24,6 +24,7 @@ from onnxflow.errors import (
     ModelFileNotFoundError,
     ModelLoadError,
     ModelParseError,
+    ResourceError,
 )
 from onnxflow.ir.external import open_inside
 from onnxflow.resources import available_memory
@@ -53,7 +54,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         raise ModelLoadError(
             f"model must be a path, bytes or onnx.ModelProto, found {type(model).__name__}"
         )
-    external = [t for t in all_tensors(proto) if _is_external(t)]
+    external = external_tensors(proto)
     if external:
         if base_dir is None:
             raise ExternalDataError(
@@ -63,7 +64,7 @@ def load_model(model: ModelSource, base_dir: str | os.PathLike | None = None) ->
         if proto is model:
             proto = ModelProto()
             proto.CopyFrom(model)  # type: ignore[arg-type]
-            external = [t for t in all_tensors(proto) if _is_external(t)]
+            external = external_tensors(proto)
         for tensor in external:
             read_external(tensor, base_dir)
     return proto
@@ -107,20 +108,44 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
 
 
-def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
-    """Yield every TensorProto of the model: initializers, sparse parts, tensor attributes."""
-    yield from _graph_tensors(model.graph)
+def external_tensors(model: ModelProto) -> list[TensorProto]:
+    """The tensors of :func:`all_tensors` whose data is in another file (initializers picked
+    by one comprehension per graph: a model may hold a million of them)."""
+    found = [t for t in all_tensors(model, initializers=False) if _is_external(t)]
+    pending = [model.graph]
+    while pending:
+        g = pending.pop()
+        found += [t for t in g.initializer if t.data_location == TensorProto.EXTERNAL]
+        pending.extend(sub for node in g.node for sub in _subgraphs(node))
+    return found
+
+
+def _subgraphs(node: NodeProto) -> list[GraphProto]:
+    graphs = []
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            graphs.append(a.g)
+        elif a.type == AttributeProto.GRAPHS:
+            graphs.extend(a.graphs)
+    return graphs
+
+
+def all_tensors(model: ModelProto, initializers: bool = True) -> Iterator[TensorProto]:
+    """Yield every TensorProto of the model: initializers (unless not ``initializers``), sparse
+    parts, tensor attributes."""
+    yield from _graph_tensors(model.graph, initializers)
     for fn in model.functions:
         for node in fn.node:
             yield from _node_tensors(node)
 
 
-def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
+def _graph_tensors(graph: GraphProto, initializers: bool = True) -> Iterator[TensorProto]:
     """The tensors of ``graph`` and of its subgraphs, at any depth (no recursion)."""
     pending = [graph]
     while pending:
         g = pending.pop()
-        yield from g.initializer
+        if initializers:
+            yield from g.initializer
         for sparse in g.sparse_initializer:
             yield from _sparse_parts(sparse)
         for node in g.node:
@@ -182,6 +207,8 @@ def _parse(data: bytes, what: str) -> ModelProto:
     proto = ModelProto()
     try:
         proto.ParseFromString(data)
+    except MemoryError as exc:
+        raise ResourceError(f"out of memory parsing {what} ({len(data)} bytes)") from exc
     except Exception as exc:  # protobuf raises DecodeError and, on some inputs, others
         raise ModelParseError(f"{what} is not a valid ONNX model: {exc}") from exc
     _require_graph(proto, what)
@@ -257,7 +284,10 @@ def _regular_size(fd: int, what: str) -> int:
 
 def _check_fits_in_memory(nbytes: int, what: str) -> None:
     """Refuse, before reading, data larger than the memory available (a sparse file of
-    64 GiB would otherwise be read for minutes before failing)."""
+    64 GiB would otherwise be read for minutes before failing); data under a mebibyte is not
+    worth the look at the limits."""
+    if nbytes < 1 << 20:
+        return
     available = available_memory()
     if nbytes > available:
         raise ExternalDataError(

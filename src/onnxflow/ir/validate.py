@@ -7,6 +7,10 @@ scope's name); every name read is defined before it is read (a name defined by a
 the node list is not topologically sorted, and a cycle is named as such); graph outputs are
 defined; every stored tensor holds as much data as its dims say, in a known element type.
 Everything else the ONNX checker knows is left to ``onnx.checker``.
+
+Of the initializers, only those something reads have their data checked (the others are never
+decoded): a model of a million tiny initializers is walked here by a few comprehensions and set
+operations, not a million times in Python.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
-from onnxflow.errors import UnsupportedVersionError, ValidationError, where
+from onnxflow.errors import ResourceError, UnsupportedVersionError, ValidationError, where
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.load import all_tensors, nesting_depth
-from onnxflow.ir.walk import subgraphs
+from onnxflow.ir.walk import names_read, subgraphs, without_unread_initializers
 from onnxflow.values import np_dtype
 
 #: Newest IR version whose rules onnxflow follows.
@@ -71,16 +75,25 @@ def validate_model(model: ModelProto, run_checker: bool = True) -> None:
         fn_opsets = opset_map(fn.opset_import)
         for node in fn.node:
             _check_node_domain(node, fn_opsets, f"function {fn.name!r}", problems)
-    for tensor in all_tensors(model):
+    for tensor in all_tensors(model, initializers=False):
         _check_tensor(tensor, problems)
     if problems:
         raise ValidationError(_join(problems))
     if run_checker:
-        try:
-            onnx.checker.check_model(model)
-        except Exception as exc:  # the checker raises its ValidationError, and others on garbage
-            if not any(benign in str(exc) for benign in _BENIGN_CHECKER_COMPLAINTS):
-                raise ValidationError(f"the ONNX checker rejects the model: {exc}") from exc
+        run_onnx_checker(without_unread_initializers(model))
+
+
+def run_onnx_checker(model: ModelProto) -> None:
+    """Raise ValidationError when ``onnx.checker`` rejects ``model`` for more than the
+    complaints onnxflow checks itself (:data:`_BENIGN_CHECKER_COMPLAINTS`); ResourceError when
+    it runs out of memory."""
+    try:
+        onnx.checker.check_model(model)
+    except MemoryError as exc:
+        raise ResourceError("out of memory while the ONNX checker checked the model") from exc
+    except Exception as exc:  # the checker raises its ValidationError, and others on garbage
+        if not any(benign in str(exc) for benign in _BENIGN_CHECKER_COMPLAINTS):
+            raise ValidationError(f"the ONNX checker rejects the model: {exc}") from exc
 
 
 def _check_nesting(graph: GraphProto) -> None:
@@ -128,11 +141,15 @@ def _check_opset_imports(
 
 
 def _check_text(message: Message, path: str, problems: list[str], limit: int = 5) -> None:
-    """Every string field holds valid UTF-8 (protobuf hands out invalid text as bytes)."""
+    """Every string field holds valid UTF-8 (protobuf hands out invalid text as bytes); but
+    initializers', whose names are checked with the other rules on names (the rest of their
+    text is never read)."""
     for field, value in message.ListFields():
         if len(problems) >= limit:
             return
         items = [value] if isinstance(value, (Message, str, bytes)) else value
+        if field.name == "initializer" and isinstance(message, GraphProto):
+            continue  # their names: _GraphCheck.define_initializers; nothing reads the rest
         if field.type == FieldDescriptor.TYPE_MESSAGE:
             for k, item in enumerate(items):
                 where_ = f"{path}.{field.name}" + (f"[{k}]" if len(items) > 1 else "")
@@ -190,18 +207,28 @@ _TYPED_FIELDS = (
 
 def _check_tensor(t: TensorProto, problems: list[str]) -> None:
     """The element type is known and the stored data has exactly the element count of dims."""
+    problem = tensor_problem(t)
+    if problem is not None:
+        problems.append(problem)
+
+
+def tensor_problem(t: TensorProto) -> str | None:
+    """What is wrong with a stored tensor, naming it, or None: its element type must be known
+    and its data hold exactly the element count of its dims."""
     dims = list(t.dims)
-    label = f"tensor {t.name!r} (dims {dims})"
     problem = _header_problem(t, dims)
     if problem is None and t.data_location != TensorProto.EXTERNAL:
         problem = _data_problem(t, math.prod(dims))
-    if problem is not None:
-        problems.append(f"{label}: {problem}")
+    return None if problem is None else f"tensor {t.name!r} (dims {dims}): {problem}"
+
+
+#: The element types TensorProto defines.
+_ELEMENT_TYPES = frozenset(TensorProto.DataType.values()) - {TensorProto.UNDEFINED}
 
 
 def _header_problem(t: TensorProto, dims: list[int]) -> str | None:
     """What is wrong with the element type, dims or layout of ``t``, if anything."""
-    if t.data_type == TensorProto.UNDEFINED or t.data_type not in TensorProto.DataType.values():
+    if t.data_type not in _ELEMENT_TYPES:
         return f"unknown element type {t.data_type}"
     if any(d < 0 for d in dims):
         return "negative dimension"
@@ -343,12 +370,35 @@ class _GraphCheck:
         graph = self.graph
         for vi in graph.input:
             self.define(vi.name, "graph input", shadows=True)
-        inputs = {vi.name for vi in graph.input}
-        for t in graph.initializer:
-            if t.name not in inputs:
-                self.define(t.name, "initializer")
+        self.define_initializers({vi.name for vi in graph.input})
         for t in graph.sparse_initializer:
             self.define(t.values.name, "sparse initializer")
+
+    def define_initializers(self, inputs: set[str]) -> None:
+        """Define the initializers that are not graph inputs too, and check the data of those
+        something reads: by set operations, one name at a time only when one breaks a rule (a
+        model may hold a million of them)."""
+        names = [t.name for t in self.graph.initializer]
+        if any(map(bytes.__instancecheck__, names)):
+            k, bad = next((k, n) for k, n in enumerate(names) if isinstance(n, bytes))
+            self.problems.append(
+                f"{self.label}: initializer {k}'s name is not valid UTF-8 text: {bad[:40]!r}"
+            )
+            return
+        read = names_read(self.graph)
+        for k, name in enumerate(names):
+            if name in read:
+                _check_tensor(self.graph.initializer[k], self.problems)
+        unique = set(names)
+        unique.discard("")
+        fresh = unique - inputs
+        clash = len(unique) != len(names) - names.count("") or fresh & self.defined
+        if clash or any(fresh & scope for scope in self.outer):
+            for name in names:
+                if name not in inputs:
+                    self.define(name, "initializer")
+            return
+        self.defined |= fresh
 
     def reads(self, node: NodeProto, desc: str) -> None:
         """A problem for each input of ``node`` not defined yet: produced later, or never."""

@@ -206,7 +206,7 @@ class Twin:
 #: Names the generated functions use themselves: their arguments, loop counters and flags.
 _OWN = frozenset(
     {"args", "options", "stop", "states", "seqs", "tail", "sinks", "ok", "ok0", "go", "run"}
-    | {"drive", "i", "p", "q"}
+    | {"drive", "i", "p", "q", "g", "w", "lim"}
 )
 #: The families of names the generated code gives its helpers: a scan output's buffer ``b<k>``,
 #: its row shape ``z<k>`` and dtype ``d<k>``, its sink ``s<k>``, a scanned sequence ``q<k>``, a

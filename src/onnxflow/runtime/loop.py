@@ -21,7 +21,6 @@ errors.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,14 +32,12 @@ from onnxflow.errors import CancelledError, OnnxflowError, RuntimeFailure
 from onnxflow.runtime.codegen import failing_step
 from onnxflow.runtime.context import cancelled, current_run_options, stop_requested
 from onnxflow.runtime.executor import current_runner
+from onnxflow.runtime.growth import Watch, first_check
 from onnxflow.runtime.interpret import step_failure
 from onnxflow.runtime.loopgen import iteration_of
 from onnxflow.runtime.lower import LOWERED, MAX_GENERATED_STEPS, Variant, lowered
 from onnxflow.runtime.observe import Observation, current_observation
 from onnxflow.runtime.stacking import TRUE, as_bool
-
-#: The stop of a loop with no trip count: it ends by its condition (or runs until terminated).
-FOREVER = sys.maxsize
 
 #: Errors from inside a body that get the owning node and iteration added to their message.
 BODY_ERRORS = (RuntimeFailure, CancelledError)
@@ -184,7 +181,8 @@ def _stepped(
     use_cond: bool,
     shown: Iterations,
 ) -> list[Any]:
-    """The iterations as :func:`iterate` calling ``run`` on each iteration's head values."""
+    """The iterations as :func:`iterate` calling ``run`` on each iteration's head values; the
+    loop-carried values are looked at now and then (:class:`~onnxflow.runtime.growth.Watch`)."""
     counter, n = loop.layout.counter, loop.layout.n_states
     first = 1 if counter else 0
     observation = current_observation()
@@ -192,6 +190,8 @@ def _stepped(
     # them there keeps an iteration observer from compiling the body as written
     names = loop.body.plan.input_names[: (2 if counter else len(sequences)) + n]
     carried = list(states)
+    watch = Watch(loop.label, loop.body.plan.output_names[first : first + n], use_cond)
+    looked: list[Any] = [None, first_check(stop, use_cond)]  # the run's Growth, next check
 
     def step(i: int) -> bool:
         if counter:
@@ -202,6 +202,8 @@ def _stepped(
             observation.inputs(names, head)
         outs = run(i, head)
         carried[:] = outs[first : first + n]
+        if n and i + 1 >= looked[1]:
+            looked[:] = watch.check(looked[0], i + 1, stop, states, carried)
         for sink, value in zip(sinks, outs[first + n :]):
             sink.add(value)
         return not use_cond or as_bool(outs[0], f"{loop.label}: body condition at iteration {i}")

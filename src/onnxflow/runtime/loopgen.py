@@ -20,6 +20,9 @@ outputs through the loop operator's own Python. Here the iteration itself is gen
             i += 1
         return i, [h]
 
+With loop-carried values, the iterations run in stretches between two looks at whether they
+grow (:mod:`onnxflow.runtime.growth`), each stretch a ``while i < lim`` around the same lines.
+
 Values that stay the same across iterations (invariants hoisted out of the body, captured outer
 values, the Loop's condition input) are bound once and never deleted inside the loop. Each
 function is called on zero iterations when made, so that CPython has specialized it (:func:`_warm`).
@@ -59,6 +62,7 @@ import numpy as np
 from onnxflow.compile.plan import Layout, Plan, returns_one
 from onnxflow.runtime.codegen import Block, Emitter, Twin, steady_slots
 from onnxflow.runtime.context import STOP_REQUESTED, cancelled
+from onnxflow.runtime.growth import FIRST_CHECK, FOREVER, SHORT, Watch
 from onnxflow.runtime.stacking import TRUE, Stacker, as_bool
 
 Driver = Callable[..., tuple[int, list[Any]]]
@@ -105,12 +109,17 @@ def generate_driver(
 
     ``drive(i, stop, states, seqs, tail, sinks, options)`` runs iterations ``i..stop-1`` (fewer
     when ``use_cond`` and the body's condition turns false) and returns ``(next i, states)``.
-    ``sinks`` are called with each scan output value. When ``checked``, whether the caller asked
-    to stop is tested before every iteration and step. ``label`` names the loop in condition errors.
+    ``sinks`` are called with each scan output value. The loop-carried values are looked at
+    now and then (:mod:`onnxflow.runtime.growth`; in the twin only if it keeps some unsteady).
+    When ``checked``, whether the caller asked to stop is tested before every iteration and
+    step. ``label`` names the loop in condition and growth errors.
     """
     slots = _Slots.of(plan, layout)
     em = Emitter(plan, checked)
     em.namespace.update(_helpers(label))
+    first = 1 if layout.counter else 0
+    names = plan.output_names[first : first + layout.n_states]
+    em.namespace.update(_watch=Watch(label, names, use_cond), _FOREVER=FOREVER)
     keep = frozenset(slots.fixed) | ({slots.cond} if slots.cond is not None else set())
     roots, twin = _steady(plan, slots.states, slots.new_states, {*slots.indexed, slots.index}, keep)
     roots_of = _aliases(plan)
@@ -121,6 +130,9 @@ def generate_driver(
     steps = Block()
     em.steps(steps, keep, fixed=keep, twin=twin)
     tail, twin_tail = _tails(em, twin, slots, use_cond, roots_of)
+    look = _look(em, slots.states)
+    if look and set(slots.states) - set(roots):  # the twin may change their shapes
+        twin_tail.add(look)
     head = _head(em, slots, checked)
     iteration = Block()
     if twin.dropped:
@@ -129,9 +141,8 @@ def generate_driver(
         iteration.extend(block)
     if twin.dropped:
         iteration.extend(_to_twin(em, twin, roots, head, twin_tail, set(plan.output_slots)))
-    source = _prelude(em, slots, twin.dropped > 0)
-    source.add("    while i < stop:")
-    source.extend(iteration, "        ")
+    source = _prelude(em, slots, twin.dropped > 0, use_cond)
+    source.extend(_iterations(iteration, look), "    ")
     source.extend(_epilogue(em, slots, twin, roots_of), "    ")
     fn, line_to_step = em.build(source, "drive")
     _warm(fn, len(slots.states), len(slots.indexed), len(slots.fixed), len(slots.scan_outs))
@@ -162,13 +173,16 @@ def _helpers(label: str) -> dict[str, Any]:
     }
 
 
-def _prelude(em: Emitter, slots: _Slots, use_twin: bool) -> Block:
+def _prelude(em: Emitter, slots: _Slots, use_twin: bool, use_cond: bool) -> Block:
     """The function's first lines: arguments unpacked, buffers unset, fixed work done."""
     source = Block()
     source.add("def drive(i, stop, states, seqs, tail, sinks, options):")
     for names, given in ((slots.states, "states"), (slots.fixed, "tail")):
         if names:
             source.add(f"    ({', '.join(em.local(s) for s in names)},) = {given}")
+    if slots.states:  # when the values are first looked at: growth.first_check, inlined
+        short = f"1 if {SHORT} < stop < _FOREVER else {FIRST_CHECK}"
+        source.add(f"    g = None; w = {FIRST_CHECK if use_cond else short}")
     if slots.indexed:
         source.add(f"    ({', '.join(f'q{k}' for k in range(len(slots.indexed)))},) = seqs")
     if slots.scan_outs:
@@ -328,6 +342,35 @@ def _tails(
         lines.add(line)
         twin_lines.add(line)
     return lines, twin_lines
+
+
+def _look(em: Emitter, states: list[int]) -> str:
+    """The line looking at the loop-carried values when they are due a look (at iteration
+    ``w``: :class:`~onnxflow.runtime.growth.Watch`); none without loop-carried values."""
+    if not states:
+        return ""
+    now = "".join(f"{em.local(s)}, " for s in states)
+    return f"if i >= w: g, w = _watch.check(g, i, stop, states, ({now}))"
+
+
+def _iterations(iteration: Block, look: str) -> Block:
+    """The loop over the iterations. With loop-carried values to look at, they run in
+    stretches up to the next look, so that an iteration tests ``i`` only against the end of its
+    stretch, as it would against ``stop`` (a ``break`` inside, the condition's or the twin's,
+    ends the whole loop)."""
+    block = Block()
+    block.add("while i < stop:")
+    if not look:
+        block.extend(iteration, "    ")
+        return block
+    block.add("    lim = w if w < stop else stop")
+    block.add("    while i < lim:")
+    block.extend(iteration, "        ")
+    block.add("    else:")
+    block.add(f"        {look}")
+    block.add("        continue")
+    block.add("    break")
+    return block
 
 
 def _scan_writes(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from onnx import GraphProto, NodeProto, TensorProto, TypeProto, helper
+from onnx import NodeProto, TensorProto, TypeProto, helper
 
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.walk import scope_types
@@ -54,7 +54,7 @@ def fuse_pointwise(view: GraphView) -> list[NodeProto] | None:
     node, or None when there is none (or the view is not the main graph)."""
     if not view.main:
         return None
-    types = _float32_types(view.graph)
+    types = _float32_types(view)
     members = [n for n in view.nodes if _instruction(view, n, types) is not None]
     if len(members) < MIN_NODES:
         return None
@@ -69,13 +69,20 @@ def fuse_pointwise(view: GraphView) -> list[NodeProto] | None:
     return [fused.get(id(n), n) for n in view.nodes if id(n) not in dropped]
 
 
-def _float32_types(graph: GraphProto) -> dict[str, TypeProto]:
-    """The float32 tensors ``graph`` declares (:func:`~onnxflow.ir.walk.scope_types`), by name."""
-    return {
-        name: tp
-        for name, tp in scope_types(graph).items()
-        if tp.HasField("tensor_type") and tp.tensor_type.elem_type == TensorProto.FLOAT
-    }
+_FLOAT = TensorProto.FLOAT
+
+
+def _float32_types(view: GraphView) -> dict[str, TypeProto]:
+    """The float32 tensors the graph declares (:func:`~onnxflow.ir.walk.scope_types`) among
+    those its nodes read or write, by name."""
+    declared = scope_types(view.graph)
+    names = {name for node in view.nodes for name in (*node.input, *node.output)}
+    found = {}
+    for name in names:
+        tp = declared.get(name)
+        if tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type == _FLOAT:
+            found[name] = tp
+    return found
 
 
 def _instruction(view: GraphView, node: NodeProto, types: dict[str, TypeProto]) -> str | None:

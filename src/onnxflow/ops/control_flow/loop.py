@@ -25,7 +25,8 @@ from onnxflow.compile.context import NodeContext
 from onnxflow.errors import OnnxflowWarning
 from onnxflow.ops.control_flow.body import loop_plan
 from onnxflow.ops.registry import op
-from onnxflow.runtime.loop import FOREVER, run_loop
+from onnxflow.runtime.growth import FOREVER
+from onnxflow.runtime.loop import run_loop
 from onnxflow.runtime.stacking import Stacker, as_bool, as_count
 
 
