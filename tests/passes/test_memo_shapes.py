@@ -132,6 +132,33 @@ def test_observed_and_unpickled_sessions_give_the_same_values(use: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def test_an_observed_run_keeps_the_memo_as_an_unobserved_one_does() -> None:
+    """Runs watched node by node (a Profiler, a Trace) call each step's stateful form, as the
+    generated function does: a ShapeMemo hands back what it kept instead of computing again,
+    so a profile times the work an unobserved run does."""
+    from onnxflow.observers import Profiler
+    from onnxflow.runtime.observe import Observer
+
+    class Outputs(Observer):
+        def __init__(self) -> None:
+            self.seen: list[object] = []
+
+        def node_end(self, scope, info, inputs, outputs, seconds) -> None:  # type: ignore[no-untyped-def]
+            if info.op_type == "ShapeMemo":
+                self.seen.append(outputs[0])
+
+    sess = onnxflow.InferenceSession(_model())
+    x = _x(2, 2, 3)
+    outputs = Outputs()
+    for _ in range(3):
+        sess.run(None, {"x": x}, observers=[outputs, Profiler()])
+    first, *others = outputs.seen
+    assert len(others) == 2 and all(o is first for o in others)  # kept, not made again
+    outputs.seen.clear()
+    sess.run(None, {"x": _x(3, 1, 2)}, observers=[outputs])
+    assert outputs.seen[0] is not first and outputs.seen[0].shape == (2,)
+
+
 def test_a_memo_in_a_loop_body_follows_shapes_that_change_each_iteration() -> None:
     # The carried vector grows by one each iteration; the body reshapes it to (n, 1) with a
     # target computed from its shape, so the memo sees a new shape every iteration.

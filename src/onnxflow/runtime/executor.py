@@ -50,9 +50,10 @@ def runner(plan: Plan, options: Any = None) -> Callable[[Sequence[Any]], list[An
     checked before every step when ``options`` is given.
     """
     observation = current_observation()
-    if observation is not None and observation.node_events:
-        return lambda args: interpret(plan, args, options, observation)
     made = LOWERED.get(id(plan)) or lower(plan)
+    if observation is not None and observation.node_events:
+        functions = made.step_functions()
+        return lambda args: interpret(plan, args, options, observation, functions)
     return made.call if options is None else made.checked_call(options)
 
 

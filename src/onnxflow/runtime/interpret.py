@@ -22,9 +22,12 @@ def interpret(
     args: Sequence[Any],
     options: Any = None,
     observation: Observation | None = None,
+    functions: Sequence[Callable[..., Any]] | None = None,
 ) -> list[Any]:
     """Run ``plan`` step by step on a frame list, telling ``observation`` about every node;
-    with ``options`` (RunOptions), stop before any step when the caller asks."""
+    with ``options`` (RunOptions), stop before any step when the caller asks. ``functions``:
+    what each step calls instead of its plan function (its stateful form, see
+    :meth:`~onnxflow.runtime.lower.Lowered.step_functions`)."""
     frame = list(plan.template)
     for slot, value in zip(plan.arg_slots, args):
         frame[slot] = value
@@ -33,6 +36,8 @@ def interpret(
         for index, (fn, ins, out, free) in enumerate(plan.steps):
             if stop_requested(options):
                 raise cancelled(before_step(plan.graph_name, plan.infos[index]))
+            if functions is not None:
+                fn = functions[index]
             _interpret_step(frame, plan.infos[index], fn, ins, out, observation)
             for slot in free:
                 frame[slot] = None

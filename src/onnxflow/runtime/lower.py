@@ -70,6 +70,21 @@ class Lowered:
     function: Generated | None
     #: The forms made by :meth:`variant` so far.
     variants: dict[Variant, Generated] = field(default_factory=dict)
+    #: Each step's function as a generated function calls it (:meth:`step_functions`).
+    _steps: tuple[Callable[..., Any], ...] | None = None
+
+    def step_functions(self) -> tuple[Callable[..., Any], ...]:
+        """Each step's function with its own memo where its kernel keeps one (the stateful
+        form, made once for this plan, as the generated function makes its own): what the
+        interpreter calls when observers watch every node, so that an observed run does the
+        work an unobserved one does (a ShapeMemo does not compute its shapes again)."""
+        if self._steps is None:
+            plan = self.plan
+            self._steps = tuple(
+                fn if traits.stateful is None else traits.stateful()
+                for (fn, *_), traits in zip(plan.steps, plan.traits)
+            )
+        return self._steps
 
     @property
     def plan(self) -> Plan:
