@@ -8,6 +8,8 @@ cdef extern from "_half.h" nogil:
     void onnxflow_half_round(const float *x, float *out, Py_ssize_t n, int portable)
     void onnxflow_to_half(const float *x, unsigned short *out, Py_ssize_t n, int portable)
     void onnxflow_from_half(const unsigned short *h, float *out, Py_ssize_t n, int portable)
+    int onnxflow_half_lookup(const float *x, const float *table, float *out, Py_ssize_t n,
+                             int portable)
     int ONNXFLOW_HAS_F16C()
 
 
@@ -39,3 +41,17 @@ def f16_to_f32(const unsigned short[::1] h, float[::1] out, bint portable=False)
     if n:
         with nogil:
             onnxflow_from_half(&h[0], &out[0], n, portable)
+
+
+def lookup_f32(const float[::1] x, const float[::1] table, float[::1] out, bint portable=False):
+    """out[i] = table[the float16 bits of x[i]] (``table`` holds 65536 values) when every x[i]
+    is a float16 value held in float32 (exactly the float32 of its float16 bits): True; False
+    as soon as one is not (out is then incomplete)."""
+    cdef Py_ssize_t n = x.shape[0]
+    cdef int bad = 0
+    if table.shape[0] != 65536:
+        raise ValueError(f"a float16 table holds 65536 values, not {table.shape[0]}")
+    if n:
+        with nogil:
+            bad = onnxflow_half_lookup(&x[0], &table[0], &out[0], n, portable)
+    return not bad

@@ -23,6 +23,7 @@ from onnxflow.ops.pass_made import (
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
+    HALF_TABLE,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
 )
@@ -241,6 +242,45 @@ def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _half_table_compiled(node: Any, *, body: GraphProto) -> Callable[..., Any]:
+    """The compiled form of :func:`half_table`: ``body`` run once here on all 65536 float16
+    values, then each element of the input looked up among the results (``native/_half``), the
+    body's own bits; an input that is not float32, or holds an element that is not a float16
+    value, runs the body as written. Without a table (the body fails on the values, or does
+    not give one float32 value each) the node runs the body."""
+    as_written = body_call(node, body)
+    made = _table(as_written)
+    if made is None:
+        return as_written
+    table, rank = made
+    lookup = _HALF.lookup_f32
+
+    def table_lookup(x: Any) -> Any:
+        if x.__class__ is not np.ndarray or x.dtype != _F32:
+            return as_written(x)
+        shape = x.shape if x.ndim >= rank else (1,) * (rank - x.ndim) + x.shape
+        out = np.empty(shape, _F32)
+        if out.size and not lookup(np.ascontiguousarray(x).reshape(-1), table, out.reshape(-1)):
+            return as_written(x)
+        return out
+
+    return table_lookup
+
+
+def _table(as_written: Callable[..., Any]) -> tuple[np.ndarray, int] | None:
+    """The results of ``as_written`` for all 65536 float16 values in the order of their bits,
+    and the rank it gives a vector (more when a scalar constant has more dims), or None."""
+    values = _ALL_HALVES.astype(np.float32)
+    try:
+        with np.errstate(all="ignore"):
+            y = as_written(values)
+    except Exception:  # any failure of the body here: the node runs it as written
+        return None
+    if y.__class__ is not np.ndarray or y.dtype != _F32 or y.size != values.size:
+        return None
+    return np.ascontiguousarray(y).reshape(-1), y.ndim
+
+
 @op(
     HALF_ROUND,
     1,
@@ -248,6 +288,7 @@ def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
     traits=Traits(
         fresh=True,
         static_shape=True,
+        elementwise=True,
         in_place=_half_round_over_x,
         native=native_form(_half_round_compiled if _HALF else None, _half_round_compiled_over_x),
     ),
@@ -335,3 +376,26 @@ def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
     if large.any():
         v = x[large]
         y[large] = np.where(np.isnan(v), v, np.copysign(np.float32(np.inf), v))
+
+
+# -- float16 tables ------------------------------------------------------------------------------
+#: Every float16 value, by its bits, as float32 (NumPy's exact cast): what a table is made of.
+_ALL_HALVES = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+
+
+@op(
+    HALF_TABLE,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(
+        static_shape=True,
+        fresh=True,
+        native=native_form(_half_table_compiled if _HALF else None),
+    ),
+)
+def half_table(node: Any, *, body: GraphProto) -> Callable[..., Any]:
+    """Elementwise nodes computing on one float16 value held in float32 (see
+    :mod:`~onnxflow.compile.passes.half_tables`): this NumPy form runs them as written
+    (``body``)."""
+    return body_call(node, body)
