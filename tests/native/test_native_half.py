@@ -278,3 +278,28 @@ def test_half_table_both_forms_for_every_float16_value():
     assert compiled_y.tobytes() == numpy_y.tobytes()
     code = onnxflow.InferenceSession(model.SerializeToString()).source()
     assert "table_lookup" in code
+
+
+def test_round_over_and_into_are_numpys_bits_and_refuse_other_arrays():
+    """The one-call forms HalfRound binds: any shape of C-contiguous float32 (writeable where
+    written), NumPy's rounding bit for bit; other arrays left untouched, False."""
+    loops = compiled.module("_half")
+    bits = _hard_bits()
+    x = bits[: (bits.size // 12) * 12].view(np.float32).reshape(3, 4, -1)
+    want = _numpy_round(x.reshape(-1).view(np.uint32)).reshape(x.shape)
+    out = np.empty_like(x)
+    assert loops.round_into(x, out)
+    np.testing.assert_array_equal(out.view(np.uint32), want)
+    over = x.copy()
+    assert loops.round_over(over)
+    np.testing.assert_array_equal(over.view(np.uint32), want)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them
+        wide = x.astype(np.float64)
+    for other in (wide, x[:, :, ::2], frozen, x.astype(">f4"), np.float32(1.5)):
+        kept = np.array(other, copy=True)
+        assert not loops.round_over(other)
+        np.testing.assert_array_equal(np.asarray(other), kept)
+    assert not loops.round_into(x, np.empty(x.size - 1, np.float32))
+    assert not loops.round_into(x, frozen)

@@ -4,6 +4,14 @@ ways, bit for bit as NumPy's ``astype`` (the loops are in ``_half.h``). float16 
 passed as their uint16 bits. ``portable`` runs the integer form even where the CPU's F16C
 conversions are there (the tests hold both forms to NumPy)."""
 
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_FORMAT,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+
 cdef extern from "_half.h" nogil:
     void onnxflow_half_round(const float *x, float *out, Py_ssize_t n, int portable)
     void onnxflow_to_half(const float *x, unsigned short *out, Py_ssize_t n, int portable)
@@ -55,3 +63,50 @@ def lookup_f32(const float[::1] x, const float[::1] table, float[::1] out, bint 
         with nogil:
             bad = onnxflow_half_lookup(&x[0], &table[0], &out[0], n, portable)
     return not bad
+
+
+cdef bint _float32_buffer(object x, Py_buffer *view, int flags):
+    """Whether ``x`` gives a C-contiguous float32 buffer with ``flags`` (then held in view)."""
+    try:
+        PyObject_GetBuffer(x, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, TypeError, ValueError):
+        return False
+    if view.itemsize != 4 or view.format == NULL or view.format[0] != b"f" or view.format[1] != 0:
+        PyBuffer_Release(view)
+        return False
+    return True
+
+
+def round_over(object x):
+    """x (a C-contiguous, writeable float32 array of any shape) rounded to the nearest float16
+    over itself, as :func:`round_f32`: True; False, untouched, when x is not such an array (one
+    call where ``round_f32`` takes a reshape and two memoryviews)."""
+    cdef Py_buffer view
+    if not _float32_buffer(x, &view, PyBUF_WRITABLE):
+        return False
+    try:
+        with nogil:
+            onnxflow_half_round(<const float *>view.buf, <float *>view.buf, view.len // 4, 0)
+    finally:
+        PyBuffer_Release(&view)
+    return True
+
+
+def round_into(object x, object out):
+    """out = x rounded to the nearest float16 (both C-contiguous float32 arrays of x's size,
+    out writeable): True; False, out untouched, when they are not such arrays."""
+    cdef Py_buffer src, dst
+    if not _float32_buffer(x, &src, 0):
+        return False
+    if not _float32_buffer(out, &dst, PyBUF_WRITABLE):
+        PyBuffer_Release(&src)
+        return False
+    try:
+        if src.len != dst.len:
+            return False
+        with nogil:
+            onnxflow_half_round(<const float *>src.buf, <float *>dst.buf, src.len // 4, 0)
+    finally:
+        PyBuffer_Release(&src)
+        PyBuffer_Release(&dst)
+    return True

@@ -229,17 +229,15 @@ def _half_round_compiled(x: np.ndarray) -> np.ndarray:
     if x.dtype != _F32:
         return half_round(x)
     out = np.empty(x.shape, _F32)
-    _HALF.round_f32(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    if not _HALF.round_into(x, out):  # one call for contiguous x; else through a copy
+        _HALF.round_f32(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
     return out
 
 
 def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
-    """:func:`_half_round_compiled` written over ``x`` (which dies here) when it can be."""
-    if x.dtype != _F32 or not (x.flags.c_contiguous and x.flags.writeable):
-        return _half_round_compiled(x)
-    flat = x.reshape(-1)
-    _HALF.round_f32(flat, flat)
-    return x
+    """:func:`_half_round_compiled` written over ``x`` (which dies here) when it can be: a
+    C-contiguous, writeable float32 array, checked and rounded in one call."""
+    return x if _HALF.round_over(x) else _half_round_compiled(x)
 
 
 def _half_table_compiled(node: Any, *, body: GraphProto) -> Callable[..., Any]:
