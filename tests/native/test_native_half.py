@@ -221,26 +221,33 @@ def test_both_loop_forms_are_numpys_bits(portable):
 
 @pytest.mark.parametrize("portable", [False, True])
 def test_table_lookup_loop_reads_each_float16_values_entry(portable):
-    """Both loop forms at every offset of the 8-wide blocks: the entry of each float16 value's
-    bits (signalling NaNs aside, which the F16C form refuses), and False as soon as an element
+    """Both loop forms at every offset of the 8-wide blocks, with tables of float32 values and
+    of float16 bits: the entry of each float16 value's bits (signalling NaNs aside, which the
+    F16C form refuses), and False as soon as an element
     is not a float16 value (a float32 between two, beyond the range, a NaN payload float16
     has no room for)."""
     loops = compiled.module("_half")
     halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     signalling = ((halves & 0x7C00) == 0x7C00) & ((halves & 0x3FF) != 0) & ((halves & 0x200) == 0)
-    table = np.random.default_rng(3).standard_normal(1 << 16).astype(np.float32)
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal(1 << 16).astype(np.float32)
+    bits = halves[~signalling][rng.integers(0, (~signalling).sum(), (1 << 16) + 1)]
     not_half = np.array([0x3DCCCCCD, 0x477FF000, 0x7FC00001], np.uint32).view(np.float32)
     for start in (0, 1, 5):
         h = halves[~signalling][start:]
         x = h.view(np.float16).astype(np.float32)
-        out = np.empty_like(x)
+        out, out16 = np.empty_like(x), np.empty_like(x)
         assert loops.lookup_f32(x, table, out, portable)
         np.testing.assert_array_equal(out.view(np.uint32), table[h].view(np.uint32))
+        assert loops.lookup_f16(x, bits, out16, portable)  # entries of float16 bits, widened
+        want16 = bits[h].view(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(out16.view(np.uint32), want16.view(np.uint32))
         for bad in not_half:
             for at in (0, x.size // 2, x.size - 1):
                 y = x.copy()
                 y[at] = bad
                 assert not loops.lookup_f32(y, table, out, portable)
+                assert not loops.lookup_f16(y, bits, out16, portable)
 
 
 def _table_model() -> onnx.ModelProto:
