@@ -15,7 +15,7 @@ from onnxflow.ops import cast, compiled
 from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
 from onnxflow.ops.pass_made import kernels as pass_made
 
-FORMS_TESTED = [("onnxflow.fused", "HalfRound"), ("", "Cast")]
+FORMS_TESTED = [("onnxflow.fused", "HalfRound"), ("onnxflow.fused", "HalfTable"), ("", "Cast")]
 
 F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
 
@@ -217,3 +217,96 @@ def test_both_loop_forms_are_numpys_bits(portable):
         loops.f16_to_f32(halves[start:], widened, portable)
         want = halves[start:].view(np.float16).astype(np.float32)
         np.testing.assert_array_equal(widened.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_table_lookup_loop_reads_each_float16_values_entry(portable):
+    """Both loop forms at every offset of the 8-wide blocks, with tables of float32 values and
+    of float16 bits: the entry of each float16 value's bits (signalling NaNs aside, which the
+    F16C form refuses), and False as soon as an element
+    is not a float16 value (a float32 between two, beyond the range, a NaN payload float16
+    has no room for)."""
+    loops = compiled.module("_half")
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    signalling = ((halves & 0x7C00) == 0x7C00) & ((halves & 0x3FF) != 0) & ((halves & 0x200) == 0)
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal(1 << 16).astype(np.float32)
+    bits = halves[~signalling][rng.integers(0, (~signalling).sum(), (1 << 16) + 1)]
+    not_half = np.array([0x3DCCCCCD, 0x477FF000, 0x7FC00001], np.uint32).view(np.float32)
+    for start in (0, 1, 5):
+        h = halves[~signalling][start:]
+        x = h.view(np.float16).astype(np.float32)
+        out, out16 = np.empty_like(x), np.empty_like(x)
+        assert loops.lookup_f32(x, table, out, portable)
+        np.testing.assert_array_equal(out.view(np.uint32), table[h].view(np.uint32))
+        assert loops.lookup_f16(x, bits, out16, portable)  # entries of float16 bits, widened
+        want16 = bits[h].view(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(out16.view(np.uint32), want16.view(np.uint32))
+        for bad in not_half:
+            for at in (0, x.size // 2, x.size - 1):
+                y = x.copy()
+                y[at] = bad
+                assert not loops.lookup_f32(y, table, out, portable)
+                assert not loops.lookup_f16(y, bits, out16, portable)
+
+
+def _table_model() -> onnx.ModelProto:
+    """float16 GELU in its tanh form, written out: a chain the float16 tables pass makes one
+    HalfTable node."""
+    consts = {"three": 3.0, "c": 0.044715, "k": 0.7978845608, "one": 1.0, "half": 0.5}
+    nodes = [
+        helper.make_node("Constant", [], [n], value=helper.make_tensor(n, F16, [], [v]))
+        for n, v in consts.items()
+    ]
+    nodes += [
+        helper.make_node("Pow", ["x", "three"], ["cube"]),
+        helper.make_node("Mul", ["cube", "c"], ["cc"]),
+        helper.make_node("Add", ["x", "cc"], ["inner"]),
+        helper.make_node("Mul", ["inner", "k"], ["arg"]),
+        helper.make_node("Tanh", ["arg"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["t1"]),
+        helper.make_node("Mul", ["x", "t1"], ["tm"]),
+        helper.make_node("Mul", ["tm", "half"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gelu",
+        [helper.make_tensor_value_info("x", F16, [1, None])],
+        [helper.make_tensor_value_info("y", F16, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_half_table_both_forms_for_every_float16_value():
+    model = _table_model()
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(1, -1)
+    (compiled_y,), (numpy_y,) = both_forms(model, {"x": x})
+    assert compiled_y.dtype == np.float16
+    assert compiled_y.tobytes() == numpy_y.tobytes()
+    code = onnxflow.InferenceSession(model.SerializeToString()).source()
+    assert "table_lookup" in code
+
+
+def test_round_over_and_into_are_numpys_bits_and_refuse_other_arrays():
+    """The one-call forms HalfRound binds: any shape of C-contiguous float32 (writeable where
+    written), NumPy's rounding bit for bit; other arrays left untouched, False."""
+    loops = compiled.module("_half")
+    bits = _hard_bits()
+    x = bits[: (bits.size // 12) * 12].view(np.float32).reshape(3, 4, -1)
+    want = _numpy_round(x.reshape(-1).view(np.uint32)).reshape(x.shape)
+    out = np.empty_like(x)
+    assert loops.round_into(x, out)
+    np.testing.assert_array_equal(out.view(np.uint32), want)
+    over = x.copy()
+    assert loops.round_over(over)
+    np.testing.assert_array_equal(over.view(np.uint32), want)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them
+        wide = x.astype(np.float64)
+    for other in (wide, x[:, :, ::2], frozen, x.astype(">f4"), np.float32(1.5)):
+        kept = np.array(other, copy=True)
+        assert not loops.round_over(other)
+        np.testing.assert_array_equal(np.asarray(other), kept)
+    assert not loops.round_into(x, np.empty(x.size - 1, np.float32))
+    assert not loops.round_into(x, frozen)

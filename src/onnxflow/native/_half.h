@@ -120,6 +120,38 @@ static void onnxflow_from_half_ints(const uint16_t *h, float *out, ptrdiff_t n) 
     }
 }
 
+
+/* out[i] = table[the float16 bits of x[i]], for x[i] that are float16 values held in float32
+ * (x[i] is exactly the float32 of its float16 bits). Returns 0, or 1 as soon as some x[i] is
+ * not such a value (out is then incomplete). */
+ONNXFLOW_CLONES
+static int onnxflow_half_lookup_ints(const float *x, const float *table, float *out,
+                                     ptrdiff_t n) {
+    uint32_t bad = 0;
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint32_t b = onnxflow_bits(x[i]);
+        uint16_t h = onnxflow_half_bits(b);
+        bad |= onnxflow_float_bits(h) != b;
+        out[i] = table[h];
+    }
+    return bad != 0;
+}
+
+/* onnxflow_half_lookup_ints with a table of float16 bits (65536 entries and one more, unread,
+ * so that 32-bit reads of the last entry stay inside), each entry widened exactly. */
+ONNXFLOW_CLONES
+static int onnxflow_half_lookup16_ints(const float *x, const uint16_t *table, float *out,
+                                       ptrdiff_t n) {
+    uint32_t bad = 0;
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint32_t b = onnxflow_bits(x[i]);
+        uint16_t h = onnxflow_half_bits(b);
+        bad |= onnxflow_float_bits(h) != b;
+        out[i] = onnxflow_float(onnxflow_float_bits(table[h]));
+    }
+    return bad != 0;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ONNXFLOW_F16C_TARGET __attribute__((target("avx2,f16c")))
@@ -195,9 +227,54 @@ static void onnxflow_from_half_f16c(const uint16_t *h, float *out, ptrdiff_t n) 
     }
     onnxflow_from_half_ints(h + i, out + i, n - i);
 }
+
+/* The F16C form of onnxflow_half_lookup_ints: a lane is a float16 value when converting it to
+ * float16 and back gives its bits (the hardware quiets signalling NaNs and drops the payload
+ * bits float16 has no room for: those lanes fail, as they do in the integer form). */
+ONNXFLOW_F16C_TARGET
+static int onnxflow_half_lookup_f16c(const float *x, const float *table, float *out,
+                                     ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    __m256i bad = _mm256_setzero_si256();
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(v), _MM_FROUND_TO_NEAREST_INT);
+        __m256i back = _mm256_castps_si256(_mm256_cvtph_ps(h));
+        bad = _mm256_or_si256(bad, _mm256_xor_si256(back, v));
+        __m256i idx = _mm256_cvtepu16_epi32(h);
+        _mm256_storeu_ps(out + i, _mm256_i32gather_ps(table, idx, 4));
+    }
+    if (!_mm256_testz_si256(bad, bad)) return 1;
+    return onnxflow_half_lookup_ints(x + i, table, out + i, n - i);
+}
+
+/* The F16C form of onnxflow_half_lookup16_ints: 32-bit gathers at 2-byte steps, the low half
+ * kept, widened by the hardware (exact for every float16 but signalling NaNs, which a table of
+ * float16 bits must not hold). */
+ONNXFLOW_F16C_TARGET
+static int onnxflow_half_lookup16_f16c(const float *x, const uint16_t *table, float *out,
+                                       ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    __m256i bad = _mm256_setzero_si256();
+    const __m256i low = _mm256_set1_epi32(0xffff);
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(v), _MM_FROUND_TO_NEAREST_INT);
+        __m256i back = _mm256_castps_si256(_mm256_cvtph_ps(h));
+        bad = _mm256_or_si256(bad, _mm256_xor_si256(back, v));
+        __m256i idx = _mm256_cvtepu16_epi32(h);
+        __m256i got = _mm256_and_si256(_mm256_i32gather_epi32((const int *)table, idx, 2), low);
+        got = _mm256_permute4x64_epi64(_mm256_packus_epi32(got, got), 0x08);
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_castsi256_si128(got)));
+    }
+    if (!_mm256_testz_si256(bad, bad)) return 1;
+    return onnxflow_half_lookup16_ints(x + i, table, out + i, n - i);
+}
 #define ONNXFLOW_HAS_F16C() onnxflow_has_f16c()
 #else
 #define ONNXFLOW_HAS_F16C() 0
+#define onnxflow_half_lookup16_f16c onnxflow_half_lookup16_ints
+#define onnxflow_half_lookup_f16c onnxflow_half_lookup_ints
 #define onnxflow_half_round_f16c onnxflow_half_round_ints
 #define onnxflow_to_half_f16c onnxflow_to_half_ints
 #define onnxflow_from_half_f16c onnxflow_from_half_ints
@@ -216,6 +293,19 @@ static void onnxflow_to_half(const float *x, uint16_t *out, ptrdiff_t n, int por
 static void onnxflow_from_half(const uint16_t *h, float *out, ptrdiff_t n, int portable) {
     (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_from_half_ints : onnxflow_from_half_f16c)(
         h, out, n);
+}
+
+/* out[i] = table[float16 bits of x[i]]: 0, or 1 when some x[i] is not a float16 value. */
+static int onnxflow_half_lookup(const float *x, const float *table, float *out, ptrdiff_t n,
+                                int portable) {
+    return (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_half_lookup_ints
+                                             : onnxflow_half_lookup_f16c)(x, table, out, n);
+}
+
+static int onnxflow_half_lookup16(const float *x, const uint16_t *table, float *out,
+                                  ptrdiff_t n, int portable) {
+    return (portable || !ONNXFLOW_HAS_F16C() ? onnxflow_half_lookup16_ints
+                                             : onnxflow_half_lookup16_f16c)(x, table, out, n);
 }
 
 #endif

@@ -317,6 +317,7 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "FakeQuantize"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "FoldBatchNorm"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "HalfRound"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "HalfTable"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "MatMulBias"): ("onnxflow.ops.pass_made.matmul_bias",),
     ("onnxflow.fused", "Pointwise"): ("onnxflow.ops.pass_made.regions",),
     ("onnxflow.fused", "PrimitiveLayerNorm"): ("onnxflow.ops.pass_made.norms",),

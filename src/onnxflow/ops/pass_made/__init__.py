@@ -13,6 +13,8 @@ module registers nothing.
   made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
 - HalfRound 1: a value rounded to float16 and held in float32, made by
   :mod:`~onnxflow.compile.passes.half`;
+- HalfTable 1: elementwise nodes computing on one float16 value, looked up in a table of
+  their results for all 65536 float16 values, made by :mod:`~onnxflow.compile.passes.half_tables`;
 - Pointwise 1: a group of float32 elementwise nodes run as one compiled region, made by
   :mod:`~onnxflow.compile.passes.pointwise`;
 - PrimitiveLayerNorm 1, PrimitiveRMSNorm 1: LayerNorm and RMSNorm over the last axis written
@@ -36,6 +38,7 @@ FAKE_QUANTIZE = "FakeQuantize"
 SHAPE_MEMO = "ShapeMemo"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
+HALF_TABLE = "HalfTable"
 POINTWISE = "Pointwise"
 PRIMITIVE_LAYER_NORM = "PrimitiveLayerNorm"
 PRIMITIVE_RMS_NORM = "PrimitiveRMSNorm"

@@ -7,6 +7,8 @@ nor the quantization and cast kernels it builds on.
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,7 @@ from onnxflow.ops.pass_made import (
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
+    HALF_TABLE,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
 )
@@ -228,17 +231,85 @@ def _half_round_compiled(x: np.ndarray) -> np.ndarray:
     if x.dtype != _F32:
         return half_round(x)
     out = np.empty(x.shape, _F32)
-    _HALF.round_f32(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    if not _HALF.round_into(x, out):  # one call for contiguous x; else through a copy
+        _HALF.round_f32(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
     return out
 
 
 def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
-    """:func:`_half_round_compiled` written over ``x`` (which dies here) when it can be."""
-    if x.dtype != _F32 or not (x.flags.c_contiguous and x.flags.writeable):
-        return _half_round_compiled(x)
-    flat = x.reshape(-1)
-    _HALF.round_f32(flat, flat)
-    return x
+    """:func:`_half_round_compiled` written over ``x`` (which dies here) when it can be: a
+    C-contiguous, writeable float32 array, checked and rounded in one call."""
+    return x if _HALF.round_over(x) else _half_round_compiled(x)
+
+
+def _half_table_compiled(node: Any, *, body: GraphProto) -> Callable[..., Any]:
+    """The compiled form of :func:`half_table`: ``body`` run once here on all 65536 float16
+    values, then each element of the input looked up among the results (``native/_half``), the
+    body's own bits; an input that is not float32, or holds an element that is not a float16
+    value, runs the body as written. Without a table (the body fails on the values, or does
+    not give one float32 value each) the node runs the body."""
+    as_written = body_call(node, body)
+    made = _table(as_written)
+    if made is None:
+        return as_written
+    table, rank = made
+    lookup = _HALF.lookup_f32 if table.dtype == _F32 else _HALF.lookup_f16
+
+    def table_lookup(x: Any) -> Any:
+        if x.__class__ is not np.ndarray or x.dtype != _F32:
+            return as_written(x)
+        shape = x.shape if x.ndim >= rank else (1,) * (rank - x.ndim) + x.shape
+        out = np.empty(shape, _F32)
+        if out.size and not lookup(np.ascontiguousarray(x).reshape(-1), table, out.reshape(-1)):
+            return as_written(x)
+        return out
+
+    return table_lookup
+
+
+def _table(as_written: Callable[..., Any]) -> tuple[np.ndarray, int] | None:
+    """The results of ``as_written`` for all 65536 float16 values in the order of their bits,
+    and the rank it gives a vector (more when a scalar constant has more dims), or None."""
+    values = _ALL_HALVES.astype(np.float32)
+    try:
+        with np.errstate(all="ignore"):
+            y = as_written(values)
+    except Exception:  # any failure of the body here: the node runs it as written
+        return None
+    if y.__class__ is not np.ndarray or y.dtype != _F32 or y.size != values.size:
+        return None
+    return _shared(_narrowed(np.ascontiguousarray(y).reshape(-1))), y.ndim
+
+
+def _narrowed(table: np.ndarray) -> np.ndarray:
+    """``table`` as float16 bits (half the memory, so more of it stays in cache) when each of
+    its values is a float16 value (what a HalfRound gives) and none a signalling NaN, with one
+    more entry the compiled lookup may read but never uses; else ``table``."""
+    with np.errstate(all="ignore"):
+        narrow = table.astype(np.float16)
+        exact = narrow.astype(np.float32).view(np.uint32) == table.view(np.uint32)
+    bits = narrow.view(np.uint16)
+    signalling = ((bits & 0x7C00) == 0x7C00) & ((bits & 0x3FF) != 0) & ((bits & 0x200) == 0)
+    if not exact.all() or signalling.any():
+        return table
+    return np.concatenate([bits, np.zeros(1, np.uint16)])
+
+
+#: The tables in use, by a digest of their bytes: nodes computing the same function (a model's
+#: every hardswish) look up one table, which then stays in cache from one node to the next.
+_TABLES: weakref.WeakValueDictionary[bytes, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _shared(table: np.ndarray) -> np.ndarray:
+    """The table in use with ``table``'s dtype and bytes (read-only), else ``table`` itself,
+    kept."""
+    key = table.dtype.char.encode() + hashlib.blake2b(table.tobytes(), digest_size=16).digest()
+    kept = _TABLES.get(key)
+    if kept is not None and kept.dtype == table.dtype and kept.tobytes() == table.tobytes():
+        return kept
+    table.flags.writeable = False
+    _TABLES[key] = table
+    return table
 
 
 @op(
@@ -248,6 +319,7 @@ def _half_round_compiled_over_x(x: np.ndarray) -> np.ndarray:
     traits=Traits(
         fresh=True,
         static_shape=True,
+        elementwise=True,
         in_place=_half_round_over_x,
         native=native_form(_half_round_compiled if _HALF else None, _half_round_compiled_over_x),
     ),
@@ -335,3 +407,26 @@ def _half_extremes(x: np.ndarray, y: np.ndarray) -> None:
     if large.any():
         v = x[large]
         y[large] = np.where(np.isnan(v), v, np.copysign(np.float32(np.inf), v))
+
+
+# -- float16 tables ------------------------------------------------------------------------------
+#: Every float16 value, by its bits, as float32 (NumPy's exact cast): what a table is made of.
+_ALL_HALVES = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+
+
+@op(
+    HALF_TABLE,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(
+        static_shape=True,
+        fresh=True,
+        native=native_form(_half_table_compiled if _HALF else None),
+    ),
+)
+def half_table(node: Any, *, body: GraphProto) -> Callable[..., Any]:
+    """Elementwise nodes computing on one float16 value held in float32 (see
+    :mod:`~onnxflow.compile.passes.half_tables`): this NumPy form runs them as written
+    (``body``)."""
+    return body_call(node, body)
