@@ -39,6 +39,8 @@ typedef struct {
     ptrdiff_t ho, wo;        /* output height and width */
     ptrdiff_t sh, sw, dh, dw, ph, pw;  /* strides, dilations, begin pads */
     ptrdiff_t wp;            /* the phased input's row length (conv_prepare) */
+    ptrdiff_t xw, lp;        /* conv_widen: the input's own row length, and the zeros written
+                                before each of its rows in the copy (w is then the copy's) */
     ptrdiff_t tap[CONV_MAX_K];  /* where each kernel column reads (conv_prepare) */
     int act;                 /* CONV_ACT_* */
     float alpha, beta;       /* the activation's parameters (LeakyRelu alpha; HardSigmoid
@@ -133,28 +135,58 @@ static inline void conv_prepare(conv_geom *g) {
     }
 }
 
-/* x (rows, w) in phases: out (rows, s, wp), column iw of a row at [iw % s][iw / s]. */
-__attribute__((target_clones("avx2", "default")))
-static void conv_phase(const float *x, float *out, ptrdiff_t rows, const conv_geom *g) {
-    ptrdiff_t r, p, j, s = g->sw, wp = g->wp;
-    for (r = 0; r < rows; r++) {
-        const float *xr = x + r * g->w;
-        float *dst = out + r * s * wp;
-        j = 0;
-        if (s == 2) { /* eight even and eight odd columns from sixteen, by two shuffles */
-            for (; 2 * j + 16 <= g->w; j += 8) {
-                conv_v8 a, b, even, odd;
-                memcpy(&a, xr + 2 * j, sizeof a);
-                memcpy(&b, xr + 2 * j + 8, sizeof b);
-                even = __builtin_shuffle(a, b, (conv_v8i){0, 2, 4, 6, 8, 10, 12, 14});
-                odd = __builtin_shuffle(a, b, (conv_v8i){1, 3, 5, 7, 9, 11, 13, 15});
-                memcpy(dst + j, &even, sizeof even);
-                memcpy(dst + wp + j, &odd, sizeof odd);
-            }
+/* One row xr of n columns in s phases of wp: column iw at dst[(iw % s) * wp + iw / s]. */
+static inline __attribute__((always_inline)) void conv_phase_row(
+    const float *xr, float *dst, ptrdiff_t n, ptrdiff_t s, ptrdiff_t wp) {
+    ptrdiff_t p, j = 0;
+    if (s == 2) { /* eight even and eight odd columns from sixteen, by two shuffles */
+        for (; 2 * j + 16 <= n; j += 8) {
+            conv_v8 a, b, even, odd;
+            memcpy(&a, xr + 2 * j, sizeof a);
+            memcpy(&b, xr + 2 * j + 8, sizeof b);
+            even = __builtin_shuffle(a, b, (conv_v8i){0, 2, 4, 6, 8, 10, 12, 14});
+            odd = __builtin_shuffle(a, b, (conv_v8i){1, 3, 5, 7, 9, 11, 13, 15});
+            memcpy(dst + j, &even, sizeof even);
+            memcpy(dst + wp + j, &odd, sizeof odd);
         }
-        for (p = 0; p < s; p++) {
-            ptrdiff_t k;
-            for (k = j; k * s + p < g->w; k++) dst[p * wp + k] = xr[k * s + p];
+    }
+    for (p = 0; p < s; p++) {
+        ptrdiff_t k;
+        for (k = j; k * s + p < n; k++) dst[p * wp + k] = xr[k * s + p];
+    }
+}
+
+/* Whether some output's window crosses the input's left or right edge (into the padding). */
+static inline int conv_crosses(const conv_geom *g) {
+    return g->pw > 0 || (g->wo - 1) * g->sw + (g->kw - 1) * g->dw - g->pw > g->w - 1;
+}
+
+/* Widens the geometry to a copy of the input whose rows have the left padding's zeros before
+ * them and enough zeros after them that every output's window lies inside (call before
+ * conv_prepare; conv_copy writes the copy). A tap on the padding then adds w * 0: a zero, which
+ * leaves every sum as it was (a sum that starts at +0 never becomes -0), but an infinite or NaN
+ * weight makes NaN there, as the NumPy form's product over padded windows does. */
+static inline void conv_widen(conv_geom *g) {
+    ptrdiff_t need = (g->wo - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    g->xw = g->w;
+    g->lp = g->pw;
+    g->w = g->pw + g->w > need ? g->pw + g->w : need;
+    g->pw = 0;
+}
+
+/* x (rows, xw) into the widened, phased copy out (rows, sw, wp), whose zeros (made once by
+ * the caller) stay where they are; scratch: g->w floats, zeros but for the row (sw > 1). */
+__attribute__((target_clones("avx2", "default")))
+static void conv_copy(const float *x, float *out, float *scratch, ptrdiff_t rows, const conv_geom *g) {
+    ptrdiff_t r;
+    for (r = 0; r < rows; r++) {
+        const float *xr = x + r * g->xw;
+        float *dst = out + r * g->sw * g->wp;
+        if (g->sw == 1) {
+            memcpy(dst + g->lp, xr, g->xw * sizeof(float));
+        } else {
+            memcpy(scratch + g->lp, xr, g->xw * sizeof(float));
+            conv_phase_row(scratch, dst, g->w, g->sw, g->wp);
         }
     }
 }
