@@ -335,10 +335,7 @@ def _taps_in_order(x, w, b, group, strides, dilations, pads):
         for ci in range(cg):
             channel = xp[:, (m // per_group) * cg + ci]
             for k in np.ndindex(*kernel):
-                window = tuple(
-                    slice(k[i] * dilations[i], None, strides[i])
-                    for i in range(rank)
-                )
+                window = tuple(slice(k[i] * dilations[i], None, strides[i]) for i in range(rank))
                 part = channel[(slice(None), *window)][(slice(None), *[slice(0, o) for o in out])]
                 acc = acc + w[m, ci][k] * part
         y[:, m] = acc + b[m]
