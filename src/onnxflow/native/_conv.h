@@ -1,14 +1,14 @@
 /* The direct convolution loops of _conv.pyx: one output channel's plane at a time, float32
- * products summed in float32, the padding skipped by bounds (no padded copy), then the bias,
+ * products summed in float32, the rows of padding skipped, the columns of padding read as zeros
+ * from a widened copy where some window crosses them (conv_widen), then the bias,
  * an optional addend and the activation applied to each output row while it is in cache.
  *
  * Two loop orders. "Taps": each output is the sum over (input channel, kernel row, kernel
  * column), in that order, of w * x; where a row's windows lie inside the input, eight outputs
  * are summed side by side in the lanes of a vector (one to four vectors at a time, and two
- * output rows at a time where rows are narrow), the input read from a copy split into stride
- * phases so that the eight reads are contiguous; at the edges, one output at a time with its
- * bounds checked. "Dots": for long kernel rows of
- * dilation 1 (audio's long 1-D kernels), each output is a dot product over the kernel row,
+ * output rows at a time where both read as many kernel rows), the input read from a copy split
+ * into stride phases so that the eight reads are contiguous; rows too narrow for a block, one
+ * output at a time. "Dots": for long kernel rows of dilation 1 (audio's long 1-D kernels), each output is a dot product over the kernel row,
  * summed in 32 lanes then added lane by lane in a fixed order.
  *
  * The vectors are GCC vector extensions: the same arithmetic on every target. target_clones

@@ -4,7 +4,8 @@ and the compiled forms of Conv and FusedConv that call it (NCHWc Conv's is in it
 The loop serves float32 convolutions of one or two spatial axes where im2col and its Python
 cost more than the product: depthwise ones (one input channel per group), small-channel ones
 (a short sum per output), and long kernel rows with few filters (audio). It sums each output in
-float32 in its own fixed order, reads the input in place (the padding skipped by bounds), and
+float32 in its own fixed order, reads the input in place or, where windows cross the left or
+right padding, from a copy widened with zeros (rows of padding skipped), and
 applies the bias, FusedConv's addend and activation to each output row as it is made. The
 other float32 convolutions (pointwise and wide ones, which BLAS does better) run the NumPy
 form's paths; a fused one then gets its bias, addend and activation in one compiled pass
