@@ -41,6 +41,10 @@ SMALL_PRODUCTS = 1 << 21
 LONG_ROW = 16
 LONG_ROW_FILTERS = 8
 
+#: The loop's bias when there is none (read only).
+_NO_BIAS = np.empty(0, np.float32)
+_NO_BIAS.flags.writeable = False
+
 #: (activation code, alpha, beta) of the loop: no activation.
 NO_ACTIVATION = (0, 0.0, 0.0)
 
@@ -170,11 +174,27 @@ def _run_loop(
     begin pads; a 1-D convolution runs as a 2-D one of height 1)."""
     strides, dilations, begin = grid
     y = np.empty(shape, np.float32)
+    bias = _NO_BIAS if b is None else np.ascontiguousarray(b, np.float32)
+    if x.ndim == 4:  # the loop's own rank: no reshapes
+        _CONV.conv2d_f32(
+            np.ascontiguousarray(x),
+            np.ascontiguousarray(w),
+            bias,
+            z,
+            y,
+            group,
+            tuple(strides),
+            tuple(dilations),
+            tuple(begin),
+            *activation,
+            dots=how == "dots",
+        )
+        return y
     ones = (1,) * (4 - x.ndim)
     _CONV.conv2d_f32(
         np.ascontiguousarray(x).reshape(*x.shape[:2], *ones, *x.shape[2:]),
         np.ascontiguousarray(w).reshape(*w.shape[:2], *ones, *w.shape[2:]),
-        np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
+        bias,
         None if z is None else z.reshape(y.shape[:2] + ones + y.shape[2:]),
         y.reshape(*shape[:2], *ones, *shape[2:]),
         group,
