@@ -315,3 +315,68 @@ def test_conv_activation_reads_its_bias_flat(activation, bias_shape):
             assert np.all(
                 np.abs(compiled - numpy_form) <= _bound(x, w, b.reshape(-1), None, full, compiled)
             )
+
+
+def _taps_in_order(x, w, b, group, strides, dilations, pads):
+    """The loop's sums, by NumPy: each output the float32 sum over (input channel, kernel row,
+    kernel column), in that order, of w * x over the zero-padded input, then the bias (a tap on
+    the padding adds a zero: the same bits as skipping it, since such a sum never becomes -0)."""
+    rank = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + rank]) for i in range(rank)])
+    kernel, cg = w.shape[2:], w.shape[1]
+    out = [
+        (xp.shape[2 + i] - (kernel[i] - 1) * dilations[i] - 1) // strides[i] + 1
+        for i in range(rank)
+    ]
+    y = np.zeros((x.shape[0], w.shape[0], *out), np.float32)
+    per_group = w.shape[0] // group
+    for m in range(w.shape[0]):
+        acc = np.zeros((x.shape[0], *out), np.float32)
+        for ci in range(cg):
+            channel = xp[:, (m // per_group) * cg + ci]
+            for k in np.ndindex(*kernel):
+                window = tuple(slice(k[i] * dilations[i], None, strides[i]) for i in range(rank))
+                part = channel[(slice(None), *window)][(slice(None), *[slice(0, o) for o in out])]
+                acc = acc + w[m, ci][k] * part
+        y[:, m] = acc + b[m]
+    return y
+
+
+@pytest.mark.parametrize(
+    "xs, ws, group, strides, dilations, pads",
+    [
+        ((1, 6, 2, 96), (6, 1, 5, 5), 6, [1, 1], [1, 1], [2, 2, 2, 2]),  # PP-OCR's narrow planes
+        ((1, 4, 3, 37), (4, 1, 5, 5), 4, [1, 1], [1, 1], [2, 2, 2, 2]),
+        ((1, 5, 6, 29), (5, 1, 5, 5), 5, [2, 1], [1, 1], [2, 2, 2, 2]),
+        ((1, 4, 9, 41), (4, 1, 3, 3), 4, [2, 2], [1, 1], [1, 1, 1, 1]),
+        ((1, 4, 9, 40), (8, 1, 3, 3), 4, [1, 1], [2, 2], [2, 0, 1, 3]),  # dilated, asymmetric
+        ((1, 3, 7, 7), (3, 1, 5, 5), 3, [1, 3], [1, 1], [0, 4, 1, 2]),  # narrower than a block
+        ((2, 2, 5, 50), (4, 2, 3, 2), 1, [1, 2], [1, 3], [1, 0, 0, 5]),  # small-channel
+        ((1, 3, 45), (6, 1, 5), 3, [1], [1], [3, 1]),  # 1-D
+        ((1, 2, 4, 33), (2, 1, 3, 7), 2, [3, 3], [1, 2], [1, 6, 2, 6]),
+    ],
+)
+def test_loop_sums_each_output_in_tap_order(xs, ws, group, strides, dilations, pads):
+    """The loop's edges and blocks (kernel widths 3, 5 and others, strides, dilations,
+    asymmetric pads, narrow rows) give bit for bit the float32 sums in tap order."""
+    rng = np.random.default_rng(xs[-1] + ws[-1])
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    attrs = {"group": group, "strides": strides, "dilations": dilations, "pads": pads}
+    got = conv_direct.direct(x, w, b, None, attrs)
+    assert got is not None
+    np.testing.assert_array_equal(got, _taps_in_order(x, w, b, group, strides, dilations, pads))
+
+
+def test_infinite_weight_on_the_padding_makes_nan_as_the_numpy_form():
+    """A tap that falls on the left or right padding multiplies the weight by a zero, as the
+    NumPy form's product over padded windows does: an infinite weight there makes NaN in both."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 3, 1, 40)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 1, 5)).astype(np.float32)
+    w[1, 0, 0, 0] = np.inf
+    attrs = {"group": 3, "pads": [0, 2, 0, 2]}
+    (compiled,), (numpy_form,) = node_forms("Conv", [x, w], 22, **attrs)
+    assert np.isnan(numpy_form[0, 1, 0, :2]).all()
+    np.testing.assert_array_equal(np.isnan(compiled), np.isnan(numpy_form))

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Direct float32 convolutions: one pass per output row, no column matrix, no padded copy.
+"""Direct float32 convolutions: one pass per output row, no column matrix.
 
 Products and sums are float32 (each output summed in its own fixed order, see ``_conv.h``); the
 bias, an optional addend and the activation are applied to each output row right after it is
@@ -7,16 +7,19 @@ summed. The caller (``onnxflow.ops.conv_direct``) checks shapes and attributes a
 output geometry; this module only runs the loop.
 """
 
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free
 
 cdef extern from "_conv.h" nogil:
     enum: CONV_MAX_K
     ctypedef struct conv_geom:
-        Py_ssize_t cg, h, w, kh, kw, ho, wo, sh, sw, dh, dw, ph, pw, wp
+        Py_ssize_t cg, h, w, kh, kw, ho, wo, sh, sw, dh, dw, ph, pw, wp, xw, lp
         int act
         float alpha, beta
     void conv_prepare(conv_geom *g)
-    void conv_phase(const float *x, float *out, Py_ssize_t rows, const conv_geom *g)
+    int conv_crosses(const conv_geom *g)
+    void conv_widen(conv_geom *g)
+    void conv_copy(const float *x, float *out, float *scratch, Py_ssize_t rows,
+                   const conv_geom *g)
     void conv_plane_f32(const float *x, const float *w, const float *bias, const float *z,
                         float *out, const conv_geom *g, int dots)
     void conv_epilogue(float *row, const float *bias, const float *z, Py_ssize_t n,
@@ -64,8 +67,9 @@ def conv2d_f32(
     cdef const float *src
     cdef const float *b = NULL
     cdef const float *zp = NULL
-    cdef float *phased = NULL
+    cdef float *copy = NULL
     cdef int by_dots = dots
+    cdef bint copied
     cdef bint has_z = z is not None
     g.cg, g.h, g.w = w.shape[1], x.shape[2], x.shape[3]
     g.kh, g.kw, g.ho, g.wo = w.shape[2], w.shape[3], out.shape[2], out.shape[3]
@@ -76,25 +80,29 @@ def conv2d_f32(
     _check(x, w, bias, z, out, group, g, by_dots)
     if batch == 0 or channels == 0 or g.ho * g.wo == 0:
         return
+    g.xw, g.lp = g.w, 0
+    copied = not by_dots and (g.sw > 1 or conv_crosses(&g))
+    if copied:
+        conv_widen(&g)  # the loop reads a zero-padded, phased copy: every window inside
     conv_prepare(&g)
-    if not by_dots and g.sw > 1:
-        phased = <float *>malloc(g.cg * g.h * g.sw * g.wp * sizeof(float))
-        if phased == NULL:
+    if copied:
+        copy = <float *>calloc(g.cg * g.h * g.sw * g.wp + g.w, sizeof(float))
+        if copy == NULL:
             raise MemoryError()
     with nogil:
         for n in range(batch):
             for grp in range(group):
                 src = &x[n, grp * g.cg, 0, 0]
-                if phased != NULL:
-                    conv_phase(src, phased, g.cg * g.h, &g)
-                    src = phased
+                if copy != NULL:
+                    conv_copy(src, copy, copy + g.cg * g.h * g.sw * g.wp, g.cg * g.h, &g)
+                    src = copy
                 for m in range(grp * per_group, (grp + 1) * per_group):
                     if bias.shape[0]:
                         b = &bias[m]
                     if has_z:
                         zp = &z[n, m, 0, 0]
                     conv_plane_f32(src, &w[m, 0, 0, 0], b, zp, &out[n, m, 0, 0], &g, by_dots)
-    free(phased)
+    free(copy)
 
 
 cdef _check(x, w, bias, z, out, int group, conv_geom g, int dots):

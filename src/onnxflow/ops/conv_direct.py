@@ -4,7 +4,8 @@ and the compiled forms of Conv and FusedConv that call it (NCHWc Conv's is in it
 The loop serves float32 convolutions of one or two spatial axes where im2col and its Python
 cost more than the product: depthwise ones (one input channel per group), small-channel ones
 (a short sum per output), and long kernel rows with few filters (audio). It sums each output in
-float32 in its own fixed order, reads the input in place (the padding skipped by bounds), and
+float32 in its own fixed order, reads the input in place or, where windows cross the left or
+right padding, from a copy widened with zeros (rows of padding skipped), and
 applies the bias, FusedConv's addend and activation to each output row as it is made. The
 other float32 convolutions (pointwise and wide ones, which BLAS does better) run the NumPy
 form's paths; a fused one then gets its bias, addend and activation in one compiled pass
@@ -39,6 +40,10 @@ SMALL_PRODUCTS = 1 << 21
 #: as dot products over the row (dilation 1 only), shorter ones by taps like the others.
 LONG_ROW = 16
 LONG_ROW_FILTERS = 8
+
+#: The loop's bias when there is none (read only).
+_NO_BIAS = np.empty(0, np.float32)
+_NO_BIAS.flags.writeable = False
 
 #: (activation code, alpha, beta) of the loop: no activation.
 NO_ACTIVATION = (0, 0.0, 0.0)
@@ -169,11 +174,27 @@ def _run_loop(
     begin pads; a 1-D convolution runs as a 2-D one of height 1)."""
     strides, dilations, begin = grid
     y = np.empty(shape, np.float32)
+    bias = _NO_BIAS if b is None else np.ascontiguousarray(b, np.float32)
+    if x.ndim == 4:  # the loop's own rank: no reshapes
+        _CONV.conv2d_f32(
+            np.ascontiguousarray(x),
+            np.ascontiguousarray(w),
+            bias,
+            z,
+            y,
+            group,
+            tuple(strides),
+            tuple(dilations),
+            tuple(begin),
+            *activation,
+            dots=how == "dots",
+        )
+        return y
     ones = (1,) * (4 - x.ndim)
     _CONV.conv2d_f32(
         np.ascontiguousarray(x).reshape(*x.shape[:2], *ones, *x.shape[2:]),
         np.ascontiguousarray(w).reshape(*w.shape[:2], *ones, *w.shape[2:]),
-        np.empty(0, np.float32) if b is None else np.ascontiguousarray(b, np.float32),
+        bias,
         None if z is None else z.reshape(y.shape[:2] + ones + y.shape[2:]),
         y.reshape(*shape[:2], *ones, *shape[2:]),
         group,
