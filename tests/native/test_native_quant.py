@@ -339,6 +339,48 @@ def test_qlinear_conv_ties_and_saturation(kernel):
         assert {info.min, info.max} & set(np.unique(compiled[0]).tolist())
 
 
+#: Depthwise QLinearConvs (one input channel per group): the shapes of PP-OCR's classifier,
+#: strides, dilations, a channel multiplier, 1-D, pads wider than the kernel, asymmetric pads,
+#: outputs narrower and wider than the loop's vectors.
+DEPTHWISE_CASES = {
+    "5x5_two_rows": ((1, 20, 2, 96), (20, 1, 5, 5), {"pads": [2, 2, 2, 2]}),
+    "3x3_strided_rows": ((2, 8, 12, 37), (8, 1, 3, 3), {"strides": [2, 1], "pads": [1] * 4}),
+    "strided_columns": ((1, 4, 9, 21), (4, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    "dilated": ((1, 3, 11, 40), (3, 1, 3, 2), {"dilations": [2, 3], "auto_pad": "SAME_UPPER"}),
+    "multiplier": ((1, 3, 6, 5), (9, 1, 3, 3), {"pads": [3, 1, 0, 4]}),
+    "1d": ((2, 5, 70), (5, 1, 7), {"pads": [3, 3]}),
+    "one_channel": ((1, 1, 5, 5), (2, 1, 2, 2), {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE_CASES))
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_qlinear_conv_depthwise_loop(monkeypatch, case, dtype):
+    """A depthwise QLinearConv, its parameters constant or fed, runs the fused integer loop
+    (exact sums, then the requantizing tail row by row) with the NumPy form's bits: per-tensor
+    and per-channel W zero points, X's widest reach, ties and saturation."""
+    x_shape, w_shape, attrs = DEPTHWISE_CASES[case]
+    attrs = {"group": x_shape[1], **attrs}
+    rng = np.random.default_rng(len(case))
+    x, w = _integers(rng, dtype, x_shape), _integers(rng, np.int8, w_shape)
+    calls = []
+    loop = integer_gemm.QUANT.qlinear_depthwise
+    monkeypatch.setattr(
+        integer_gemm.QUANT, "qlinear_depthwise", lambda *a: calls.append(1) or loop(*a)
+    )
+    x_zero = np.asarray(np.iinfo(dtype).min, dtype)
+    scales = rng.uniform(0.001, 0.01, w_shape[0]).astype(np.float32)
+    bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
+    for w_zero in (_integers(rng, np.int8, (w_shape[0],)), np.int8(0)):
+        for b, y_scale in [(bias, np.float32(0.05)), (None, np.float32(0.0001))]:
+            inputs = [x, np.float32(0.02), x_zero, w, scales, w_zero, y_scale]
+            inputs += [np.asarray(7, dtype), b]
+            for constant in [set(), ALL_BUT_X]:
+                calls.clear()
+                same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
+                assert calls == [1]
+
+
 def _ms_model(op, inputs, constant, **attrs):
     """:func:`_conv_model` of a com.microsoft node."""
     model, feeds = _conv_model(op, inputs, constant, **attrs)

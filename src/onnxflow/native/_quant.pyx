@@ -47,6 +47,10 @@ cdef extern from "_quant.h" nogil:
                  float za, float zb, float r, float zc)
     void qmul_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
                  float za, float zb, float r, float zc)
+    int dw_u8(const uint8_t *x, uint8_t *y, const int32_t *w, const int32_t *b, const float *s,
+              float zy, int32_t zx, const Py_ssize_t *g)
+    int dw_i8(const int8_t *x, int8_t *y, const int32_t *w, const int32_t *b, const float *s,
+              float zy, int32_t zx, const Py_ssize_t *g)
     int igemm_available()
     int igemm_vnni
     void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
@@ -386,3 +390,31 @@ def use_vnni(bint allowed):
     cdef int before = igemm_vnni
     igemm_vnni = -1 if allowed else 0
     return before != 0
+
+
+def qlinear_depthwise(object x, object y, const int32_t[::1] w, const int32_t[::1] b,
+                      const float[::1] s, float zy, int zx, const Py_ssize_t[::1] g,
+                      Py_ssize_t images):
+    """A depthwise QLinearConv of 8-bit x (``images`` images of ``g[0]`` planes, flat) into y
+    of its type: per output channel, the exact int32 sums of ``x - zx`` by its taps ``w``, then
+    ``clip(rint(float(sum + b) * s) + zy)``; g is the geometry (see ``_quant.h``)."""
+    cdef const uint8_t[::1] xu
+    cdef uint8_t[::1] yu
+    cdef const int8_t[::1] xi
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t i, x_step = g[0] * g[2] * g[3], y_step = g[0] * g[1] * g[6] * g[7]
+    cdef int failed = 0
+    if x.dtype.char == "B":
+        xu, yu = x, y
+        with nogil:
+            for i in range(images):
+                failed |= dw_u8(&xu[i * x_step], &yu[i * y_step], &w[0], &b[0], &s[0], zy, zx,
+                                &g[0])
+    else:
+        xi, yi = x, y
+        with nogil:
+            for i in range(images):
+                failed |= dw_i8(&xi[i * x_step], &yi[i * y_step], &w[0], &b[0], &s[0], zy, zx,
+                                &g[0])
+    if failed:
+        raise MemoryError("no memory for a depthwise convolution's padded plane")
