@@ -454,10 +454,12 @@ def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
 def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
     """Same shapes, one value on either side, a bias along the last axes, a value per channel
     held along the axes after it (one pass), axes that are no one run (the NumPy form); scales
-    whose ratios make ties and saturation."""
+    whose ratios make ties and saturation. Scales and zero points fed, or constants: then the
+    node runs the form they prepared at compile time, with the same bits."""
     rng = np.random.default_rng(11)
     a, b = _integers(rng, dtype, (2, 3, 17)), _integers(rng, dtype, b_shape)
     z = [np.asarray(v, dtype) for v in (5, -3 if dtype == np.int8 else 250, 1)]
+    prepared = op.lower().replace("qlinear", "qlinear_") + "_prepared"
     for scales in ([0.5, 0.25, 1.0], [0.02, 0.03, 0.04], [0.3, 0.2, 0.001]):
         s = [np.float32(v) for v in scales]
         for first, second in [
@@ -466,6 +468,9 @@ def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
         ]:
             inputs = [*first, *second, s[2], z[2]]
             same(*both_forms(*_ms_model(op, inputs, set())))
+            model, feeds = _ms_model(op, inputs, {"x1", "x2", "x4", "x5", "x6", "x7"})
+            assert _step_name(onnxflow.InferenceSession(model.SerializeToString())) == prepared
+            same(*both_forms(model, feeds))
     same(*both_forms(*_ms_model(op, [a, s[0], None, a, s[1], None, s[2]], set())))
 
 
