@@ -241,6 +241,7 @@ CONV_CASES = {
     "long_k_sliced": ((1, 70, 12, 12), (4, 70, 3, 3), {"auto_pad": "SAME_UPPER"}),
     "taps_sliced": ((1, 64, 40, 40), (3, 64, 3, 3), {}),
     "1d": ((2, 3, 20), (4, 3, 5), {"pads": [2, 1]}),
+    "one_pixel": ((2, 41, 1, 1), (7, 41, 1, 1), {"strides": [2, 2]}),
 }
 
 
@@ -379,6 +380,33 @@ def test_qlinear_conv_depthwise_loop(monkeypatch, case, dtype):
                 calls.clear()
                 same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
                 assert calls == [1]
+
+
+@pytest.mark.parametrize("x_shape", [(1, 200, 1, 1), (3, 33, 1, 1), (2, 9, 1)])
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_qlinear_conv_one_pixel_loop(monkeypatch, x_shape, dtype):
+    """A 1x1 QLinearConv on one pixel (a squeeze-excite block's) with constant parameters runs
+    one compiled call, the exact column product then the tail, with the NumPy form's bits;
+    X of more than one pixel does not."""
+    rng = np.random.default_rng(x_shape[1])
+    w_shape = (50, x_shape[1], *[1] * (len(x_shape) - 2))
+    x, w = _integers(rng, dtype, x_shape), _integers(rng, np.int8, w_shape)
+    calls = []
+    loop = integer_gemm.QUANT.qlinear_pixel
+    monkeypatch.setattr(integer_gemm.QUANT, "qlinear_pixel", lambda *a: calls.append(1) or loop(*a))
+    scales = rng.uniform(0.001, 0.01, w_shape[0]).astype(np.float32)
+    bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
+    for w_zero in (_integers(rng, np.int8, (w_shape[0],)), np.int8(3)):
+        for y_scale in (np.float32(0.05), np.float32(0.0001)):  # saturating
+            inputs = [x, np.float32(0.02), np.asarray(np.iinfo(dtype).min, dtype), w, scales]
+            inputs += [w_zero, y_scale, np.asarray(7, dtype), bias]
+            calls.clear()
+            same(*both_forms(*_conv_model("QLinearConv", inputs, ALL_BUT_X)))
+            assert calls == [1]
+    inputs[0] = _integers(rng, dtype, (1, x_shape[1], *[2] * (len(x_shape) - 2)))
+    calls.clear()
+    same(*both_forms(*_conv_model("QLinearConv", inputs, ALL_BUT_X)))
+    assert calls == []
 
 
 def _ms_model(op, inputs, constant, **attrs):

@@ -213,6 +213,19 @@ QBINARY_LOOPS(qadd_i8, qmul_i8, int8_t, -128, 127)
 WIDEN_LOOP(widen_u8, uint8_t)
 WIDEN_LOOP(widen_i8, int8_t)
 
+/* acc[m] = sum over k < K of rows[m * w + k] * x[k], exact in int32 (9-bit operands): an
+ * integer product with one column (a 1x1 convolution of one pixel), whose panels of igemm
+ * would compute IGEMM_PANEL columns for it. */
+QUANT_CLONES static void int_gemv(const int16_t *rows, const int16_t *x, int32_t *acc,
+                                  ptrdiff_t M, ptrdiff_t K, ptrdiff_t w) {
+    for (ptrdiff_t m = 0; m < M; m++) {
+        const int16_t *r = rows + m * w;
+        int32_t sum = 0;
+        for (ptrdiff_t k = 0; k < K; k++) sum += (int32_t)r[k] * (int32_t)x[k];
+        acc[m] = sum;
+    }
+}
+
 /* An exact integer product on AVX-512 (BW): C (M rows of stride ldc) = A (M rows of P pairs of
  * int16, each pair read as one int32) times B packed in panels of IGEMM_PANEL columns (per
  * panel, per pair of K: IGEMM_PANEL columns of 2 int16). vpmaddwd multiplies int16 pairs and
@@ -424,3 +437,31 @@ QUANT_CLONES static void dw_row(const int32_t *plane, const int32_t *w, int32_t 
     }
 DEPTHWISE_LOOP(dw_u8, rq_u8, uint8_t, 0, 255)
 DEPTHWISE_LOOP(dw_i8, rq_i8, int8_t, -128, 127)
+
+/* A QLinearConv of a 1x1 kernel on images of one pixel (K input channels, M output
+ * channels): per image, acc = W's rows (less their zero points, int16 rows w apart) times x
+ * less zx, exact in int32 (int_gemv), then requantized as QLinearConv's tail (rq_u8's float32
+ * operations). Returns -1 when its scratch cannot be had. */
+#define PIXEL_LOOP(NAME, RQ, T, LO, HI)                                                       \
+    static int NAME(const T *x, T *y, const int16_t *rows, const int32_t *b, const float *s,  \
+                    float zy, int16_t zx, ptrdiff_t images, ptrdiff_t M, ptrdiff_t K,         \
+                    ptrdiff_t w) {                                                            \
+        int16_t *col = (int16_t *)malloc(sizeof(int16_t) * (K + 1));                          \
+        int32_t *acc = (int32_t *)malloc(sizeof(int32_t) * (M + 1));                          \
+        if (!col || !acc) {                                                                   \
+            free(col);                                                                        \
+            free(acc);                                                                        \
+            return -1;                                                                        \
+        }                                                                                     \
+        for (ptrdiff_t i = 0; i < images; i++) {                                              \
+            for (ptrdiff_t k = 0; k < K; k++) col[k] = (int16_t)(x[i * K + k] - zx);          \
+            int_gemv(rows, col, acc, M, K, w);                                                \
+            for (ptrdiff_t m = 0; m < M; m++)                                                 \
+                RQ(acc + m, y + i * M + m, 1, b[m], s[m], zy, LO, HI);                        \
+        }                                                                                     \
+        free(col);                                                                            \
+        free(acc);                                                                            \
+        return 0;                                                                             \
+    }
+PIXEL_LOOP(pixel_u8, rq_u8, uint8_t, 0, 255)
+PIXEL_LOOP(pixel_i8, rq_i8, int8_t, -128, 127)

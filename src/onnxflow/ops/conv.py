@@ -359,10 +359,17 @@ def _int_conv(
     shifted = np.empty(x.shape, np.int16)
     zero = np.zeros(1, np.int16) if x_zero is None else x_zero.astype(np.int16).reshape(1)
     ig.QUANT.widen(ig.flat(x), shifted.reshape(-1), 1, x.size, zero)
+    one_by_one = tuple(out) == x.shape[2:] and k == w.shape[1] and not any(begin)
+    if positions == 1 and one_by_one:  # one pixel: one column, no panels
+        acc = np.empty((x.shape[0], w.shape[0], 1), np.int32)
+        for image in range(x.shape[0]):
+            ig.QUANT.int_column(
+                rows, shifted[image].reshape(-1), acc[image, :, 0], w.shape[0], k + k % 2
+            )
+        return acc, tuple(out)
     pairs, panels = (k + 1) // 2, -(-positions // ig.QUANT.PANEL)
     packed = np.empty(panels * pairs * 2 * ig.QUANT.PANEL, np.int16)
     acc = np.empty((x.shape[0], w.shape[0], panels * ig.QUANT.PANEL), np.int32)
-    one_by_one = tuple(out) == x.shape[2:] and k == w.shape[1] and not any(begin)
     for image in range(x.shape[0]):
         cols = (
             shifted[image].reshape(k, positions)
@@ -584,6 +591,37 @@ def qlinear_conv_compiled(
     return tail(exact)
 
 
+def _pixel_form(
+    x_zero: np.ndarray,
+    w: np.ndarray,
+    rows: np.ndarray | None,
+    tail: _QConvTail,
+    geometry: _Geometry,
+) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """For a QLinearConv of a 1x1 kernel, unpadded, one group (W's int16 ``rows`` made), a
+    function that computes it in one compiled call where X is one pixel (a squeeze-excite
+    block's convolutions): the exact int32 column product, then the tail's operations; it
+    returns None for another X. None for another node."""
+    if rows is None or w[0].size != w.shape[1] or any(geometry.pads or ()):
+        return None
+    if x_zero.dtype not in ig.BYTES or w.shape[1] * 255 * 255 >= 1 << 30:
+        return None
+    zx, width, loop = int(x_zero.reshape(())), rows.size // w.shape[0], ig.QUANT.qlinear_pixel
+
+    def pixel(x: np.ndarray) -> np.ndarray | None:
+        if x.dtype != tail.dtype or x.ndim != w.ndim or math.prod(x.shape[2:]) != 1:
+            return None
+        if x.shape[1] != w.shape[1]:
+            return None
+        y = np.empty((x.shape[0], w.shape[0], *x.shape[2:]), tail.dtype)
+        loop(
+            ig.flat(x), y.reshape(-1), rows, tail.bias, tail.scale, tail.zero, zx, x.shape[0], width
+        )
+        return y
+
+    return pixel
+
+
 def qlinear_conv_prepare(
     constants: tuple[np.ndarray | None, ...],
     kernel_shape: list[int] | None = None,
@@ -603,11 +641,15 @@ def qlinear_conv_prepare(
     if tail is None or x_zero.size != 1 or w.dtype not in ig.BYTES:
         return None
     shape = _Geometry(**geometry)
-    rows = _kept_rows(w, w_zero) if shape.group == 1 and ig.QUANT.PANEL else None
+    rows = _kept_rows(w, w_zero) if shape.group == 1 else None
     taps = _depthwise_taps(w, w_zero)
+    pixel = _pixel_form(x_zero, w, rows, tail, shape)
 
     def prepared(x: np.ndarray, *others: np.ndarray | None) -> np.ndarray:
-        y = None if taps is None else _qdepthwise(x, x_zero, w, taps, tail, shape)
+        if taps is not None:
+            y = _qdepthwise(x, x_zero, w, taps, tail, shape)
+        else:
+            y = None if pixel is None else pixel(x)
         if y is not None:
             return y
         exact = _exact_conv(x, x_zero, w, w_zero, shape, rows)
