@@ -241,6 +241,7 @@ CONV_CASES = {
     "long_k_sliced": ((1, 70, 12, 12), (4, 70, 3, 3), {"auto_pad": "SAME_UPPER"}),
     "taps_sliced": ((1, 64, 40, 40), (3, 64, 3, 3), {}),
     "1d": ((2, 3, 20), (4, 3, 5), {"pads": [2, 1]}),
+    "one_pixel": ((2, 41, 1, 1), (7, 41, 1, 1), {"strides": [2, 2]}),
 }
 
 
@@ -339,6 +340,75 @@ def test_qlinear_conv_ties_and_saturation(kernel):
         assert {info.min, info.max} & set(np.unique(compiled[0]).tolist())
 
 
+#: Depthwise QLinearConvs (one input channel per group): the shapes of PP-OCR's classifier,
+#: strides, dilations, a channel multiplier, 1-D, pads wider than the kernel, asymmetric pads,
+#: outputs narrower and wider than the loop's vectors.
+DEPTHWISE_CASES = {
+    "5x5_two_rows": ((1, 20, 2, 96), (20, 1, 5, 5), {"pads": [2, 2, 2, 2]}),
+    "3x3_strided_rows": ((2, 8, 12, 37), (8, 1, 3, 3), {"strides": [2, 1], "pads": [1] * 4}),
+    "strided_columns": ((1, 4, 9, 21), (4, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    "dilated": ((1, 3, 11, 40), (3, 1, 3, 2), {"dilations": [2, 3], "auto_pad": "SAME_UPPER"}),
+    "multiplier": ((1, 3, 6, 5), (9, 1, 3, 3), {"pads": [3, 1, 0, 4]}),
+    "1d": ((2, 5, 70), (5, 1, 7), {"pads": [3, 3]}),
+    "one_channel": ((1, 1, 5, 5), (2, 1, 2, 2), {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE_CASES))
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_qlinear_conv_depthwise_loop(monkeypatch, case, dtype):
+    """A depthwise QLinearConv, its parameters constant or fed, runs the fused integer loop
+    (exact sums, then the requantizing tail row by row) with the NumPy form's bits: per-tensor
+    and per-channel W zero points, X's widest reach, ties and saturation."""
+    x_shape, w_shape, attrs = DEPTHWISE_CASES[case]
+    attrs = {"group": x_shape[1], **attrs}
+    rng = np.random.default_rng(len(case))
+    x, w = _integers(rng, dtype, x_shape), _integers(rng, np.int8, w_shape)
+    calls = []
+    loop = integer_gemm.QUANT.qlinear_depthwise
+    monkeypatch.setattr(
+        integer_gemm.QUANT, "qlinear_depthwise", lambda *a: calls.append(1) or loop(*a)
+    )
+    x_zero = np.asarray(np.iinfo(dtype).min, dtype)
+    scales = rng.uniform(0.001, 0.01, w_shape[0]).astype(np.float32)
+    bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
+    for w_zero in (_integers(rng, np.int8, (w_shape[0],)), np.int8(0)):
+        for b, y_scale in [(bias, np.float32(0.05)), (None, np.float32(0.0001))]:
+            inputs = [x, np.float32(0.02), x_zero, w, scales, w_zero, y_scale]
+            inputs += [np.asarray(7, dtype), b]
+            for constant in [set(), ALL_BUT_X]:
+                calls.clear()
+                same(*both_forms(*_conv_model("QLinearConv", inputs, constant, **attrs)))
+                assert calls == [1]
+
+
+@pytest.mark.parametrize("x_shape", [(1, 200, 1, 1), (3, 33, 1, 1), (2, 9, 1)])
+@pytest.mark.parametrize("dtype", BYTE_TYPES)
+def test_qlinear_conv_one_pixel_loop(monkeypatch, x_shape, dtype):
+    """A 1x1 QLinearConv on one pixel (a squeeze-excite block's) with constant parameters runs
+    one compiled call, the exact column product then the tail, with the NumPy form's bits;
+    X of more than one pixel does not."""
+    rng = np.random.default_rng(x_shape[1])
+    w_shape = (50, x_shape[1], *[1] * (len(x_shape) - 2))
+    x, w = _integers(rng, dtype, x_shape), _integers(rng, np.int8, w_shape)
+    calls = []
+    loop = integer_gemm.QUANT.qlinear_pixel
+    monkeypatch.setattr(integer_gemm.QUANT, "qlinear_pixel", lambda *a: calls.append(1) or loop(*a))
+    scales = rng.uniform(0.001, 0.01, w_shape[0]).astype(np.float32)
+    bias = rng.integers(-5000, 5000, w_shape[0]).astype(np.int32)
+    for w_zero in (_integers(rng, np.int8, (w_shape[0],)), np.int8(3)):
+        for y_scale in (np.float32(0.05), np.float32(0.0001)):  # saturating
+            inputs = [x, np.float32(0.02), np.asarray(np.iinfo(dtype).min, dtype), w, scales]
+            inputs += [w_zero, y_scale, np.asarray(7, dtype), bias]
+            calls.clear()
+            same(*both_forms(*_conv_model("QLinearConv", inputs, ALL_BUT_X)))
+            assert calls == [1]
+    inputs[0] = _integers(rng, dtype, (1, x_shape[1], *[2] * (len(x_shape) - 2)))
+    calls.clear()
+    same(*both_forms(*_conv_model("QLinearConv", inputs, ALL_BUT_X)))
+    assert calls == []
+
+
 def _ms_model(op, inputs, constant, **attrs):
     """:func:`_conv_model` of a com.microsoft node."""
     model, feeds = _conv_model(op, inputs, constant, **attrs)
@@ -412,10 +482,12 @@ def test_matmul_integer_shape_mismatch_is_the_numpy_forms_error():
 def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
     """Same shapes, one value on either side, a bias along the last axes, a value per channel
     held along the axes after it (one pass), axes that are no one run (the NumPy form); scales
-    whose ratios make ties and saturation."""
+    whose ratios make ties and saturation. Scales and zero points fed, or constants: then the
+    node runs the form they prepared at compile time, with the same bits."""
     rng = np.random.default_rng(11)
     a, b = _integers(rng, dtype, (2, 3, 17)), _integers(rng, dtype, b_shape)
     z = [np.asarray(v, dtype) for v in (5, -3 if dtype == np.int8 else 250, 1)]
+    prepared = op.lower().replace("qlinear", "qlinear_") + "_prepared"
     for scales in ([0.5, 0.25, 1.0], [0.02, 0.03, 0.04], [0.3, 0.2, 0.001]):
         s = [np.float32(v) for v in scales]
         for first, second in [
@@ -424,6 +496,9 @@ def test_ms_qlinear_add_and_mul(op, dtype, b_shape):
         ]:
             inputs = [*first, *second, s[2], z[2]]
             same(*both_forms(*_ms_model(op, inputs, set())))
+            model, feeds = _ms_model(op, inputs, {"x1", "x2", "x4", "x5", "x6", "x7"})
+            assert _step_name(onnxflow.InferenceSession(model.SerializeToString())) == prepared
+            same(*both_forms(model, feeds))
     same(*both_forms(*_ms_model(op, [a, s[0], None, a, s[1], None, s[2]], set())))
 
 

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define QUANT_CLONES __attribute__((target_clones("avx2", "default")))
@@ -212,6 +213,19 @@ QBINARY_LOOPS(qadd_i8, qmul_i8, int8_t, -128, 127)
 WIDEN_LOOP(widen_u8, uint8_t)
 WIDEN_LOOP(widen_i8, int8_t)
 
+/* acc[m] = sum over k < K of rows[m * w + k] * x[k], exact in int32 (9-bit operands): an
+ * integer product with one column (a 1x1 convolution of one pixel), whose panels of igemm
+ * would compute IGEMM_PANEL columns for it. */
+QUANT_CLONES static void int_gemv(const int16_t *rows, const int16_t *x, int32_t *acc,
+                                  ptrdiff_t M, ptrdiff_t K, ptrdiff_t w) {
+    for (ptrdiff_t m = 0; m < M; m++) {
+        const int16_t *r = rows + m * w;
+        int32_t sum = 0;
+        for (ptrdiff_t k = 0; k < K; k++) sum += (int32_t)r[k] * (int32_t)x[k];
+        acc[m] = sum;
+    }
+}
+
 /* An exact integer product on AVX-512 (BW): C (M rows of stride ldc) = A (M rows of P pairs of
  * int16, each pair read as one int32) times B packed in panels of IGEMM_PANEL columns (per
  * panel, per pair of K: IGEMM_PANEL columns of 2 int16). vpmaddwd multiplies int16 pairs and
@@ -328,3 +342,126 @@ static void pack_pairs(const int16_t *rows, int16_t *out, ptrdiff_t K, ptrdiff_t
 static void igemm(const int32_t *A, const int16_t *B, int32_t *C, ptrdiff_t M, ptrdiff_t panels,
                   ptrdiff_t P, ptrdiff_t ldc) {}
 #endif
+
+/* One output row of a depthwise convolution: acc[k] = sum over taps (i, j) of
+ * w[i * kw + j] * plane[i * dh * wp + j * dw + k * sw], exact in int32. At stride 1, 32 then 8
+ * outputs at a time in vectors (the plane's rows are long enough to read whole vectors). */
+QUANT_CLONES static void dw_row(const int32_t *plane, const int32_t *w, int32_t *acc,
+                                ptrdiff_t wo, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sw,
+                                ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t wp) {
+    ptrdiff_t k = 0;
+    if (sw == 1) {
+        for (; k + 32 <= wo + 7; k += 32) {
+            i32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;
+            for (ptrdiff_t i = 0; i < kh; i++) {
+                for (ptrdiff_t j = 0; j < kw; j++) {
+                    const int32_t *p = plane + i * dh * wp + j * dw + k;
+                    int32_t t = w[i * kw + j];
+                    memcpy(&v, p, sizeof v);
+                    a0 += t * v;
+                    memcpy(&v, p + 8, sizeof v);
+                    a1 += t * v;
+                    memcpy(&v, p + 16, sizeof v);
+                    a2 += t * v;
+                    memcpy(&v, p + 24, sizeof v);
+                    a3 += t * v;
+                }
+            }
+            memcpy(acc + k, &a0, sizeof a0);
+            memcpy(acc + k + 8, &a1, sizeof a1);
+            memcpy(acc + k + 16, &a2, sizeof a2);
+            memcpy(acc + k + 24, &a3, sizeof a3);
+        }
+        for (; k < wo; k += 8) {
+            i32x8 a = {0}, v;
+            for (ptrdiff_t i = 0; i < kh; i++) {
+                for (ptrdiff_t j = 0; j < kw; j++) {
+                    memcpy(&v, plane + i * dh * wp + j * dw + k, sizeof v);
+                    a += w[i * kw + j] * v;
+                }
+            }
+            memcpy(acc + k, &a, sizeof a);
+        }
+        return;
+    }
+    for (; k < wo; k++) {
+        int32_t a = 0;
+        for (ptrdiff_t i = 0; i < kh; i++)
+            for (ptrdiff_t j = 0; j < kw; j++)
+                a += w[i * kw + j] * plane[i * dh * wp + j * dw + k * sw];
+        acc[k] = a;
+    }
+}
+
+/* A depthwise QLinearConv of one image, exact then requantized (QLinearConv's tail, rq_u8's
+ * float32 operations): each input channel less its zero point zx is copied into a zero-padded
+ * int32 plane (the padding reads X's zero point, 0 once shifted), each of its `mult` output
+ * channels summed over an output row (dw_row), then the row requantized while it is in cache.
+ * g: channels, mult, h, w, kh, kw, ho, wo, sh, sw, dh, dw, ph, pw. w: the taps less their
+ * zero points, kh * kw per output channel. Returns -1 when its scratch cannot be had. */
+#define DEPTHWISE_LOOP(NAME, RQ, T, LO, HI)                                                   \
+    static int NAME(const T *x, T *y, const int32_t *w, const int32_t *b, const float *s,     \
+                    float zy, int32_t zx, const ptrdiff_t *g) {                               \
+        ptrdiff_t channels = g[0], mult = g[1], h = g[2], wd = g[3], kh = g[4], kw = g[5];    \
+        ptrdiff_t ho = g[6], wo = g[7], sh = g[8], sw = g[9], dh = g[10], dw = g[11];         \
+        ptrdiff_t ph = g[12], pw = g[13];                                                     \
+        ptrdiff_t hp = (ho - 1) * sh + (kh - 1) * dh + 1;                                     \
+        ptrdiff_t wp = (wo + 7 - 1) * sw + (kw - 1) * dw + 1; /* whole vectors' reads */      \
+        int32_t *plane = (int32_t *)malloc(sizeof(int32_t) * hp * wp);                        \
+        int32_t *acc = (int32_t *)malloc(sizeof(int32_t) * (wo + 32));                        \
+        if (!plane || !acc) {                                                                 \
+            free(plane);                                                                      \
+            free(acc);                                                                        \
+            return -1;                                                                        \
+        }                                                                                     \
+        ptrdiff_t rows = h + ph < hp ? h : hp - ph, cols = wd + pw < wp ? wd : wp - pw;       \
+        memset(plane, 0, sizeof(int32_t) * hp * wp);                                          \
+        for (ptrdiff_t c = 0; c < channels; c++) {                                            \
+            const T *xc = x + c * h * wd;                                                     \
+            for (ptrdiff_t r = 0; r < rows; r++) {                                            \
+                int32_t *to = plane + (r + ph) * wp + pw;                                     \
+                for (ptrdiff_t k = 0; k < cols; k++) to[k] = (int32_t)xc[r * wd + k] - zx;    \
+            }                                                                                 \
+            for (ptrdiff_t q = 0; q < mult; q++) {                                            \
+                ptrdiff_t m = c * mult + q;                                                   \
+                for (ptrdiff_t oh = 0; oh < ho; oh++) {                                       \
+                    dw_row(plane + oh * sh * wp, w + m * kh * kw, acc, wo, kh, kw, sw, dh,    \
+                           dw, wp);                                                           \
+                    RQ(acc, y + (m * ho + oh) * wo, wo, b[m], s[m], zy, LO, HI);              \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+        free(plane);                                                                          \
+        free(acc);                                                                            \
+        return 0;                                                                             \
+    }
+DEPTHWISE_LOOP(dw_u8, rq_u8, uint8_t, 0, 255)
+DEPTHWISE_LOOP(dw_i8, rq_i8, int8_t, -128, 127)
+
+/* A QLinearConv of a 1x1 kernel on images of one pixel (K input channels, M output
+ * channels): per image, acc = W's rows (less their zero points, int16 rows w apart) times x
+ * less zx, exact in int32 (int_gemv), then requantized as QLinearConv's tail (rq_u8's float32
+ * operations). Returns -1 when its scratch cannot be had. */
+#define PIXEL_LOOP(NAME, RQ, T, LO, HI)                                                       \
+    static int NAME(const T *x, T *y, const int16_t *rows, const int32_t *b, const float *s,  \
+                    float zy, int16_t zx, ptrdiff_t images, ptrdiff_t M, ptrdiff_t K,         \
+                    ptrdiff_t w) {                                                            \
+        int16_t *col = (int16_t *)malloc(sizeof(int16_t) * (K + 1));                          \
+        int32_t *acc = (int32_t *)malloc(sizeof(int32_t) * (M + 1));                          \
+        if (!col || !acc) {                                                                   \
+            free(col);                                                                        \
+            free(acc);                                                                        \
+            return -1;                                                                        \
+        }                                                                                     \
+        for (ptrdiff_t i = 0; i < images; i++) {                                              \
+            for (ptrdiff_t k = 0; k < K; k++) col[k] = (int16_t)(x[i * K + k] - zx);          \
+            int_gemv(rows, col, acc, M, K, w);                                                \
+            for (ptrdiff_t m = 0; m < M; m++)                                                 \
+                RQ(acc + m, y + i * M + m, 1, b[m], s[m], zy, LO, HI);                        \
+        }                                                                                     \
+        free(col);                                                                            \
+        free(acc);                                                                            \
+        return 0;                                                                             \
+    }
+PIXEL_LOOP(pixel_u8, rq_u8, uint8_t, 0, 255)
+PIXEL_LOOP(pixel_i8, rq_i8, int8_t, -128, 127)

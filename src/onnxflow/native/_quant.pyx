@@ -47,6 +47,18 @@ cdef extern from "_quant.h" nogil:
                  float za, float zb, float r, float zc)
     void qmul_i8(const int8_t *a, const int8_t *b, int8_t *y, Py_ssize_t n, Py_ssize_t bstep,
                  float za, float zb, float r, float zc)
+    int dw_u8(const uint8_t *x, uint8_t *y, const int32_t *w, const int32_t *b, const float *s,
+              float zy, int32_t zx, const Py_ssize_t *g)
+    int dw_i8(const int8_t *x, int8_t *y, const int32_t *w, const int32_t *b, const float *s,
+              float zy, int32_t zx, const Py_ssize_t *g)
+    void int_gemv(const int16_t *rows, const int16_t *x, int32_t *acc, Py_ssize_t M,
+                  Py_ssize_t K, Py_ssize_t w)
+    int pixel_u8(const uint8_t *x, uint8_t *y, const int16_t *rows, const int32_t *b,
+                 const float *s, float zy, int16_t zx, Py_ssize_t images, Py_ssize_t M,
+                 Py_ssize_t K, Py_ssize_t w)
+    int pixel_i8(const int8_t *x, int8_t *y, const int16_t *rows, const int32_t *b,
+                 const float *s, float zy, int16_t zx, Py_ssize_t images, Py_ssize_t M,
+                 Py_ssize_t K, Py_ssize_t w)
     int igemm_available()
     int igemm_vnni
     void igemm(const int32_t *A, const int16_t *B, int32_t *C, Py_ssize_t M, Py_ssize_t panels,
@@ -290,6 +302,16 @@ def int_matmul(const int16_t[::1] a, const int16_t[::1] b, int32_t[::1] c, Py_ss
         igemm(<const int32_t *>&a[0], &b[0], &c[0], rows, panels, pairs, panels * IGEMM_PANEL)
 
 
+def int_column(const int16_t[::1] a, const int16_t[::1] x, int32_t[::1] c, Py_ssize_t rows,
+               Py_ssize_t width):
+    """``c = a @ x`` exactly in int32 for one column x: a is ``rows`` rows of ``width`` int16
+    (of which x's length are read)."""
+    if a.shape[0] < rows * width or width < x.shape[0] or c.shape[0] < rows:
+        raise ValueError("int_column: operands of mismatched sizes")
+    with nogil:
+        int_gemv(&a[0], &x[0], &c[0], rows, x.shape[0], width)
+
+
 def pack(const int16_t[::1] rows, int16_t[::1] out, Py_ssize_t k, Py_ssize_t p):
     """``rows`` (k rows of p int16) packed as :func:`int_matmul`'s right operand into ``out``
     (``ceil(p / PANEL) * ceil(k / 2) * PANEL * 2`` values)."""
@@ -386,3 +408,61 @@ def use_vnni(bint allowed):
     cdef int before = igemm_vnni
     igemm_vnni = -1 if allowed else 0
     return before != 0
+
+
+def qlinear_depthwise(object x, object y, const int32_t[::1] w, const int32_t[::1] b,
+                      const float[::1] s, float zy, int zx, const Py_ssize_t[::1] g,
+                      Py_ssize_t images):
+    """A depthwise QLinearConv of 8-bit x (``images`` images of ``g[0]`` planes, flat) into y
+    of its type: per output channel, the exact int32 sums of ``x - zx`` by its taps ``w``, then
+    ``clip(rint(float(sum + b) * s) + zy)``; g is the geometry (see ``_quant.h``)."""
+    cdef const uint8_t[::1] xu
+    cdef uint8_t[::1] yu
+    cdef const int8_t[::1] xi
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t i, x_step = g[0] * g[2] * g[3], y_step = g[0] * g[1] * g[6] * g[7]
+    cdef int failed = 0
+    if x.dtype.char == "B":
+        xu, yu = x, y
+        with nogil:
+            for i in range(images):
+                failed |= dw_u8(&xu[i * x_step], &yu[i * y_step], &w[0], &b[0], &s[0], zy, zx,
+                                &g[0])
+    else:
+        xi, yi = x, y
+        with nogil:
+            for i in range(images):
+                failed |= dw_i8(&xi[i * x_step], &yi[i * y_step], &w[0], &b[0], &s[0], zy, zx,
+                                &g[0])
+    if failed:
+        raise MemoryError("no memory for a depthwise convolution's padded plane")
+
+
+def qlinear_pixel(object x, object y, const int16_t[::1] rows, const int32_t[::1] b,
+                  const float[::1] s, float zy, int zx, Py_ssize_t images, Py_ssize_t width):
+    """A QLinearConv of a 1x1 kernel on ``images`` images of one pixel: x holds K 8-bit values
+    per image, y M of its type, rows W's M rows less their zero points (int16, ``width``
+    apart); per image ``y = clip(rint(float(rows @ (x - zx) + b) * s) + zy)``."""
+    cdef const uint8_t[::1] xu
+    cdef uint8_t[::1] yu
+    cdef const int8_t[::1] xi
+    cdef int8_t[::1] yi
+    cdef Py_ssize_t k = x.shape[0] // images if images else 0
+    cdef Py_ssize_t m = y.shape[0] // images if images else 0
+    cdef int failed = 0
+    if rows.shape[0] < m * width or width < k or b.shape[0] < m or s.shape[0] < m:
+        raise ValueError("qlinear_pixel: operands of mismatched sizes")
+    if images == 0:
+        return
+    if x.dtype.char == "B":
+        xu, yu = x, y
+        with nogil:
+            failed = pixel_u8(&xu[0], &yu[0], &rows[0], &b[0], &s[0], zy, zx, images, m, k,
+                              width)
+    else:
+        xi, yi = x, y
+        with nogil:
+            failed = pixel_i8(&xi[0], &yi[0], &rows[0], &b[0], &s[0], zy, zx, images, m, k,
+                              width)
+    if failed:
+        raise MemoryError("no memory for a 1x1 convolution's column")

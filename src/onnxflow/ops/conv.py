@@ -12,6 +12,7 @@ The window geometry is :mod:`onnxflow.ops.window_geometry`'s, shared with the po
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -358,10 +359,17 @@ def _int_conv(
     shifted = np.empty(x.shape, np.int16)
     zero = np.zeros(1, np.int16) if x_zero is None else x_zero.astype(np.int16).reshape(1)
     ig.QUANT.widen(ig.flat(x), shifted.reshape(-1), 1, x.size, zero)
+    one_by_one = tuple(out) == x.shape[2:] and k == w.shape[1] and not any(begin)
+    if positions == 1 and one_by_one:  # one pixel: one column, no panels
+        acc = np.empty((x.shape[0], w.shape[0], 1), np.int32)
+        for image in range(x.shape[0]):
+            ig.QUANT.int_column(
+                rows, shifted[image].reshape(-1), acc[image, :, 0], w.shape[0], k + k % 2
+            )
+        return acc, tuple(out)
     pairs, panels = (k + 1) // 2, -(-positions // ig.QUANT.PANEL)
     packed = np.empty(panels * pairs * 2 * ig.QUANT.PANEL, np.int16)
     acc = np.empty((x.shape[0], w.shape[0], panels * ig.QUANT.PANEL), np.int32)
-    one_by_one = tuple(out) == x.shape[2:] and k == w.shape[1] and not any(begin)
     for image in range(x.shape[0]):
         cols = (
             shifted[image].reshape(k, positions)
@@ -481,6 +489,71 @@ def _qconv_tail(
     return _QConvTail(bias, scale, float(y_zero.reshape(())), y_zero.dtype)
 
 
+#: The most taps a depthwise kernel of :func:`_qdepthwise` has (its int32 sums stay exact).
+DEPTHWISE_MAX_TAPS = 4096
+
+
+def _depthwise_taps(w: np.ndarray, w_zero: np.ndarray | None) -> np.ndarray | None:
+    """W's taps less their zero points (one, or one per output channel) as int32, for
+    :func:`_qdepthwise` (one input channel per group); None for another W."""
+    zero = np.zeros(1, np.int32) if w_zero is None else w_zero.astype(np.int32).reshape(-1)
+    if w.ndim not in (3, 4) or w.shape[1] != 1 or w[0].size > DEPTHWISE_MAX_TAPS:
+        return None
+    if w.dtype not in ig.BYTES or zero.size not in (1, w.shape[0]):
+        return None
+    if w_zero is not None and w_zero.dtype != w.dtype:
+        return None
+    return (w.reshape(w.shape[0], -1).astype(np.int32) - zero.reshape(-1, 1)).reshape(-1)
+
+
+@functools.lru_cache(maxsize=256)
+def _depthwise_grid(
+    x_shape: tuple[int, ...], w_shape: tuple[int, ...], geometry: tuple[Any, ...]
+) -> np.ndarray | None:
+    """The geometry :func:`_qdepthwise`'s loop reads (``_quant.h``), a 1-D convolution as a
+    2-D one of height 1; None where an axis is empty."""
+    group, strides, dilations, pads, auto_pad = geometry
+    shape = _geometry(x_shape, w_shape, group, strides, dilations, pads, auto_pad)
+    if 0 in (*x_shape, *w_shape, *shape.out):
+        return None
+    lift = 4 - len(x_shape)  # a 1-D convolution: height 1, stride and dilation 1, no pad
+
+    def pair(values: Sequence[int], first: int = 1) -> list[int]:
+        return [first] * lift + list(values)
+
+    grid = [x_shape[1], w_shape[0] // x_shape[1], *pair(x_shape[2:]), *pair(w_shape[2:])]
+    grid += [*pair(shape.out), *pair(shape.strides), *pair(shape.dilations)]
+    return np.array([*grid, *pair(shape.begin, 0)], np.intp)
+
+
+def _qdepthwise(
+    x: np.ndarray,
+    x_zero: np.ndarray,
+    w: np.ndarray,
+    taps: np.ndarray | None,
+    tail: _QConvTail,
+    geometry: _Geometry,
+) -> np.ndarray | None:
+    """A QLinearConv of one input channel per group (depthwise, channel multiplier allowed),
+    1-D or 2-D, X and Y of one 8-bit type, by one compiled loop: exact int32 sums of X less
+    its zero point (``taps``: :func:`_depthwise_taps`), requantized by ``tail``'s operations
+    row by row. None where it does not take the node."""
+    if taps is None or x.dtype != tail.dtype or x.ndim != w.ndim or x_zero.size != 1:
+        return None
+    if geometry.group != x.shape[1] or ig.reach(x, x_zero) > 255:
+        return None
+    key = tuple(None if v is None else tuple(v) if isinstance(v, list) else v for v in geometry)
+    grid = _depthwise_grid(x.shape, w.shape, key)
+    if grid is None:
+        return None
+    y = np.empty((x.shape[0], w.shape[0], *grid[6:8][4 - x.ndim :]), tail.dtype)
+    zx = int(x_zero.reshape(()))
+    ig.QUANT.qlinear_depthwise(
+        ig.flat(x), y.reshape(-1), taps, tail.bias, tail.scale, tail.zero, zx, grid, x.shape[0]
+    )
+    return y
+
+
 def qlinear_conv_compiled(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -504,11 +577,49 @@ def qlinear_conv_compiled(
     check_kernel_shape(kernel_shape, w)
     geometry = _Geometry(group, strides, dilations, pads, auto_pad)
     tail = _qconv_tail(x_scale, w_scale, y_scale, y_zero_point, b, w.shape[0])
+    if tail is not None and w.shape[1] == 1:
+        taps = ig.kept(
+            w, ("taps", ig.by_value(w_zero_point)), lambda: _depthwise_taps(w, w_zero_point)
+        )
+        y = _qdepthwise(x, x_zero_point, w, taps, tail, geometry)
+        if y is not None:
+            return y
     exact = None if tail is None else _exact_conv(x, x_zero_point, w, w_zero_point, geometry)
     if tail is None or exact is None:
         inputs = (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b)
         return qlinear_conv(*inputs, kernel_shape=kernel_shape, **geometry._asdict())
     return tail(exact)
+
+
+def _pixel_form(
+    x_zero: np.ndarray,
+    w: np.ndarray,
+    rows: np.ndarray | None,
+    tail: _QConvTail,
+    geometry: _Geometry,
+) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """For a QLinearConv of a 1x1 kernel, unpadded, one group (W's int16 ``rows`` made), a
+    function that computes it in one compiled call where X is one pixel (a squeeze-excite
+    block's convolutions): the exact int32 column product, then the tail's operations; it
+    returns None for another X. None for another node."""
+    if rows is None or w[0].size != w.shape[1] or any(geometry.pads or ()):
+        return None
+    if x_zero.dtype not in ig.BYTES or w.shape[1] * 255 * 255 >= 1 << 30:
+        return None
+    zx, width, loop = int(x_zero.reshape(())), rows.size // w.shape[0], ig.QUANT.qlinear_pixel
+
+    def pixel(x: np.ndarray) -> np.ndarray | None:
+        if x.dtype != tail.dtype or x.ndim != w.ndim or math.prod(x.shape[2:]) != 1:
+            return None
+        if x.shape[1] != w.shape[1]:
+            return None
+        y = np.empty((x.shape[0], w.shape[0], *x.shape[2:]), tail.dtype)
+        loop(
+            ig.flat(x), y.reshape(-1), rows, tail.bias, tail.scale, tail.zero, zx, x.shape[0], width
+        )
+        return y
+
+    return pixel
 
 
 def qlinear_conv_prepare(
@@ -530,9 +641,17 @@ def qlinear_conv_prepare(
     if tail is None or x_zero.size != 1 or w.dtype not in ig.BYTES:
         return None
     shape = _Geometry(**geometry)
-    rows = _kept_rows(w, w_zero) if shape.group == 1 and ig.QUANT.PANEL else None
+    rows = _kept_rows(w, w_zero) if shape.group == 1 else None
+    taps = _depthwise_taps(w, w_zero)
+    pixel = _pixel_form(x_zero, w, rows, tail, shape)
 
     def prepared(x: np.ndarray, *others: np.ndarray | None) -> np.ndarray:
+        if taps is not None:
+            y = _qdepthwise(x, x_zero, w, taps, tail, shape)
+        else:
+            y = None if pixel is None else pixel(x)
+        if y is not None:
+            return y
         exact = _exact_conv(x, x_zero, w, w_zero, shape, rows)
         if exact is None:
             return qlinear_conv_compiled(x, *others, kernel_shape=kernel_shape, **shape._asdict())

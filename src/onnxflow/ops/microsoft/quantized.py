@@ -180,15 +180,30 @@ def _binary_operands(
     them: 8-bit tensors of one type, the larger first, the other one value or the shape of a
     run of a's axes (a bias on the last axes, or a per-channel factor), each of its values
     held for ``inner`` elements of a (the product of the axes after the run); else None."""
-    if b.size > a.size:
-        a, a_zero, b, b_zero = b, b_zero, a, a_zero
     za, zb = ig.scalar(a_zero), ig.scalar(b_zero)
     if a.dtype not in ig.BYTES or b.dtype != a.dtype or za is None or zb is None:
         return None
-    if a.shape != np.broadcast_shapes(a.shape, b.shape):
+    layout = _binary_layout(a.shape, b.shape)
+    if layout is None:
         return None
-    inner = _held_for(a.shape, b.shape) if b.size > 1 else 1
-    return None if inner is None else (a, za, b, zb, inner)
+    swap, inner = layout
+    return (b, zb, a, za, inner) if swap else (a, za, b, zb, inner)
+
+
+@functools.lru_cache(maxsize=1024)
+def _binary_layout(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[bool, int] | None:
+    """For operands of these shapes: whether the compiled loop takes B as the larger one, and
+    how many elements of the larger each value of the smaller covers (:func:`_held_for`); None
+    where the larger is not the broadcast shape, or the smaller does not lie along it so."""
+    swap = math.prod(b_shape) > math.prod(a_shape)
+    big, small = (b_shape, a_shape) if swap else (a_shape, b_shape)
+    try:
+        if big != np.broadcast_shapes(big, small):
+            return None
+    except ValueError:  # the NumPy form raises it
+        return None
+    inner = _held_for(big, small) if math.prod(small) > 1 else 1
+    return None if inner is None else (swap, inner)
 
 
 def _held_for(big: tuple[int, ...], small: tuple[int, ...]) -> int | None:
@@ -243,11 +258,73 @@ def _binary_compiled(multiply: bool) -> Callable[..., np.ndarray]:
     return form
 
 
+def _binary_prepare(multiply: bool) -> Callable[..., Callable[..., np.ndarray] | None]:
+    """The prepare step of QLinearAdd's compiled form (QLinearMul's with ``multiply``): with
+    every scale and zero point a constant of one value and the zero points of one 8-bit type,
+    the ratios and zero points are read once, at compile time (the same float32 operations as
+    :func:`_binary_compiled`'s); at run time only the operands' layout is looked up."""
+    form = _binary_compiled(multiply)
+
+    def prepare(
+        constants: tuple[np.ndarray | None, ...], **attrs: object
+    ) -> Callable[..., np.ndarray] | None:
+        params = _binary_params(constants, multiply)
+        if params is None:
+            return None
+        dtype, straight, swapped = params
+        loop = ig.QUANT.qlinear_mul if multiply else ig.QUANT.qlinear_add
+
+        def prepared(a: np.ndarray, *others: np.ndarray | None) -> np.ndarray:
+            b = others[2]
+            layout = _binary_layout(a.shape, b.shape) if a.dtype == b.dtype == dtype else None
+            if layout is None:
+                return form(a, *others)
+            big, small = (b, a) if layout[0] else (a, b)
+            y = np.empty(big.shape, dtype)
+            loop(
+                ig.flat(big),
+                ig.flat(small),
+                y.reshape(-1),
+                *(swapped if layout[0] else straight),
+                layout[1],
+            )
+            return y
+
+        prepared.__name__ = prepared.__qualname__ = form.__name__.replace("compiled", "prepared")
+        return prepared
+
+    return prepare
+
+
+def _binary_params(
+    constants: tuple[np.ndarray | None, ...], multiply: bool
+) -> tuple[np.dtype, tuple[float, ...], tuple[float, ...]] | None:
+    """``(the operands' type, the loop's parameters, the same with A and B swapped)`` from a
+    QLinearAdd's or QLinearMul's constant scales and zero points, or None where one is fed,
+    omitted, of more than one value, or the zero points' types differ or are not 8-bit."""
+    if len(constants) != 8 or any(constants[i] is None for i in (1, 2, 4, 5, 6, 7)):
+        return None
+    a_scale, a_zero, _, b_scale, b_zero, c_scale, c_zero = constants[1:]
+    if any(v.size != 1 for v in (a_scale, b_scale, c_scale)):
+        return None
+    za, zb, zc = ig.scalar(a_zero), ig.scalar(b_zero), ig.scalar(c_zero)
+    dtype = a_zero.dtype
+    if None in (za, zb, zc) or dtype not in ig.BYTES or not dtype == b_zero.dtype == c_zero.dtype:
+        return None
+    if multiply:
+        ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
+        return dtype, (za, zb, ratio, zc), (zb, za, ratio, zc)
+    ra, rb = _f32(a_scale) / _f32(c_scale), _f32(b_scale) / _f32(c_scale)
+    return dtype, (za, zb, ra, rb, zc), (zb, za, rb, ra, zc)
+
+
 @op(
     "QLinearAdd",
     1,
     domain=MS_DOMAIN,
-    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(False))),
+    traits=Traits(
+        native=native_form(ig.QUANT and _binary_compiled(False), prepare=_binary_prepare(False))
+    ),
 )
 def qlinear_add(
     a: np.ndarray,
@@ -271,7 +348,9 @@ def qlinear_add(
     "QLinearMul",
     1,
     domain=MS_DOMAIN,
-    traits=Traits(native=native_form(ig.QUANT and _binary_compiled(True))),
+    traits=Traits(
+        native=native_form(ig.QUANT and _binary_compiled(True), prepare=_binary_prepare(True))
+    ),
 )
 def qlinear_mul(
     a: np.ndarray,
