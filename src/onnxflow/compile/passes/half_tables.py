@@ -88,6 +88,7 @@ class _Scan:
         self.reads = view.reads()
         self.types = scope_types(view.graph)
         self.scalars = self._scalars()
+        self.folded = self._folded()
         self.taken: set[int] = set()
 
     def _scalars(self) -> dict[str, TensorProto | NodeProto]:
@@ -101,16 +102,31 @@ class _Scan:
         }
         for node in self.nodes:
             ins = [i for i in node.input if i]
-            if _scalar_constant(node) or (
-                ins and all(i in scalars for i in ins) and self._joins(node)
+            if node.output and (
+                _scalar_constant(node)
+                or (ins and all(i in scalars for i in ins) and self._joins(node))
             ):
                 scalars[node.output[0]] = node
         return scalars
 
+    def _folded(self) -> set[str]:
+        """The values the compiler computes from constants alone (constant folding: every
+        input a constant, a pure kernel, no subgraph): a group on one of them would only keep
+        it from folding, since a table node holds its nodes as a subgraph."""
+        folded = set(self.view.constants())
+        for node in self.nodes:
+            traits = self.traits[id(node)]
+            ins = [i for i in node.input if i]
+            subgraph = any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute)
+            pure = traits is None or traits.pure
+            if pure and not subgraph and all(i in folded for i in ins):
+                folded.update(o for o in node.output if o)
+        return folded
+
     def holds_halves(self, node: NodeProto) -> bool:
         """Whether ``node``'s value holds float16 values in float32 and is no constant: a
         HalfRound's, or a Cast to float32 of a value declared float16 (a float16 input's)."""
-        if node.output[0] in self.scalars:
+        if not node.output or node.output[0] in self.scalars or node.output[0] in self.folded:
             return False
         if _is_half_round(node):
             return True
