@@ -181,20 +181,31 @@ def quantize_linear_compiled(
     return y
 
 
+def _per_tensor(
+    constants: tuple[np.ndarray | None, ...],
+) -> tuple[np.ndarray, float, float] | None:
+    """``(zero point, scale, zero point as floats)`` of a QuantizeLinear or DequantizeLinear
+    whose float32 scale and 8-bit zero point are constants of one value each; else None."""
+    if len(constants) != 3 or constants[1] is None or constants[2] is None:
+        return None
+    scale, zero = constants[1], constants[2]
+    s, z = ig.scalar(scale), ig.scalar(zero)
+    if s is None or z is None or scale.dtype != _F32 or zero.dtype not in _BYTES:
+        return None
+    return zero, s, z
+
+
 def quantize_linear_prepare(
     constants: tuple[np.ndarray | None, ...], **attrs: Any
 ) -> Callable[..., np.ndarray] | None:
     """QuantizeLinear's compiled form made for a constant per-tensor float32 scale and 8-bit
     zero point (read once, at compile time), or None: X to 8 bits in one pass."""
-    if len(constants) != 3 or constants[1] is None or constants[2] is None:
+    params = _per_tensor(constants)
+    if params is None or attrs.get("output_dtype", 0) or attrs.get("block_size", 0):
         return None
-    scale, zero = constants[1], constants[2]
-    s, z = ig.scalar(scale), ig.scalar(zero)
-    precision = attrs.get("precision", 0)
-    if s is None or z is None or scale.dtype != _F32 or zero.dtype not in _BYTES:
+    if attrs.get("precision", 0):
         return None
-    if attrs.get("output_dtype", 0) or attrs.get("block_size", 0) or precision:
-        return None
+    zero, s, z = params
     loop = ig.QUANT.quantize_tensor
 
     def prepared(x: np.ndarray, *params: np.ndarray | None) -> np.ndarray:
@@ -334,14 +345,12 @@ def dequantize_linear_prepare(
     """DequantizeLinear's compiled form made for a constant per-tensor float32 scale and 8-bit
     zero point (read once, at compile time), or None: 8 bits of that type to float32 in one
     pass."""
-    if len(constants) != 3 or constants[1] is None or constants[2] is None:
+    params = _per_tensor(constants)
+    if params is None or attrs.get("block_size", 0):
         return None
-    scale, zero = constants[1], constants[2]
-    s, z = ig.scalar(scale), ig.scalar(zero)
-    if s is None or z is None or scale.dtype != _F32 or zero.dtype not in _BYTES:
+    if attrs.get("output_dtype", 0) not in (0, TensorProto.FLOAT):
         return None
-    if attrs.get("output_dtype", 0) not in (0, TensorProto.FLOAT) or attrs.get("block_size", 0):
-        return None
+    zero, s, z = params
     loop = ig.QUANT.dequantize_tensor
 
     def prepared(x: np.ndarray, *params: np.ndarray | None) -> np.ndarray:
