@@ -31,11 +31,12 @@ from collections import Counter
 
 from onnx import AttributeProto, NodeProto, TensorProto, TypeProto, helper
 
+from onnxflow.compile.passes.fold import may_fold
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.domains import normalize_domain
 from onnxflow.ir.walk import scope_types
 from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND, HALF_TABLE
-from onnxflow.traits import Traits
+from onnxflow.traits import NONE, Traits
 
 #: Groups of fewer nodes stay as written.
 MIN_NODES = 2
@@ -110,16 +111,13 @@ class _Scan:
         return scalars
 
     def _folded(self) -> set[str]:
-        """The values the compiler computes from constants alone (constant folding: every
-        input a constant, a pure kernel, no subgraph): a group on one of them would only keep
+        """The values the compiler computes from constants alone (the fold pass's rule,
+        :func:`~onnxflow.compile.passes.fold.may_fold`): a group on one of them would only keep
         it from folding, since a table node holds its nodes as a subgraph."""
         folded = set(self.view.constants())
         for node in self.nodes:
-            traits = self.traits[id(node)]
-            ins = [i for i in node.input if i]
-            subgraph = any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute)
-            pure = traits is None or traits.pure
-            if pure and not subgraph and all(i in folded for i in ins):
+            traits = self.traits[id(node)] or NONE  # no kernel known: a function's, pure
+            if may_fold(traits, node, all(i in folded for i in node.input if i)):
                 folded.update(o for o in node.output if o)
         return folded
 
