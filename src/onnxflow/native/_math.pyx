@@ -120,3 +120,46 @@ def erf_f64(const double[::1] x, double[::1] out):
     with nogil:
         for i in range(n):
             out[i] = erf(x[i])
+
+
+cdef float _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
+    """NumPy's float32 pairwise sum of a[0:n] (umath's ``FLOAT_pairwise_sum``): under 8 in
+    order, up to 128 in eight interleaved partial sums then the tail, above 128 the two halves
+    (the first a multiple of 8) summed apart; the same order, so the same bits."""
+    cdef Py_ssize_t i, n2
+    cdef float res, r0, r1, r2, r3, r4, r5, r6, r7
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res = res + a[i]
+        return res
+    if n <= 128:
+        r0 = a[0]; r1 = a[1]; r2 = a[2]; r3 = a[3]
+        r4 = a[4]; r5 = a[5]; r6 = a[6]; r7 = a[7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[i]; r1 += a[i + 1]; r2 += a[i + 2]; r3 += a[i + 3]
+            r4 += a[i + 4]; r5 += a[i + 5]; r6 += a[i + 6]; r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res = res + a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
+
+
+def row_means_f32(const float[::1] x, float[::1] out):
+    """out[r] = the mean of row r of x (rows of len(x) // len(out) values) as NumPy's
+    ``mean`` gives it for a float32 row: the pairwise sum added to 0, then divided in float32."""
+    cdef Py_ssize_t r, rows = out.shape[0], n = x.shape[0] // rows if rows else 0
+    cdef float count = <float>n, zero = 0.0
+    if rows == 0:
+        return
+    if n * rows != x.shape[0] or n == 0:
+        raise ValueError("buffer sizes do not match")
+    with nogil:
+        for r in range(rows):
+            out[r] = (zero + _pairwise_sum(&x[r * n], n)) / count
