@@ -380,3 +380,40 @@ def test_infinite_weight_on_the_padding_makes_nan_as_the_numpy_form():
     (compiled,), (numpy_form,) = node_forms("Conv", [x, w], 22, **attrs)
     assert np.isnan(numpy_form[0, 1, 0, :2]).all()
     np.testing.assert_array_equal(np.isnan(compiled), np.isnan(numpy_form))
+
+
+@pytest.mark.parametrize("activation", ["Relu", "HardSigmoid", None])
+def test_fused_pointwise_product_decided_per_shape(activation):
+    """A FusedConv node met with several X shapes in one session (an SE block's [1, C, 1, 1],
+    a pointwise layer's image, a batch of two; strided, which is not one product): its
+    one-product path is decided per shape and gives the NumPy form's bits each time (40
+    channels: more than the direct loop sums, whose order differs)."""
+    rng = np.random.default_rng(3)
+    fused = {"activation": activation} if activation else {}
+    if activation == "HardSigmoid":
+        fused["activation_params"] = [0.2, 0.5]
+    w = rng.standard_normal((6, 40, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    for attrs in ({}, {"strides": [2, 2]}):
+        node = helper.make_node(
+            "FusedConv", ["x", "w", "b", "z"], ["y"], domain="com.microsoft", **attrs, **fused
+        )
+        x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)
+        z_info = helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)
+        y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+        inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+        graph = helper.make_graph([node], "se", [x_info, z_info], [y_info], inits)
+        opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+        data = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+        sessions = [
+            onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels=k))
+            for k in ("native", "numpy")
+        ]
+        for shape in [(1, 40, 1, 1), (1, 40, 5, 4), (2, 40, 1, 1), (1, 40, 1, 1), (1, 40, 5, 4)]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            stride = attrs.get("strides", [1, 1])
+            out = (shape[0], 6, -(-shape[2] // stride[0]), -(-shape[3] // stride[1]))
+            z = rng.standard_normal(out).astype(np.float32)
+            got, want = (s.run(None, {"x": x, "z": z})[0] for s in sessions)
+            assert got.shape == want.shape == out
+            assert got.tobytes() == want.tobytes()

@@ -326,11 +326,14 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
     def fused_conv_compiled(node: Any, **attrs: Any) -> Callable[..., np.ndarray]:
         numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
         act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
+        one_product = _OneProduct(attrs, act)
 
         def run(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
         ) -> np.ndarray:
-            y = direct(x, w, b, z, attrs, act)
+            y = one_product(x, w, b, z)
+            if y is None:
+                y = direct(x, w, b, z, attrs, act)
             if y is None:
                 y = by_blas(x, w, b, z, attrs, act)
             return numpy_run(x, w, b, z) if y is None else y
@@ -338,6 +341,51 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
         return run
 
     return fused_conv_compiled
+
+
+class _OneProduct:
+    """A fused float32 1x1 convolution of one image, one group, stride 1, no padding (an SE
+    block's squeeze and excite on a [1, C, 1, 1] input, a pointwise layer): the NumPy form's
+    one product ``W (M, C) @ X (C, P)`` (the call :func:`by_blas` makes), then the bias, addend
+    and activation in one compiled pass. Which X and W shapes are such a product is decided once
+    per node and shape (the geometry checked as the NumPy form checks it), so a call is the
+    product and the pass; None for the others."""
+
+    def __init__(self, attrs: dict[str, Any], activation: tuple[int, float, float]) -> None:
+        self.attrs, self.activation = attrs, activation
+        self.shapes: dict[tuple[tuple[int, ...], tuple[int, ...]], bool] = {}
+
+    def __call__(
+        self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
+    ) -> np.ndarray | None:
+        """act(W @ X + B + Z) shaped as Y, or None when this is not such a product."""
+        if x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+            return None
+        key = (x.shape, w.shape)
+        taken = self.shapes.get(key)
+        if taken is None:
+            taken = self._decide(x, w)
+        m, c = w.shape[:2]
+        shape = (1, m, *x.shape[2:])
+        if not taken or not _fits(b, z, shape):
+            return None
+        y = w.reshape(m, c) @ x.reshape(c, -1)
+        _CONV.epilogue_f32(  # type: ignore[union-attr]
+            y.reshape(1, m, -1),
+            _NO_BIAS if b is None else np.ascontiguousarray(b, np.float32),
+            None if z is None else z.reshape(1, m, -1),
+            *self.activation,
+        )
+        return y.reshape(shape)
+
+    def _decide(self, x: np.ndarray, w: np.ndarray) -> bool:
+        """Whether X and W of these shapes are one product (kept per shape, at most 16)."""
+        one = x.shape[0] == 1 and self.attrs.get("group", 1) == 1 and x.size > 0 and w.size > 0
+        taken = one and _cached_plan(x, w, self.attrs) == ("pointwise",)
+        if len(self.shapes) >= 16:
+            self.shapes.clear()
+        self.shapes[(x.shape, w.shape)] = taken
+        return taken
 
 
 def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
