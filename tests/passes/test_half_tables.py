@@ -98,7 +98,10 @@ def test_a_value_read_outside_ends_the_group_before_it(monkeypatch):
     assert "t__float32 = HalfTable(x__float32)" in code  # Pow .. Tanh: one table ending at t
     monkeypatch.setattr(half_tables, "MIN_NODES", 1 << 20)
     before, _ = _run(model, x)
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, before))
+    for a, b in zip(got, before):  # the bits; a NaN's payload is a region's to choose
+        nan = np.isnan(a)
+        assert np.array_equal(nan, np.isnan(b))
+        assert a[~nan].tobytes() == b[~nan].tobytes()
     (as_written, _) = _run(model, x, optimize=False)  # NaN payloads aside: float16 arithmetic
     for a, b in zip(got, as_written):
         np.testing.assert_array_equal(a, b)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "_mathkern.h" /* of_erf, of_sigmoid: the compiled Erf's and Sigmoid's own functions */
+#include "_half.h"     /* onnxflow_half_round: the compiled HalfRound's own loop */
 
 #define PW_CHUNK 1024 /* the most elements a chunk holds */
 
@@ -21,6 +22,7 @@ enum {
     PW_ADD = 0, PW_SUB, PW_MUL, PW_DIV, PW_MAX, PW_MIN,      /* binary */
     PW_NEG, PW_ABS, PW_SQRT, PW_RECIPROCAL, PW_RELU, PW_ERF, PW_SIGMOID, /* unary */
     PW_CLIP,                                                /* x, lo, hi */
+    PW_HALF,                                      /* rounded to float16, kept in float32 */
     PW_CODES
 };
 
@@ -59,6 +61,7 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
         else if (c != NULL) for (i = 0; i < m; i++) d[i] = pw_min(a[i], c[i]);
         else memcpy(d, a, sizeof(float) * (size_t)m);
         break;
+    case PW_HALF: onnxflow_half_round(a, d, m, 0); break;
     }
 }
 

@@ -10,7 +10,7 @@ cdef extern from "_pointwise.h" nogil:
 
 #: The instructions, by name, in the order of their codes (the header's enum).
 OPCODES = ("add", "sub", "mul", "div", "max", "min", "neg", "abs", "sqrt", "reciprocal",
-           "relu", "erf", "sigmoid", "clip")
+           "relu", "erf", "sigmoid", "clip", "half")
 assert len(OPCODES) == PW_CODES
 
 

@@ -89,3 +89,12 @@ def clamp(
         lo = low if lo is None else lo
         hi = high if hi is None else hi
     return _CLIP(x, lo, hi, out=out)
+
+
+def factor_and_shift(
+    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: np.generic
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inference BatchNormalization's per-channel ``a = scale / sqrt(var + epsilon)`` and
+    ``bias - mean * a``: Y is ``X * a`` plus it."""
+    a = scale / np.sqrt(var + epsilon)
+    return a, bias - mean * a

@@ -20,7 +20,7 @@ import numpy as np
 
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops import compiled
-from onnxflow.ops._common import accumulation_dtype
+from onnxflow.ops._common import accumulation_dtype, factor_and_shift
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
 from onnxflow.traits import NONE, RANDOM, Built, NumpyCall, Traits, native_form
@@ -101,7 +101,7 @@ def _batch_norm(
     if not training:
         m, v = (_per_channel(_work(p), rank) for p in (mean, var))
         # per channel, y = x * a + c: two passes over x instead of four
-        a, c = _factor_and_shift(s, b, m, v, w.dtype.type(epsilon))
+        a, c = factor_and_shift(s, b, m, v, w.dtype.type(epsilon))
         y = np.multiply(w, a, out=w if in_place and w is x else None)
         np.add(y, c, out=y)
         return (y.astype(x.dtype, copy=False),)
@@ -137,15 +137,6 @@ def _batch_norm_kernel(
     return _affine(params, epsilon, run, over_x)
 
 
-def _factor_and_shift(
-    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: np.generic
-) -> tuple[np.ndarray, np.ndarray]:
-    """Inference BatchNormalization's per-channel ``a = scale / sqrt(var + epsilon)`` and
-    ``bias - mean * a``: Y is ``X * a`` plus it."""
-    a = scale / np.sqrt(var + epsilon)
-    return a, bias - mean * a
-
-
 def _affine(
     params: list[np.ndarray],
     epsilon: float,
@@ -153,13 +144,13 @@ def _affine(
     over_x: Callable[..., np.ndarray],
 ) -> Built:
     """Inference BatchNormalization of float32 X with constant scale, bias, mean and var: the
-    per-channel factor and shift (:func:`_factor_and_shift`) made once, here, where
+    per-channel factor and shift (:func:`factor_and_shift`) made once, here, where
     :func:`_batch_norm` makes them on every call (the same float32 operations, so the same
     bits), then ``X * a + shift`` in two passes; other X as ``run`` and ``over_x``."""
     scale, bias, mean, var = params
     if not all(p.dtype == np.float32 and p.ndim == 1 for p in params):
         return Built(run, Traits(fresh=True, in_place=over_x))
-    a, shift = _factor_and_shift(scale, bias, mean, var, np.float32(epsilon))
+    a, shift = factor_and_shift(scale, bias, mean, var, np.float32(epsilon))
 
     def fixed(x: np.ndarray, *_: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if x.dtype != np.float32 or x.ndim < 2 or x.shape[1] != a.shape[0]:

@@ -47,6 +47,7 @@ from typing import Any
 from onnx import GraphProto, NodeProto
 
 from onnxflow.compile.passes import (
+    batch_norm_affine,
     fold,
     fold_batch_norm,
     functions,
@@ -99,7 +100,8 @@ class Pass:
     always: bool = False
 
 
-#: The passes in the order they run. Float16 widening sees the model as written; hoisting
+#: The passes in the order they run. Float16 widening sees the model as written, and the
+#: batch norms it leaves between roundings become the scale and shift a region takes; hoisting
 #: splits a loop body as written, before any fusion of what stays in it; the graph fusions come
 #: before the shape memo, which groups what they leave; the norms before the pointwise regions,
 #: which would take their elementwise tails; a MatMul's bias after them, since a bias Add in a
@@ -107,6 +109,7 @@ class Pass:
 #: folding meet the nodes one by one as they compile.
 PIPELINE: tuple[Pass, ...] = (
     Pass("widen float16", Stage.MODEL, half.widen),
+    Pass("batch norm as scale and shift", Stage.MODEL, batch_norm_affine.batch_norm_affine),
     Pass("hoist", Stage.LOOP_BODY, hoist.hoist),
     Pass("fuse row distances", Stage.LOOP_BODY, fuse_distances.fuse),
     Pass("fuse QDQ convolutions", Stage.GRAPH, fuse_qdq_conv.fuse_qdq_conv),

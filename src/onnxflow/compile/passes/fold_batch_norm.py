@@ -27,8 +27,9 @@ Conv's bias) are such constants of the weight's channel count. Runs that observe
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
-from onnx import AttributeProto, NodeProto, TensorProto, helper
+from onnx import AttributeProto, GraphProto, NodeProto, TensorProto, helper
 
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.domains import is_onnx_op
@@ -46,7 +47,7 @@ def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
         return None
     reads = view.reads()
     producer = {o: n for n in nodes for o in n.output if o}
-    tensors = _constant_tensors(view)
+    tensors = constant_tensors(view.graph, view.constants(), nodes)
     names = view.names()
     replaced: dict[int, list[NodeProto]] = {}
     for bn in nodes:
@@ -59,12 +60,14 @@ def fold_batch_norm(view: GraphView) -> list[NodeProto] | None:
     return [m for n in nodes for m in replaced.get(id(n), [n])]
 
 
-def _constant_tensors(view: GraphView) -> dict[str, TensorProto]:
-    """The dense initializers the caller cannot override and the outputs of Constant nodes
-    holding a tensor (as Paddle exports its weights), by name."""
-    constants = view.constants()
-    tensors = {t.name: t for t in view.graph.initializer if t.name in constants}
-    for node in view.nodes:
+def constant_tensors(
+    graph: GraphProto, constants: set[str], nodes: Sequence[NodeProto]
+) -> dict[str, TensorProto]:
+    """The dense initializers of ``graph`` among ``constants`` (those the caller cannot
+    override) and the outputs of ``nodes`` that are Constant nodes holding a tensor (as Paddle
+    exports its weights), by name."""
+    tensors = {t.name: t for t in graph.initializer if t.name in constants}
+    for node in nodes:
         if is_onnx_op(node, "Constant") and len(node.attribute) == 1 and node.output:
             attr = node.attribute[0]
             if attr.name == "value" and attr.type == AttributeProto.TENSOR:
@@ -79,7 +82,7 @@ def _pair(
     tensors: dict[str, TensorProto],
 ) -> NodeProto | None:
     """The Conv whose output only ``bn`` reads, when the pair folds (see the module)."""
-    if not is_onnx_op(bn, "BatchNormalization") or not _inference(bn):
+    if not is_onnx_op(bn, "BatchNormalization") or not inference_mode(bn):
         return None
     conv = producer.get(bn.input[0])
     if conv is None or not is_onnx_op(conv, "Conv") or reads[bn.input[0]] != 1:
@@ -100,7 +103,7 @@ def _constant_parameters(conv: NodeProto, bn: NodeProto, tensors: dict[str, Tens
     return all(p in tensors and list(tensors[p].dims) == channels for p in params)
 
 
-def _inference(bn: NodeProto) -> bool:
+def inference_mode(bn: NodeProto) -> bool:
     """Whether the BatchNormalization computes with its given statistics, one output."""
     attrs = {a.name: helper.get_attribute_value(a) for a in bn.attribute}
     if set(attrs) - {"epsilon", "momentum", "spatial", "training_mode"}:

@@ -24,7 +24,7 @@ from collections import Counter
 
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from onnxflow.compile.passes.fold_batch_norm import _constant_tensors
+from onnxflow.compile.passes.fold_batch_norm import constant_tensors
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.domains import is_onnx_op
 from onnxflow.ops.pass_made import CONV_ACTIVATION, FUSED_DOMAIN
@@ -49,7 +49,7 @@ def fuse_conv_activation(view: GraphView) -> list[NodeProto] | None:
     for n in nodes:
         for name in n.input:
             readers.setdefault(name, []).append(n)
-    tensors = _with_reshaped(view, _constant_tensors(view))
+    tensors = _with_reshaped(view, constant_tensors(view.graph, view.constants(), view.nodes))
     replaced: dict[int, list[NodeProto]] = {}
     for conv in nodes:
         chain = _chain(conv, _Reads(reads, readers), tensors)

@@ -244,6 +244,26 @@ def _widen_graph(graph: GraphProto, rewrite: _Rewrite, top: bool = False) -> Non
         nodes.extend(_widen_node(node, half_values, rewrite))
     del graph.node[:]
     graph.node.extend(nodes)
+    _declare_unrounded(graph)
+
+
+def _declare_unrounded(graph: GraphProto) -> None:
+    """Declare the unrounded results the HalfRound nodes read as float32 tensors of their
+    rounded values' shapes, so that the passes after this one know their types (the pointwise
+    regions take only values known to be float32)."""
+    declared = {vi.name: vi for vi in [*graph.input, *graph.value_info, *graph.output]}
+    for node in graph.node:
+        if node.op_type != HALF_ROUND or node.domain != FUSED_DOMAIN:
+            continue
+        raw, out = node.input[0], declared.get(node.output[0])
+        if raw in declared or out is None or not out.type.HasField("tensor_type"):
+            continue
+        info = ValueInfoProto()
+        info.CopyFrom(out)
+        info.name = raw
+        info.type.tensor_type.elem_type = FLOAT
+        graph.value_info.append(info)
+        declared[raw] = info
 
 
 def _widen_node(node: NodeProto, half_values: set[str], rewrite: _Rewrite) -> list[NodeProto]:

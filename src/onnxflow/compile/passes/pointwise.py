@@ -37,6 +37,7 @@ from onnxflow.ops.pass_made import FUSED_DOMAIN, POINTWISE
 ARITY = {
     "add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "clip": 3,
     "neg": 1, "abs": 1, "sqrt": 1, "reciprocal": 1, "relu": 1, "erf": 1, "sigmoid": 1,
+    "half": 1,
 }  # fmt: skip
 #: Groups of fewer nodes stay as written.
 MIN_NODES = 2

@@ -322,6 +322,7 @@ def _shared(table: np.ndarray) -> np.ndarray:
         elementwise=True,
         in_place=_half_round_over_x,
         native=native_form(_half_round_compiled if _HALF else None, _half_round_compiled_over_x),
+        pointwise="half",
     ),
 )
 def half_round(x: np.ndarray, over: bool = False) -> np.ndarray:
