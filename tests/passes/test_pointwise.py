@@ -175,3 +175,34 @@ def test_long_chains_are_cut_so_terminate_is_read_between_regions():
     assert regions == -(-61 // MAX_NODES) and "for Neg" not in code
     x = _x()
     assert np.array_equal(fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize(
+    "other_shape", [(24, 1, 1), (1, 24, 1, 1), (12, 96), (96,), (12, 1), (24, 12, 1), (7, 1, 1, 1)]
+)
+def test_broadcast_operands_across_chunks(other_shape):
+    """Operands repeated along an image whose runs and periods do not divide the region's
+    chunk: a channel's value over 1152 elements, a (12, 96) plane of period 1152, rows of 96,
+    runs of 96 with a period of 12 or 288; the batch's value over a whole image."""
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["a"]),
+        helper.make_node("Add", ["a", "w"], ["b"]),
+        helper.make_node("Relu", ["b"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", F, ["N", 24, 12, 96]),
+            helper.make_tensor_value_info("w", F, None),
+        ],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fused, written = _sessions(model)
+    assert fused.source().count("for Pointwise") == 1
+    rng = np.random.default_rng(len(other_shape))
+    n = 7 if other_shape[0] == 7 else 2
+    feeds = {"x": _x((n, 24, 12, 96)), "w": rng.standard_normal(other_shape).astype("f")}
+    expected = written.run(None, feeds)[0]
+    assert np.array_equal(fused.run(None, feeds)[0], expected)

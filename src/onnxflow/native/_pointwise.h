@@ -14,7 +14,10 @@
 #include <string.h>
 
 #include "_mathkern.h" /* of_erf, of_sigmoid: the compiled Erf's and Sigmoid's own functions */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function" /* the region uses one of _half.h's loops */
 #include "_half.h"     /* onnxflow_half_round: the compiled HalfRound's own loop */
+#pragma GCC diagnostic pop
 
 #define PW_CHUNK 1024 /* the most elements a chunk holds */
 
@@ -67,20 +70,33 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
 
 #pragma GCC pop_options
 
-/* Elements [start, start + m) of an operand broadcast with (inner, period), into buf. */
+/* Elements [start, start + m) of an operand broadcast with (inner, period), into buf: runs of
+ * one value each (inner > 1: a per-channel operand repeats each value over a channel's
+ * elements), or stretches of the operand itself (inner 1: it repeats with its period). */
 static void pw_load(const float *src, long inner, long period, long start, long m, float *buf)
 {
-    long i, q = start / inner, r = start % inner, k = q % period;
+    long i = 0, j, run, r = start % inner, k = (start / inner) % period;
+    float v;
     if (period == 1) {
         for (i = 0; i < m; i++) buf[i] = src[0];
         return;
     }
-    for (i = 0; i < m; i++) {
-        buf[i] = src[k];
-        if (++r == inner) {
-            r = 0;
-            if (++k == period) k = 0;
+    if (inner == 1) {
+        while (i < m) {
+            run = period - k < m - i ? period - k : m - i;
+            memcpy(buf + i, src + k, sizeof(float) * (size_t)run);
+            i += run;
+            k = 0;
         }
+        return;
+    }
+    while (i < m) {
+        run = inner - r < m - i ? inner - r : m - i;
+        v = src[k];
+        for (j = 0; j < run; j++) buf[i + j] = v;
+        i += run;
+        r = 0;
+        if (++k == period) k = 0;
     }
 }
 
