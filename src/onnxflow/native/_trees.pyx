@@ -16,7 +16,7 @@ row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums
 the other from 0.0; pairwise, as NumPy does, when its chunk holds one row).
 """
 
-from libc.stdint cimport int32_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 
 ctypedef fused real:
@@ -307,3 +307,122 @@ cdef class PackedForest:
     ):
         if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
             raise ValueError("input of the wrong float type, no features, or output of the wrong shape")
+
+
+cdef extern from "<math.h>" nogil:
+    double exp(double x)
+
+cdef enum:
+    NONE = 0
+    SOFTMAX = 1
+    LOGISTIC = 2
+    SOFTMAX_ZERO = 3
+    REGRESSION = 0  # Post modes: scores only
+    CLASSES = 1  # the top class, and the scores of every class
+    ONE_SCORE = 2  # two classes from the positive one's score
+
+
+cdef Py_ssize_t top_class(const double* s, const double* mask, Py_ssize_t n) noexcept nogil:
+    """NumPy's argmax of s + mask: the first largest, or the first NaN."""
+    cdef Py_ssize_t j, best = 0
+    cdef double v, top = s[0] + mask[0]
+    if top != top:
+        return 0
+    for j in range(1, n):
+        v = s[j] + mask[j]
+        if not v <= top:
+            top, best = v, j
+            if top != top:
+                return best
+    return best
+
+
+cdef void transform_row(double* s, Py_ssize_t n, int how) noexcept nogil:
+    """post_transform NONE, SOFTMAX, LOGISTIC or SOFTMAX_ZERO of one row, in place, as
+    ``common.transform_scores`` computes it (its sums from 0.0 in order, as NumPy sums a short
+    row; exp from libm, NumPy's may differ in the last bit of a double)."""
+    cdef Py_ssize_t j
+    cdef double top, total = 0.0
+    if how == LOGISTIC:
+        for j in range(n):
+            s[j] = 1.0 / (1.0 + exp(-s[j]))
+        return
+    if how != SOFTMAX and how != SOFTMAX_ZERO:
+        return
+    top = s[0]
+    for j in range(n):  # np.max: the first NaN wins
+        if top != top:
+            break
+        if s[j] > top or s[j] != s[j]:
+            top = s[j]
+    for j in range(n):
+        s[j] = 0.0 if how == SOFTMAX_ZERO and s[j] == 0 else exp(s[j] - top)
+        total += s[j]
+    for j in range(n):
+        s[j] = 0.0 if how == SOFTMAX_ZERO and not total > 0 else s[j] / total
+
+
+cdef class Post:
+    """What a tree ensemble does to its [N, targets] float64 aggregate, in one pass: adds
+    base values, picks each row's top class (classifiers), applies the post_transform and
+    rounds to float32, as the NumPy form does it step by step."""
+
+    cdef const double[::1] base, mask
+    cdef const int64_t[::1] labels
+    cdef int how, mode
+    cdef double threshold
+    cdef bint probability
+    cdef Py_ssize_t width
+
+    def __init__(
+        self, const double[::1] base, int how, int mode, const double[::1] mask,
+        const int64_t[::1] labels, double threshold, bint probability,
+    ):
+        if how < 0 or how > SOFTMAX_ZERO or mode < 0 or mode > ONE_SCORE or base.shape[0] == 0:
+            raise ValueError("an unknown post_transform or mode, or no base values")
+        if mode == CLASSES and mask.shape[0] != base.shape[0]:
+            raise ValueError("one mask value per class")
+        self.base, self.how, self.mode, self.mask, self.labels = base, how, mode, mask, labels
+        self.threshold, self.probability = threshold, probability
+        self.width = 2 if mode == ONE_SCORE else base.shape[0]
+
+    def __call__(self, const double[:, ::1] summed, float[:, ::1] out, int64_t[::1] top):
+        """out = the scores, top = each row's label (its class index where no int64 labels
+        were given; unused for a regression) of the aggregate ``summed``."""
+        cdef Py_ssize_t n = summed.shape[0], r, j
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        if (summed.shape[1] < cols if self.mode == ONE_SCORE else summed.shape[1] != cols) or (
+            out.shape[0] != n or out.shape[1] != self.width
+        ):
+            raise ValueError("an aggregate or output of the wrong shape")
+        if self.mode != REGRESSION and top.shape[0] != n:
+            raise ValueError("one top label per row")
+        cdef double* row = <double*>malloc(max(cols, 2) * sizeof(double))
+        if row == NULL:
+            raise MemoryError()
+        with nogil:
+            for r in range(n):
+                for j in range(cols):
+                    row[j] = summed[r, j] + self.base[j]
+                if self.mode == ONE_SCORE:
+                    self._one_score(row, r, top)
+                elif self.mode == CLASSES:
+                    j = top_class(row, &self.mask[0], cols)
+                    top[r] = self.labels[j] if self.labels.shape[0] else j
+                if self.mode != ONE_SCORE:
+                    transform_row(row, cols, self.how)
+                for j in range(self.width):
+                    out[r, j] = <float>row[j]
+        free(row)
+
+    cdef void _one_score(self, double* row, Py_ssize_t r, int64_t[::1] top) noexcept nogil:
+        """row[0:2] = ``common.binary_scores`` of the positive score row[0]; top[r] its label."""
+        cdef double p = row[0]
+        cdef Py_ssize_t j = 1 if p > self.threshold else 0
+        top[r] = self.labels[j] if self.labels.shape[0] else j
+        if self.probability:
+            row[0], row[1] = 1.0 - p, p
+        elif self.how == LOGISTIC:
+            row[0], row[1] = 1.0 / (1.0 + exp(p)), 1.0 / (1.0 + exp(-p))
+        else:
+            row[0], row[1] = -p, p

@@ -140,3 +140,61 @@ def compiled_scores(
         return out / n_trees if how == "AVERAGE" else out
 
     return scores
+
+
+#: post_transform codes of :class:`onnxflow.native._trees.Post` (PROBIT has none).
+_TRANSFORMS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3}
+_REGRESSION, _CLASSES, _ONE_SCORE = range(3)
+_NONE = np.zeros(0, np.int64)
+
+
+def compiled_finish(
+    mod: ModuleType | None, spec: Any, fallback: Callable[[np.ndarray], Any]
+) -> Callable[[np.ndarray], Any]:
+    """A tree ensemble's :class:`onnxflow.ops.ml.trees.Finish` done by ``mod``'s ``Post``
+    (:mod:`onnxflow.native._trees`), one pass per row; ``fallback`` (its NumPy form) where
+    that does not apply. Results: bit for bit, but for libm's exp against NumPy's (within
+    one float32 ulp) under SOFTMAX, SOFTMAX_ZERO and LOGISTIC."""
+    labels = spec.labels
+    if mod is None or spec.transform not in _TRANSFORMS or len(spec.base) < 1:
+        return fallback
+    base = np.ascontiguousarray(spec.base, np.float64)
+    mode = _REGRESSION if labels is None else _ONE_SCORE if spec.one_score else _CLASSES
+    mask = np.zeros(0) if spec.never_voted is None else np.asarray(spec.never_voted, np.float64)
+    ints = labels is not None and labels.dtype == np.int64
+    post = mod.Post(
+        base, _TRANSFORMS[spec.transform], mode, mask, labels if ints else _NONE,
+        0.5 if spec.all_positive else 0.0, spec.all_positive,
+    )  # fmt: skip
+    cols = 2 if mode == _ONE_SCORE else len(base)
+    if mode == _REGRESSION:
+        return _regression(post)
+    return _classes(post, cols, None if ints else labels)
+
+
+def _regression(post: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """[N, targets] aggregate -> float32 scores through ``post``."""
+
+    def run(summed: np.ndarray) -> np.ndarray:
+        summed = np.ascontiguousarray(summed, np.float64)
+        out = np.empty(summed.shape, np.float32)
+        post(summed, out, _NONE)
+        return out
+
+    return run
+
+
+def _classes(
+    post: Any, cols: int, labels: np.ndarray | None
+) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """[N, classes] aggregate -> (labels, float32 scores) through ``post``; ``labels``: the
+    labels to index (None: ``post`` writes the int64 labels itself)."""
+
+    def run(summed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        summed = np.ascontiguousarray(summed, np.float64)
+        out = np.empty((len(summed), cols), np.float32)
+        top = np.empty(len(summed), np.int64)
+        post(summed, out, top)
+        return (top if labels is None else labels[top]), out
+
+    return run
