@@ -156,23 +156,32 @@ def category_mapper(
     return np.array(out, dtype=object).reshape(x.shape)
 
 
-@op("ZipMap", 1, domain=ML_DOMAIN)
+@op("ZipMap", 1, domain=ML_DOMAIN, build=True)
 def zip_map(
-    x: np.ndarray,
+    node: NodeContext,
     *,
     classlabels_int64s: list[int] | None = None,
     classlabels_strings: list[str] | None = None,
-) -> list[dict[Any, float]]:
-    """Return one {label: score} map per row of ``x``."""
-    _, labels = _one(
-        "ZipMap labels",
-        classlabels_int64s=classlabels_int64s,
-        classlabels_strings=classlabels_strings,
-    )
-    rows = as_2d(x)
-    if rows.shape[1] != len(labels):
-        raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
-    return [dict(zip(labels, row)) for row in rows.astype(np.float32).tolist()]
+) -> Callable[[np.ndarray], list[dict[Any, float]]]:
+    """Return the function giving one {label: score} map per row of its input (the labels
+    checked once, when the session is made)."""
+    try:
+        _, given = _one(
+            "ZipMap labels",
+            classlabels_int64s=classlabels_int64s,
+            classlabels_strings=classlabels_strings,
+        )
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    labels = list(given)
+
+    def run(x: np.ndarray) -> list[dict[Any, float]]:
+        rows = as_2d(x)
+        if rows.shape[1] != len(labels):
+            raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
+        return [dict(zip(labels, row)) for row in rows.astype(np.float32).tolist()]
+
+    return run
 
 
 _CAST_TO = {"TO_FLOAT": np.float32, "TO_STRING": object, "TO_INT64": np.int64}
