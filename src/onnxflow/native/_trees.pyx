@@ -229,6 +229,33 @@ cdef void sum_row(
             out[j] += w[j]
 
 
+cdef void sum_rows4(
+    const int32_t* slots, Py_ssize_t trees, const double* weights, Py_ssize_t targets,
+    double* out,
+) noexcept nogil:
+    """:func:`sum_row` (in tree order) of 4 consecutive rows at once: their sums are
+    independent chains of additions, which the CPU overlaps (slots and out hold the rows one
+    after the other)."""
+    cdef Py_ssize_t t, j, k
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef const double* w
+    if targets == 1:
+        for t in range(trees):
+            a0 += weights[slots[t]]
+            a1 += weights[slots[trees + t]]
+            a2 += weights[slots[2 * trees + t]]
+            a3 += weights[slots[3 * trees + t]]
+        out[0], out[1], out[2], out[3] = a0, a1, a2, a3
+        return
+    for j in range(4 * targets):
+        out[j] = 0.0
+    for t in range(trees):
+        for k in range(4):
+            w = weights + slots[k * trees + t] * targets
+            for j in range(targets):
+                out[k * targets + j] += w[j]
+
+
 cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) noexcept nogil:
     """How many rows the chunk of row r holds when n rows go in chunks of ``chunk``."""
     return min(chunk, n - (r // chunk) * chunk)
@@ -292,11 +319,17 @@ cdef class PackedForest:
             while r0 < n:
                 nr = min(<Py_ssize_t>BLOCK, n - r0)
                 walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
-                for r in range(nr):
+                r = 0
+                while r < nr:
+                    if r + 4 <= nr and chunk_rows(r0 + r + 3, n, self.chunk) > 1:
+                        sum_rows4(block + r * trees, trees, &self.weights[0, 0], targets, &out[r0 + r, 0])
+                        r += 4
+                        continue
                     sum_row(
                         block + r * trees, trees, &self.weights[0, 0], targets,
                         chunk_rows(r0 + r, n, self.chunk) == 1, &out[r0 + r, 0], scratch,
                     )
+                    r += 1
                 r0 += BLOCK
         free(block)
         free(scratch)
