@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -156,7 +157,21 @@ def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
         returned.add(id(root))
         return value
     if isinstance(value, list):
+        if _scalar_maps(value):  # ZipMap's rows: new dicts, nothing in them to detach
+            return list(map(dict.copy, value))
         return [_detach(v, protected, returned) for v in value]
     if isinstance(value, dict):
         return {k: _detach(v, protected, returned) for k, v in value.items()}
     return value
+
+
+#: Values with no memory to detach: immutable Python scalars.
+_SCALARS = frozenset({float, int, str, bool})
+
+
+def _scalar_maps(value: list[Any]) -> bool:
+    """Whether ``value`` is a non-empty list of dicts whose values are all Python scalars
+    (told by C-level passes over the values' types, not one call per value)."""
+    if not value or set(map(type, value)) != {dict}:
+        return False
+    return set(map(type, chain.from_iterable(map(dict.values, value)))) <= _SCALARS

@@ -6,6 +6,7 @@ CastMap-1, CategoryMapper-1, DictVectorizer-1, LabelEncoder-1/2/4, ZipMap-1.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -179,7 +180,8 @@ def zip_map(
         rows = as_2d(x)
         if rows.shape[1] != len(labels):
             raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
-        return [dict(zip(labels, row)) for row in rows.astype(np.float32).tolist()]
+        rows_list = rows.astype(np.float32).tolist()
+        return list(map(dict, map(zip, repeat(labels, len(rows_list)), rows_list)))
 
     return run
 
