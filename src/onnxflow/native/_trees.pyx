@@ -28,6 +28,7 @@ cdef enum:
     MEMBER = 1 << 27
     LANES = 32  # (row, tree) pairs walked in lock step
     BLOCK = 256  # rows walked through all trees before their sums
+    GROUP = 8  # rows walked together, their nodes in registers (forests without sets)
 
 
 cdef struct Forest:
@@ -39,6 +40,7 @@ cdef struct Forest:
     const int32_t* member_end
     const void* member_values  # each set sorted, in the forest's float type
     bint even  # all trees of one depth
+    bint members  # some node tests set membership
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -88,14 +90,48 @@ cdef void walk_tile(
     cdef const real* rows[LANES]
     cdef Py_ssize_t i, d
     cdef Py_ssize_t slot = sizeof(real) // 4 + 2
-    for i in range(nr):
+    cdef Py_ssize_t grouped = 0 if f.members else nr - nr % GROUP
+    i = 0
+    while i < grouped:
+        walk_group(f.nodes, f.roots[t], f.depth[t], x + (r0 + i) * n_features, n_features, node + i)
+        i += GROUP
+    for i in range(grouped, nr):
         node[i] = f.roots[t]
         rows[i] = x + (r0 + i) * n_features
     for d in range(f.depth[t]):
-        for i in range(nr):
+        for i in range(grouped, nr):
             node[i] = step(f, node[i], rows[i])
     for i in range(nr):
         out[i * f.trees + t] = f.nodes[node[i] * words(<real>0) + slot]
+
+
+cdef inline int32_t plain_step(const int32_t* nodes, int32_t node, const real* row) noexcept nogil:
+    """:func:`step` in a forest without membership nodes: no branch at all."""
+    cdef Py_ssize_t k = sizeof(real) // 4
+    cdef const int32_t* nd = nodes + node * words(<real>0)
+    cdef real t = (<const real*>nd)[0]
+    cdef uint32_t fm = <uint32_t>nd[k]
+    cdef real v = row[fm & FEATURE]
+    cdef uint32_t code = (v > t) + (v >= t) + 3 * (v != v)
+    return nd[k + 1 + ((fm >> (28 + code)) & 1)]
+
+
+cdef inline void walk_group(
+    const int32_t* nodes, int32_t root, Py_ssize_t depth, const real* x, Py_ssize_t n_features,
+    int32_t* reached,
+) noexcept nogil:
+    """Walk GROUP consecutive rows from x through the tree at ``root`` for its depth, in a
+    forest without membership nodes: reached[i] = the node row i ends on. The lanes' nodes
+    stay in registers from step to step (no store and load between them)."""
+    cdef int32_t node[GROUP]
+    cdef Py_ssize_t i, d
+    for i in range(GROUP):
+        node[i] = root
+    for d in range(depth):
+        for i in range(GROUP):
+            node[i] = plain_step(nodes, node[i], x + i * n_features)
+    for i in range(GROUP):
+        reached[i] = node[i]
 
 
 cdef void walk_trees(
@@ -291,6 +327,9 @@ cdef class PackedForest:
         self.f.member_end = &member_end[0]
         self.f.member_values = &member_values[0]
         self.f.even = True
+        self.f.members = False
+        for i in range(width // 2 - 1, nodes.shape[0], width):  # the fm word of each node
+            self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
         for i in range(depth.shape[0]):
             self.f.even = self.f.even and depth[i] == depth[0]
 
