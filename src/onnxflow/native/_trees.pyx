@@ -17,7 +17,7 @@ the other from 0.0; pairwise, as NumPy does, when its chunk holds one row).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 
 ctypedef fused real:
     float
@@ -41,6 +41,7 @@ cdef struct Forest:
     const void* member_values  # each set sorted, in the forest's float type
     bint even  # all trees of one depth
     bint members  # some node tests set membership
+    const int32_t* order  # the trees by depth, shallowest first
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -194,11 +195,60 @@ cdef void walk_jobs(
                 node[i], rows[i], at[i] = node[active], rows[active], at[active]
 
 
+cdef inline void walk_trees_of_row(
+    const int32_t* nodes, const int32_t* roots, Py_ssize_t depth, const real* row,
+    int32_t* reached,
+) noexcept nogil:
+    """Walk one row through GROUP trees (their roots given) for ``depth`` steps, in a forest
+    without membership nodes, the lanes' nodes in registers: reached[i] = tree i's node."""
+    cdef int32_t node[GROUP]
+    cdef Py_ssize_t i, d
+    for i in range(GROUP):
+        node[i] = roots[i]
+    for d in range(depth):
+        for i in range(GROUP):
+            node[i] = plain_step(nodes, node[i], row)
+    for i in range(GROUP):
+        reached[i] = node[i]
+
+
+cdef void walk_rows(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows of a forest
+    without membership nodes: each row through GROUP trees at a time, taken in order of depth
+    (a group walks for the depth of its deepest, which its others little fall short of)."""
+    cdef int32_t roots[GROUP]
+    cdef int32_t reached[GROUP]
+    cdef Py_ssize_t r, g, i, t, d, slot = sizeof(real) // 4 + 2
+    cdef int32_t node
+    cdef const real* row
+    for r in range(nr):
+        row = x + r * n_features
+        g = 0
+        while g + GROUP <= f.trees:
+            for i in range(GROUP):
+                roots[i] = f.roots[f.order[g + i]]
+            walk_trees_of_row(f.nodes, roots, f.depth[f.order[g + GROUP - 1]], row, reached)
+            for i in range(GROUP):
+                out[r * f.trees + f.order[g + i]] = f.nodes[reached[i] * words(<real>0) + slot]
+            g += GROUP
+        for g in range(g, f.trees):  # the deepest few, one at a time
+            t = f.order[g]
+            node = f.roots[t]
+            for d in range(f.depth[t]):
+                node = plain_step(f.nodes, node, row)
+            out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
+
+
 cdef void walk_block(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
+    if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
+        walk_rows(f, x, n_features, nr, out)
+        return
     if nr < LANES and not f.even:  # lanes across trees of unequal depths: each to its leaf
         walk_jobs(f, x, n_features, nr, out)
         return
@@ -297,6 +347,29 @@ cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) 
     return min(chunk, n - (r // chunk) * chunk)
 
 
+cdef int32_t* by_depth(const int32_t[::1] depth):
+    """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
+    out of memory."""
+    cdef Py_ssize_t n = depth.shape[0], i, top = 0
+    for i in range(n):
+        top = max(top, <Py_ssize_t>depth[i])
+    cdef int32_t* order = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+    cdef Py_ssize_t* start = <Py_ssize_t*>calloc(top + 2, sizeof(Py_ssize_t))
+    if order == NULL or start == NULL:
+        free(order)
+        free(start)
+        return NULL
+    for i in range(n):
+        start[depth[i] + 1] += 1
+    for i in range(top + 1):
+        start[i + 1] += start[i]
+    for i in range(n):
+        order[start[depth[i]]] = <int32_t>i
+        start[depth[i]] += 1
+    free(start)
+    return order
+
+
 cdef class PackedForest:
     """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
     the arrays it is made of are kept, not copied."""
@@ -306,6 +379,7 @@ cdef class PackedForest:
     cdef const unsigned char[::1] member_values
     cdef const double[:, ::1] weights
     cdef Py_ssize_t chunk, width
+    cdef int32_t* order
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -332,6 +406,13 @@ cdef class PackedForest:
             self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
         for i in range(depth.shape[0]):
             self.f.even = self.f.even and depth[i] == depth[0]
+        self.order = by_depth(depth)
+        if self.order == NULL:
+            raise MemoryError()
+        self.f.order = self.order
+
+    def __dealloc__(self):
+        free(self.order)
 
     def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
         """out[r, t] = the leaf slot row r of x reaches in tree t."""

@@ -26,6 +26,8 @@ class Detacher:
         earlier value."""
         if all_fresh(values):  # made by this run's kernels, each once: nothing to copy
             return values
+        if _fresh_or_maps(values):  # ZipMap's rows beside fresh arrays: new dicts, no lookup
+            return [list(map(dict.copy, v)) if v.__class__ is list else v for v in values]
         protected = roots(feeds) | self._constant_roots
         returned: set[int] = set()
         return [_detach(v, protected, returned) for v in values]
@@ -175,3 +177,12 @@ def _scalar_maps(value: list[Any]) -> bool:
     if not value or set(map(type, value)) != {dict}:
         return False
     return set(map(type, chain.from_iterable(map(dict.values, value)))) <= _SCALARS
+
+
+def _fresh_or_maps(values: list[Any]) -> bool:
+    """Whether each value is a fresh array (see :func:`all_fresh`) or a list of maps of
+    Python scalars, and at least one is such a list."""
+    arrays = [v for v in values if v.__class__ is not list]
+    if len(arrays) == len(values) or not all_fresh(arrays):
+        return False
+    return all(_scalar_maps(v) for v in values if v.__class__ is list)
