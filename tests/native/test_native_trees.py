@@ -453,7 +453,9 @@ def test_compiled_finish_against_numpy(transform, classes, labels):
         [f"c{i}" for i in range(classes)], dtype=object)  # fmt: skip
     rng = np.random.default_rng(classes)
     for spec in _finishes(classes, transform, names):
-        compiled, numpy_form = trees.packed_finish(spec), trees.numpy_finish(spec)
+        aggregate = np.asarray  # the finish of a given aggregate (x is the aggregate)
+        compiled = trees.packed_finish(spec, aggregate)
+        numpy_form = trees.numpy_finish(spec, aggregate)
         assert compiled.__module__ == "onnxflow.ops.ml.packed_forest"  # not the NumPy steps
         for n in (0, 1, 5, 300):
             summed = _aggregates(rng, n, classes)
@@ -479,9 +481,18 @@ def test_the_compiled_finish_is_what_runs(monkeypatch):
             made.append(args[2])  # the mode: 0 regression, 1 classes, 2 one score
             super().__init__(*args)
 
+    from onnxflow.ops.ml import packed_forest
+
+    fused = []
+    fuse = packed_forest._fused
     monkeypatch.setattr(_trees, "Post", Counted)
+    monkeypatch.setattr(packed_forest, "_fused", lambda *a: fused.append(a) or fuse(*a))
     for kind in ("rf_regressor", "rf_classifier"):
         model, feeds = _converted(kind, 3)
         compiled, numpy_form = both_forms(model, feeds)
         assert_same(compiled, numpy_form)
-    assert sorted(made) == [0, 1]
+        # a column-major (not C-contiguous) input takes the two-step path: same results
+        x = np.asfortranarray(next(iter(feeds.values())))
+        compiled, numpy_form = both_forms(model, {next(iter(feeds)): x})
+        assert_same(compiled, numpy_form)
+    assert sorted(made) == [0, 0, 1, 1] and len(fused) == 4  # the walk, sums and Post in one call

@@ -347,121 +347,6 @@ cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) 
     return min(chunk, n - (r // chunk) * chunk)
 
 
-cdef int32_t* by_depth(const int32_t[::1] depth):
-    """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
-    out of memory."""
-    cdef Py_ssize_t n = depth.shape[0], i, top = 0
-    for i in range(n):
-        top = max(top, <Py_ssize_t>depth[i])
-    cdef int32_t* order = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-    cdef Py_ssize_t* start = <Py_ssize_t*>calloc(top + 2, sizeof(Py_ssize_t))
-    if order == NULL or start == NULL:
-        free(order)
-        free(start)
-        return NULL
-    for i in range(n):
-        start[depth[i] + 1] += 1
-    for i in range(top + 1):
-        start[i + 1] += start[i]
-    for i in range(n):
-        order[start[depth[i]]] = <int32_t>i
-        start[depth[i]] += 1
-    free(start)
-    return order
-
-
-cdef class PackedForest:
-    """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
-    the arrays it is made of are kept, not copied."""
-
-    cdef Forest f
-    cdef const int32_t[::1] nodes, roots, depth, member_start, member_end
-    cdef const unsigned char[::1] member_values
-    cdef const double[:, ::1] weights
-    cdef Py_ssize_t chunk, width
-    cdef int32_t* order
-
-    def __init__(
-        self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
-        const int32_t[::1] depth, const int32_t[::1] member_start,
-        const int32_t[::1] member_end, const unsigned char[::1] member_values,
-        const double[:, ::1] weights, Py_ssize_t chunk,
-    ):
-        cdef Py_ssize_t i
-        if roots.shape[0] == 0 or depth.shape[0] != roots.shape[0] or width not in (4, 6):
-            raise ValueError("a packed forest needs trees, one depth each, 4 or 6 words a node")
-        self.nodes, self.roots, self.depth = nodes, roots, depth
-        self.member_start, self.member_end, self.member_values = member_start, member_end, member_values
-        self.weights, self.chunk, self.width = weights, max(chunk, 1), width
-        self.f.nodes = &nodes[0]
-        self.f.roots = &roots[0]
-        self.f.depth = &depth[0]
-        self.f.trees = roots.shape[0]
-        self.f.member_start = &member_start[0]
-        self.f.member_end = &member_end[0]
-        self.f.member_values = &member_values[0]
-        self.f.even = True
-        self.f.members = False
-        for i in range(width // 2 - 1, nodes.shape[0], width):  # the fm word of each node
-            self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
-        for i in range(depth.shape[0]):
-            self.f.even = self.f.even and depth[i] == depth[0]
-        self.order = by_depth(depth)
-        if self.order == NULL:
-            raise MemoryError()
-        self.f.order = self.order
-
-    def __dealloc__(self):
-        free(self.order)
-
-    def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
-        """out[r, t] = the leaf slot row r of x reaches in tree t."""
-        cdef Py_ssize_t n = x.shape[0], r0 = 0
-        self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.f.trees)
-        with nogil:
-            while r0 < n:
-                walk_block(&self.f, &x[r0, 0], x.shape[1], min(<Py_ssize_t>BLOCK, n - r0), &out[r0, 0])
-                r0 += BLOCK
-
-    def sums(self, const real[:, ::1] x, double[:, ::1] out):
-        """out[r, j] = the sum of weights[slot, j] over the leaves row r reaches, trees in order,
-        as NumPy sums a [trees, rows] chunk over its first axis."""
-        cdef Py_ssize_t n = x.shape[0], r0 = 0, r, nr, trees = self.f.trees
-        cdef Py_ssize_t targets = self.weights.shape[1]
-        self._check(n, x.shape[1], words(<real>0), out.shape[0], out.shape[1], targets)
-        cdef int32_t* block = <int32_t*>malloc(BLOCK * trees * sizeof(int32_t))
-        cdef double* scratch = <double*>malloc(trees * sizeof(double))
-        if block == NULL or scratch == NULL:
-            free(block)
-            free(scratch)
-            raise MemoryError()
-        with nogil:
-            while r0 < n:
-                nr = min(<Py_ssize_t>BLOCK, n - r0)
-                walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
-                r = 0
-                while r < nr:
-                    if r + 4 <= nr and chunk_rows(r0 + r + 3, n, self.chunk) > 1:
-                        sum_rows4(block + r * trees, trees, &self.weights[0, 0], targets, &out[r0 + r, 0])
-                        r += 4
-                        continue
-                    sum_row(
-                        block + r * trees, trees, &self.weights[0, 0], targets,
-                        chunk_rows(r0 + r, n, self.chunk) == 1, &out[r0 + r, 0], scratch,
-                    )
-                    r += 1
-                r0 += BLOCK
-        free(block)
-        free(scratch)
-
-    cdef _check(
-        self, Py_ssize_t n, Py_ssize_t features, Py_ssize_t width, Py_ssize_t out_rows,
-        Py_ssize_t out_cols, Py_ssize_t cols,
-    ):
-        if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
-            raise ValueError("input of the wrong float type, no features, or output of the wrong shape")
-
-
 cdef extern from "<math.h>" nogil:
     double exp(double x)
 
@@ -542,33 +427,48 @@ cdef class Post:
     def __call__(self, const double[:, ::1] summed, float[:, ::1] out, int64_t[::1] top):
         """out = the scores, top = each row's label (its class index where no int64 labels
         were given; unused for a regression) of the aggregate ``summed``."""
-        cdef Py_ssize_t n = summed.shape[0], r, j
+        cdef Py_ssize_t n = summed.shape[0]
+        self.check(n, summed.shape[1], out, top)
+        cdef double* row = <double*>malloc(max(summed.shape[1], 2) * sizeof(double))
+        if row == NULL:
+            raise MemoryError()
+        if n:
+            with nogil:
+                self.finish_rows(&summed[0, 0], summed.shape[1], n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+        free(row)
+
+    cdef check(self, Py_ssize_t n, Py_ssize_t targets, float[:, ::1] out, int64_t[::1] top):
+        """Raise ValueError unless an [n, targets] aggregate fits this post and its outputs."""
         cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
-        if (summed.shape[1] < cols if self.mode == ONE_SCORE else summed.shape[1] != cols) or (
+        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or (
             out.shape[0] != n or out.shape[1] != self.width
         ):
             raise ValueError("an aggregate or output of the wrong shape")
         if self.mode != REGRESSION and top.shape[0] != n:
             raise ValueError("one top label per row")
-        cdef double* row = <double*>malloc(max(cols, 2) * sizeof(double))
-        if row == NULL:
-            raise MemoryError()
-        with nogil:
-            for r in range(n):
-                for j in range(cols):
-                    row[j] = summed[r, j] + self.base[j]
-                if self.mode == ONE_SCORE:
-                    self._one_score(row, r, top)
-                elif self.mode == CLASSES:
-                    j = top_class(row, &self.mask[0], cols)
-                    top[r] = self.labels[j] if self.labels.shape[0] else j
-                if self.mode != ONE_SCORE:
-                    transform_row(row, cols, self.how)
-                for j in range(self.width):
-                    out[r, j] = <float>row[j]
-        free(row)
 
-    cdef void _one_score(self, double* row, Py_ssize_t r, int64_t[::1] top) noexcept nogil:
+    cdef void finish_rows(
+        self, const double* summed, Py_ssize_t stride, Py_ssize_t n, float* out, int64_t* top,
+        double* row,
+    ) noexcept nogil:
+        """The rows of an aggregate ``stride`` values apart, finished into out (``width``
+        apart) and top; ``row``: scratch of max(targets, 2) values."""
+        cdef Py_ssize_t r, j
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        for r in range(n):
+            for j in range(cols):
+                row[j] = summed[r * stride + j] + self.base[j]
+            if self.mode == ONE_SCORE:
+                self._one_score(row, r, top)
+            elif self.mode == CLASSES:
+                j = top_class(row, &self.mask[0], cols)
+                top[r] = self.labels[j] if self.labels.shape[0] else j
+            if self.mode != ONE_SCORE:
+                transform_row(row, cols, self.how)
+            for j in range(self.width):
+                out[r * self.width + j] = <float>row[j]
+
+    cdef void _one_score(self, double* row, Py_ssize_t r, int64_t* top) noexcept nogil:
         """row[0:2] = ``common.binary_scores`` of the positive score row[0]; top[r] its label."""
         cdef double p = row[0]
         cdef Py_ssize_t j = 1 if p > self.threshold else 0
@@ -579,3 +479,166 @@ cdef class Post:
             row[0], row[1] = 1.0 / (1.0 + exp(p)), 1.0 / (1.0 + exp(-p))
         else:
             row[0], row[1] = -p, p
+
+
+cdef int32_t* by_depth(const int32_t[::1] depth):
+    """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
+    out of memory."""
+    cdef Py_ssize_t n = depth.shape[0], i, top = 0
+    for i in range(n):
+        top = max(top, <Py_ssize_t>depth[i])
+    cdef int32_t* order = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+    cdef Py_ssize_t* start = <Py_ssize_t*>calloc(top + 2, sizeof(Py_ssize_t))
+    if order == NULL or start == NULL:
+        free(order)
+        free(start)
+        return NULL
+    for i in range(n):
+        start[depth[i] + 1] += 1
+    for i in range(top + 1):
+        start[i + 1] += start[i]
+    for i in range(n):
+        order[start[depth[i]]] = <int32_t>i
+        start[depth[i]] += 1
+    free(start)
+    return order
+
+
+cdef class PackedForest:
+    """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
+    the arrays it is made of are kept, not copied."""
+
+    cdef Forest f
+    cdef const int32_t[::1] nodes, roots, depth, member_start, member_end
+    cdef const unsigned char[::1] member_values
+    cdef const double[:, ::1] weights
+    cdef Py_ssize_t chunk, width
+    cdef int32_t* order
+
+    def __init__(
+        self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
+        const int32_t[::1] depth, const int32_t[::1] member_start,
+        const int32_t[::1] member_end, const unsigned char[::1] member_values,
+        const double[:, ::1] weights, Py_ssize_t chunk,
+    ):
+        cdef Py_ssize_t i
+        if roots.shape[0] == 0 or depth.shape[0] != roots.shape[0] or width not in (4, 6):
+            raise ValueError("a packed forest needs trees, one depth each, 4 or 6 words a node")
+        self.nodes, self.roots, self.depth = nodes, roots, depth
+        self.member_start, self.member_end, self.member_values = member_start, member_end, member_values
+        self.weights, self.chunk, self.width = weights, max(chunk, 1), width
+        self.f.nodes = &nodes[0]
+        self.f.roots = &roots[0]
+        self.f.depth = &depth[0]
+        self.f.trees = roots.shape[0]
+        self.f.member_start = &member_start[0]
+        self.f.member_end = &member_end[0]
+        self.f.member_values = &member_values[0]
+        self.f.even = True
+        self.f.members = False
+        for i in range(width // 2 - 1, nodes.shape[0], width):  # the fm word of each node
+            self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
+        for i in range(depth.shape[0]):
+            self.f.even = self.f.even and depth[i] == depth[0]
+        self.order = by_depth(depth)
+        if self.order == NULL:
+            raise MemoryError()
+        self.f.order = self.order
+
+    def __dealloc__(self):
+        free(self.order)
+
+    def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
+        """out[r, t] = the leaf slot row r of x reaches in tree t."""
+        cdef Py_ssize_t n = x.shape[0], r0 = 0
+        self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.f.trees)
+        with nogil:
+            while r0 < n:
+                walk_block(&self.f, &x[r0, 0], x.shape[1], min(<Py_ssize_t>BLOCK, n - r0), &out[r0, 0])
+                r0 += BLOCK
+
+    def sums(self, const real[:, ::1] x, double[:, ::1] out):
+        """out[r, j] = the sum of weights[slot, j] over the leaves row r reaches, trees in order,
+        as NumPy sums a [trees, rows] chunk over its first axis."""
+        self._sums(x, out)
+
+    def sums_f32(self, const float[:, ::1] x, double[:, ::1] out):
+        """:meth:`sums` of a float32 input (no dispatch on the input's type: a call at 1 row
+        costs less)."""
+        self._sums(x, out)
+
+    def sums_f64(self, const double[:, ::1] x, double[:, ::1] out):
+        """:meth:`sums` of a float64 input."""
+        self._sums(x, out)
+
+    cdef _sums(self, const real[:, ::1] x, double[:, ::1] out):
+        self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.weights.shape[1])
+        if x.shape[0]:
+            self._sums_into(x, &out[0, 0])
+
+    def predict_f32(self, const float[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        """What ``post`` makes of the sums (divided by the trees' count when ``average``) of a
+        float32 input: out = the scores, top = the labels (classifiers); one call, no
+        intermediate array."""
+        self._predict(x, post, average, out, top)
+
+    def predict_f64(self, const double[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        """:meth:`predict_f32` of a float64 input."""
+        self._predict(x, post, average, out, top)
+
+    cdef _predict(self, const real[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        cdef Py_ssize_t n = x.shape[0], i, targets = self.weights.shape[1]
+        self._check(n, x.shape[1], words(<real>0), n, targets, targets)
+        post.check(n, targets, out, top)
+        cdef double* summed = <double*>malloc(max(n * targets, 1) * sizeof(double))
+        cdef double* row = <double*>malloc(max(targets, 2) * sizeof(double))
+        if summed == NULL or row == NULL:
+            free(summed)
+            free(row)
+            raise MemoryError()
+        try:
+            if n:
+                self._sums_into(x, summed)
+                with nogil:
+                    for i in range(n * targets if average else 0):
+                        summed[i] = summed[i] / <double>self.f.trees
+                    post.finish_rows(summed, targets, n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+        finally:
+            free(summed)
+            free(row)
+
+    cdef _sums_into(self, const real[:, ::1] x, double* out):
+        """out[r * targets + j] = :meth:`sums` of x (n > 0 rows)."""
+        cdef Py_ssize_t n = x.shape[0], r0 = 0, r, nr, trees = self.f.trees
+        cdef Py_ssize_t targets = self.weights.shape[1]
+        cdef int32_t* block = <int32_t*>malloc(BLOCK * trees * sizeof(int32_t))
+        cdef double* scratch = <double*>malloc(trees * sizeof(double))
+        if block == NULL or scratch == NULL:
+            free(block)
+            free(scratch)
+            raise MemoryError()
+        with nogil:
+            while r0 < n:
+                nr = min(<Py_ssize_t>BLOCK, n - r0)
+                walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
+                r = 0
+                while r < nr:
+                    if r + 4 <= nr and chunk_rows(r0 + r + 3, n, self.chunk) > 1:
+                        sum_rows4(block + r * trees, trees, &self.weights[0, 0], targets, out + (r0 + r) * targets)
+                        r += 4
+                        continue
+                    sum_row(
+                        block + r * trees, trees, &self.weights[0, 0], targets,
+                        chunk_rows(r0 + r, n, self.chunk) == 1, out + (r0 + r) * targets, scratch,
+                    )
+                    r += 1
+                r0 += BLOCK
+        free(block)
+        free(scratch)
+
+    cdef _check(
+        self, Py_ssize_t n, Py_ssize_t features, Py_ssize_t width, Py_ssize_t out_rows,
+        Py_ssize_t out_cols, Py_ssize_t cols,
+    ):
+        if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
+            raise ValueError("input of the wrong float type, no features, or output of the wrong shape")

@@ -200,21 +200,23 @@ class Finish:
     all_positive: bool = False
 
 
-#: How a kernel finishes its aggregate: ``finish(Finish(...))`` gives the function from the
-#: [N, targets] aggregate to the float32 scores (a regressor) or (labels, scores).
-Finisher = Callable[[Finish], Callable[[np.ndarray], Any]]
+#: How a kernel finishes its aggregate: ``finish(Finish(...), score)`` gives the function
+#: from an [N, F] input to the float32 scores (a regressor) or (labels, scores) of its
+#: aggregate ``score(x)``.
+Finisher = Callable[[Finish, Callable[[np.ndarray], np.ndarray]], Callable[[np.ndarray], Any]]
 
 
-def numpy_finish(spec: Finish) -> Callable[[np.ndarray], Any]:
-    """The NumPy form of :class:`Finish`: step by step on the whole aggregate."""
+def numpy_finish(spec: Finish, score: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
+    """The NumPy form of :class:`Finish`: step by step on the whole aggregate ``score(x)``."""
     transform, base, labels = spec.transform, spec.base, spec.labels
     if labels is None:
-        return lambda summed: transform_scores(summed + base, transform).astype(np.float32)
+        return lambda x: transform_scores(score(x) + base, transform).astype(np.float32)
     never_voted = spec.never_voted if spec.never_voted is not None else np.zeros(len(base))
     all_voted = bool((never_voted == 0).all())  # adding zeros changes no argmax
     threshold = 0.5 if spec.all_positive else 0.0
 
-    def classes(summed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def classes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        summed = score(x)
         if spec.one_score:
             positive = summed[:, 0] + base[0]
             top = labels[(positive > threshold).astype(np.intp)]
@@ -226,10 +228,11 @@ def numpy_finish(spec: Finish) -> Callable[[np.ndarray], Any]:
     return classes
 
 
-def packed_finish(spec: Finish) -> Callable[[np.ndarray], Any]:
+def packed_finish(spec: Finish, score: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
     """The compiled form of :class:`Finish` (:mod:`onnxflow.native._trees`): each row
-    finished in one pass; the NumPy form where it does not apply (PROBIT, no classes)."""
-    return packed_forest.compiled_finish(_TREES, spec, numpy_finish(spec))
+    finished in one pass, in the same call as the walk for :func:`packed_scores`; the NumPy
+    form where it does not apply (PROBIT, no classes)."""
+    return packed_forest.compiled_finish(_TREES, spec, score, numpy_finish(spec, score))
 
 
 def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
@@ -418,11 +421,12 @@ def tree_ensemble(
         forest = _build_forest(nodes, roots, votes, targets, how, _split_members(membership_values))
     except ValueError as exc:
         raise node.error(str(exc)) from exc
-    score, finished = scores(forest, how), finish(Finish(transform, np.full(targets, -0.0)))
+    score = scores(forest, how)
+    finished = finish(Finish(transform, np.full(targets, -0.0)), score)
 
     def run(x: np.ndarray) -> np.ndarray:
         if x.dtype == np.float32:
-            return finished(score(as_2d(x)))
+            return finished(as_2d(x))
         return transform_scores(score(as_2d(x)), transform).astype(x.dtype)
 
     return run
@@ -613,10 +617,10 @@ def tree_ensemble_regressor(
         node, {**nodes, **votes}, (base_values, base_values_as_tensor), "target", targets,
         aggregate_function,
     )  # fmt: skip
-    score, finished = scores(forest, aggregate_function), finish(Finish(transform, base))
+    finished = finish(Finish(transform, base), scores(forest, aggregate_function))
 
     def run(x: np.ndarray) -> np.ndarray:
-        return finished(score(as_2d(x)))
+        return finished(as_2d(x))
 
     return run
 
@@ -666,11 +670,11 @@ def tree_ensemble_classifier(
     all_positive = bool((weights >= 0).all())
     # A class no leaf votes for never wins (its score is only its base value).
     never_voted = np.where(forest.voted.any(axis=0), 0.0, -np.inf)
-    score = scores(forest, "SUM")
-    finished = finish(Finish(transform, base, labels, never_voted, one_score, all_positive))
+    spec = Finish(transform, base, labels, never_voted, one_score, all_positive)
+    finished = finish(spec, scores(forest, "SUM"))
 
     def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return finished(score(as_2d(x)))
+        return finished(as_2d(x))
 
     return run
 
