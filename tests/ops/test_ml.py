@@ -422,6 +422,17 @@ def test_scaler_float32_and_other_inputs() -> None:
     np.testing.assert_array_equal(run_node("Scaler", x, offset=offset, scale=scale), want)
 
 
+def test_scaler_offset_and_scale_of_different_widths_fail_when_the_session_is_made() -> None:
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=[0.0] * 3, scale=[1.0] * 4)
+    model = make_model(
+        node, [("X", TensorProto.FLOAT, [None, 3])], [("Y", TensorProto.FLOAT, None)]
+    )
+    with pytest.raises(onnxflow.OnnxflowError, match="offset has 3 entries and scale 4"):
+        onnxflow.InferenceSession(model.SerializeToString())
+    with pytest.raises(onnxflow.OnnxflowError, match="scale has 4 entries, expected 1 or 3"):
+        run_node("Scaler", np.zeros((2, 3), np.float32), offset=[0.5], scale=[1.0] * 4)
+
+
 def test_one_hot_encoder_unknown_category() -> None:
     x = np.array([[1, 5]], np.int64)
     y = run_node("OneHotEncoder", x, cats_int64s=[1, 2])

@@ -177,11 +177,11 @@ def zip_map(
     labels = list(given)
 
     def run(x: np.ndarray) -> list[dict[Any, float]]:
-        rows = as_2d(x)
+        rows = x if x.ndim == 2 else as_2d(x)
         if rows.shape[1] != len(labels):
             raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
-        rows_list = rows.astype(np.float32).tolist()
-        return list(map(dict, map(zip, repeat(labels, len(rows_list)), rows_list)))
+        values = (rows if rows.dtype == np.float32 else rows.astype(np.float32)).tolist()
+        return list(map(dict, map(zip, repeat(labels, len(values)), values)))
 
     return run
 

@@ -141,12 +141,15 @@ def scaler(
     feature or broadcast (made once, when the session is made)."""
     off = np.asarray(offset if offset else [0.0], np.float32)
     sc = np.asarray(scale if scale else [1.0], np.float32)
+    if 1 != off.size != sc.size != 1:
+        raise node.error(f"offset has {off.size} entries and scale {sc.size}: 1 or one a feature")
+    features = max(off.size, sc.size)  # the input's width these fix (1: any)
 
     def run(x: np.ndarray) -> np.ndarray:
         width = x.shape[-1] if x.ndim else 1
-        for name, v in (("offset", off), ("scale", sc)):
-            if v.size not in (1, width):
-                raise ValueError(f"{name} has {v.size} entries, expected 1 or {width}")
+        if features not in (1, width):
+            name, v = ("offset", off) if off.size == features else ("scale", sc)
+            raise ValueError(f"{name} has {v.size} entries, expected 1 or {width}")
         if x.dtype == np.float32:  # the same two float32 steps, without a copy of x first
             y = np.subtract(x, off)
             return np.multiply(y, sc, out=y)
