@@ -9,11 +9,16 @@ in bits 28-31 which comparison outcomes take ``no``: outcome 0 x < t, 1 x == t, 
 may go on past its leaf: a tree walks up to 32 rows in lock step for its depth (no branch to
 mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead: in lock step
 when all trees have one depth, else each lane to its own leaf and then the next pair (trees of
-unequal depths waste no steps).
+unequal depths waste no steps). In a forest without membership nodes, 8 lanes at a time keep
+their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
+under 8 rows, one row through 8 trees taken in order of depth.
 
 Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
 row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
-the other from 0.0; pairwise, as NumPy does, when its chunk holds one row).
+the other from 0.0; pairwise, as NumPy does, when its chunk holds one row), four rows at a time.
+
+:class:`Post` finishes the sums of a tree ensemble kernel in one pass (base values, top class,
+post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint32_t
