@@ -413,3 +413,86 @@ def test_balanced_trees_few_rows(dtype):
             "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
         )
         assert_same(compiled, numpy_form)
+
+
+def _aggregates(rng: np.random.Generator, n: int, classes: int) -> np.ndarray:
+    """[n, classes] float64 aggregates: normal values, some 0.0, -0.0, +-inf, NaN and huge."""
+    summed = rng.standard_normal((n, classes)) * 4
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 800.0, -800.0])
+    where = rng.random(summed.shape) < 0.15
+    summed[where] = rng.choice(specials, int(where.sum()))
+    return summed
+
+
+def _finishes(classes: int, transform: str, labels: Any) -> list[Any]:
+    """The Finish specs of a regressor, a classifier (one class never voted) and, with two
+    classes, a one-score classifier whose scores are margins and one whose are probabilities."""
+    from onnxflow.ops.ml.trees import Finish
+
+    base = np.linspace(-0.5, 0.5, classes)
+    never, voted = np.where(np.arange(classes) == classes - 1, -np.inf, 0.0), np.zeros(classes)
+    specs = [Finish(transform, base), Finish(transform, np.full(classes, -0.0))]
+    specs += [Finish(transform, base, labels, never), Finish(transform, base, labels, voted)]
+    if classes == 2:
+        specs += [Finish(transform, base, labels, voted, True, positive) for positive in (0, 1)]
+    return specs
+
+
+@pytest.mark.parametrize("transform", ["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("classes", [1, 2, 3, 7])
+@pytest.mark.parametrize("labels", ["int64", "str"])
+def test_compiled_finish_against_numpy(transform, classes, labels):
+    """The compiled finish (base values, top class, post_transform, float32) against the NumPy
+    form's steps: the same labels, and scores bit for bit but for exp (libm's against NumPy's,
+    which differ in a double's last bit): within one float32 ulp."""
+    from native_forms import ulp_distance
+
+    from onnxflow.ops.ml import trees
+
+    names = np.arange(10, 10 + classes) if labels == "int64" else np.array(
+        [f"c{i}" for i in range(classes)], dtype=object)  # fmt: skip
+    rng = np.random.default_rng(classes)
+    for spec in _finishes(classes, transform, names):
+        aggregate = np.asarray  # the finish of a given aggregate (x is the aggregate)
+        compiled = trees.packed_finish(spec, aggregate)
+        numpy_form = trees.numpy_finish(spec, aggregate)
+        assert compiled.__module__ == "onnxflow.ops.ml.packed_forest"  # not the NumPy steps
+        for n in (0, 1, 5, 300):
+            summed = _aggregates(rng, n, classes)
+            with np.errstate(all="ignore"):  # inf - inf, exp overflow in the NumPy steps
+                got, want = compiled(summed.copy()), numpy_form(summed.copy())
+            if spec.labels is not None:
+                assert got[0].dtype == want[0].dtype and np.array_equal(got[0], want[0]), spec
+                got, want = got[1], want[1]
+            assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+            bound = 0 if transform == "NONE" else 1
+            assert ulp_distance(got, want).max(initial=0) <= bound, (spec, n)
+
+
+def test_the_compiled_finish_is_what_runs(monkeypatch):
+    """The compiled form finishes the aggregate in the compiled Post (not NumPy's steps), for
+    a classifier and a regressor."""
+    from onnxflow.native import _trees
+
+    made = []
+
+    class Counted(_trees.Post):
+        def __init__(self, *args):
+            made.append(args[2])  # the mode: 0 regression, 1 classes, 2 one score
+            super().__init__(*args)
+
+    from onnxflow.ops.ml import packed_forest
+
+    fused = []
+    fuse = packed_forest._fused
+    monkeypatch.setattr(_trees, "Post", Counted)
+    monkeypatch.setattr(packed_forest, "_fused", lambda *a: fused.append(a) or fuse(*a))
+    for kind in ("rf_regressor", "rf_classifier"):
+        model, feeds = _converted(kind, 3)
+        compiled, numpy_form = both_forms(model, feeds)
+        assert_same(compiled, numpy_form)
+        # a column-major (not C-contiguous) input takes the two-step path: same results
+        x = np.asfortranarray(next(iter(feeds.values())))
+        compiled, numpy_form = both_forms(model, {next(iter(feeds)): x})
+        assert_same(compiled, numpy_form)
+    assert sorted(made) == [0, 0, 1, 1] and len(fused) == 4  # the walk, sums and Post in one call

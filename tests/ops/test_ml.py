@@ -391,6 +391,48 @@ def test_zip_map_returns_a_list_of_dicts() -> None:
     assert z == [{"a": 0.25, "b": 0.75}, {"a": 1.0, "b": 0.0}]
 
 
+def test_zip_map_labels_are_checked_when_the_session_is_made() -> None:
+    """ZipMap's labels are read once, at compile time: a node giving both lists fails then,
+    not at its first run."""
+    node = helper.make_node(
+        "ZipMap", ["X"], ["Z"], domain=ML, classlabels_strings=["a"], classlabels_int64s=[1]
+    )
+    out = helper.make_value_info(
+        "Z",
+        helper.make_sequence_type_proto(
+            helper.make_map_type_proto(TensorProto.STRING, helper.make_tensor_type_proto(1, None))
+        ),
+    )
+    model = make_model(node, [("X", TensorProto.FLOAT, [None, 1])], [out])
+    with pytest.raises(onnxflow.OnnxflowError, match="exactly one of .* ZipMap labels"):
+        onnxflow.InferenceSession(model.SerializeToString())
+
+
+def test_scaler_float32_and_other_inputs() -> None:
+    """(x - offset) * scale in float32 for float32, float64 and int64 inputs."""
+    x = np.array([[1.5, -2.0, 3.25], [0.1, 7.0, -1.0]], np.float32)
+    offset, scale = [0.5, 1.0, -1.0], [2.0, 0.1, 3.0]
+    want = (x - np.float32(offset)) * np.float32(scale)
+    for dtype in (np.float32, np.float64, np.int64):
+        y = run_node("Scaler", x.astype(dtype), offset=offset, scale=scale)
+        assert y.dtype == np.float32
+        np.testing.assert_array_equal(
+            y, (x.astype(dtype).astype(np.float32) - np.float32(offset)) * np.float32(scale)
+        )
+    np.testing.assert_array_equal(run_node("Scaler", x, offset=offset, scale=scale), want)
+
+
+def test_scaler_offset_and_scale_of_different_widths_fail_when_the_session_is_made() -> None:
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=[0.0] * 3, scale=[1.0] * 4)
+    model = make_model(
+        node, [("X", TensorProto.FLOAT, [None, 3])], [("Y", TensorProto.FLOAT, None)]
+    )
+    with pytest.raises(onnxflow.OnnxflowError, match="offset has 3 entries and scale 4"):
+        onnxflow.InferenceSession(model.SerializeToString())
+    with pytest.raises(onnxflow.OnnxflowError, match="scale has 4 entries, expected 1 or 3"):
+        run_node("Scaler", np.zeros((2, 3), np.float32), offset=[0.5], scale=[1.0] * 4)
+
+
 def test_one_hot_encoder_unknown_category() -> None:
     x = np.array([[1, 5]], np.int64)
     y = run_node("OneHotEncoder", x, cats_int64s=[1, 2])

@@ -9,15 +9,20 @@ in bits 28-31 which comparison outcomes take ``no``: outcome 0 x < t, 1 x == t, 
 may go on past its leaf: a tree walks up to 32 rows in lock step for its depth (no branch to
 mispredict). Fewer rows than that walk (row, tree) pairs in 32 lanes instead: in lock step
 when all trees have one depth, else each lane to its own leaf and then the next pair (trees of
-unequal depths waste no steps).
+unequal depths waste no steps). In a forest without membership nodes, 8 lanes at a time keep
+their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
+under 8 rows, one row through 8 trees taken in order of depth.
 
 Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
 row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
-the other from 0.0; pairwise, as NumPy does, when its chunk holds one row).
+the other from 0.0; pairwise, as NumPy does, when its chunk holds one row), four rows at a time.
+
+:class:`Post` finishes the sums of a tree ensemble kernel in one pass (base values, top class,
+post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
 """
 
-from libc.stdint cimport int32_t, uint32_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdlib cimport calloc, free, malloc
 
 ctypedef fused real:
     float
@@ -28,6 +33,7 @@ cdef enum:
     MEMBER = 1 << 27
     LANES = 32  # (row, tree) pairs walked in lock step
     BLOCK = 256  # rows walked through all trees before their sums
+    GROUP = 8  # rows walked together, their nodes in registers (forests without sets)
 
 
 cdef struct Forest:
@@ -39,6 +45,8 @@ cdef struct Forest:
     const int32_t* member_end
     const void* member_values  # each set sorted, in the forest's float type
     bint even  # all trees of one depth
+    bint members  # some node tests set membership
+    const int32_t* order  # the trees by depth, shallowest first
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -88,14 +96,48 @@ cdef void walk_tile(
     cdef const real* rows[LANES]
     cdef Py_ssize_t i, d
     cdef Py_ssize_t slot = sizeof(real) // 4 + 2
-    for i in range(nr):
+    cdef Py_ssize_t grouped = 0 if f.members else nr - nr % GROUP
+    i = 0
+    while i < grouped:
+        walk_group(f.nodes, f.roots[t], f.depth[t], x + (r0 + i) * n_features, n_features, node + i)
+        i += GROUP
+    for i in range(grouped, nr):
         node[i] = f.roots[t]
         rows[i] = x + (r0 + i) * n_features
     for d in range(f.depth[t]):
-        for i in range(nr):
+        for i in range(grouped, nr):
             node[i] = step(f, node[i], rows[i])
     for i in range(nr):
         out[i * f.trees + t] = f.nodes[node[i] * words(<real>0) + slot]
+
+
+cdef inline int32_t plain_step(const int32_t* nodes, int32_t node, const real* row) noexcept nogil:
+    """:func:`step` in a forest without membership nodes: no branch at all."""
+    cdef Py_ssize_t k = sizeof(real) // 4
+    cdef const int32_t* nd = nodes + node * words(<real>0)
+    cdef real t = (<const real*>nd)[0]
+    cdef uint32_t fm = <uint32_t>nd[k]
+    cdef real v = row[fm & FEATURE]
+    cdef uint32_t code = (v > t) + (v >= t) + 3 * (v != v)
+    return nd[k + 1 + ((fm >> (28 + code)) & 1)]
+
+
+cdef inline void walk_group(
+    const int32_t* nodes, int32_t root, Py_ssize_t depth, const real* x, Py_ssize_t n_features,
+    int32_t* reached,
+) noexcept nogil:
+    """Walk GROUP consecutive rows from x through the tree at ``root`` for its depth, in a
+    forest without membership nodes: reached[i] = the node row i ends on. The lanes' nodes
+    stay in registers from step to step (no store and load between them)."""
+    cdef int32_t node[GROUP]
+    cdef Py_ssize_t i, d
+    for i in range(GROUP):
+        node[i] = root
+    for d in range(depth):
+        for i in range(GROUP):
+            node[i] = plain_step(nodes, node[i], x + i * n_features)
+    for i in range(GROUP):
+        reached[i] = node[i]
 
 
 cdef void walk_trees(
@@ -158,11 +200,60 @@ cdef void walk_jobs(
                 node[i], rows[i], at[i] = node[active], rows[active], at[active]
 
 
+cdef inline void walk_trees_of_row(
+    const int32_t* nodes, const int32_t* roots, Py_ssize_t depth, const real* row,
+    int32_t* reached,
+) noexcept nogil:
+    """Walk one row through GROUP trees (their roots given) for ``depth`` steps, in a forest
+    without membership nodes, the lanes' nodes in registers: reached[i] = tree i's node."""
+    cdef int32_t node[GROUP]
+    cdef Py_ssize_t i, d
+    for i in range(GROUP):
+        node[i] = roots[i]
+    for d in range(depth):
+        for i in range(GROUP):
+            node[i] = plain_step(nodes, node[i], row)
+    for i in range(GROUP):
+        reached[i] = node[i]
+
+
+cdef void walk_rows(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows of a forest
+    without membership nodes: each row through GROUP trees at a time, taken in order of depth
+    (a group walks for the depth of its deepest, which its others little fall short of)."""
+    cdef int32_t roots[GROUP]
+    cdef int32_t reached[GROUP]
+    cdef Py_ssize_t r, g, i, t, d, slot = sizeof(real) // 4 + 2
+    cdef int32_t node
+    cdef const real* row
+    for r in range(nr):
+        row = x + r * n_features
+        g = 0
+        while g + GROUP <= f.trees:
+            for i in range(GROUP):
+                roots[i] = f.roots[f.order[g + i]]
+            walk_trees_of_row(f.nodes, roots, f.depth[f.order[g + GROUP - 1]], row, reached)
+            for i in range(GROUP):
+                out[r * f.trees + f.order[g + i]] = f.nodes[reached[i] * words(<real>0) + slot]
+            g += GROUP
+        for g in range(g, f.trees):  # the deepest few, one at a time
+            t = f.order[g]
+            node = f.roots[t]
+            for d in range(f.depth[t]):
+                node = plain_step(f.nodes, node, row)
+            out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
+
+
 cdef void walk_block(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
+    if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
+        walk_rows(f, x, n_features, nr, out)
+        return
     if nr < LANES and not f.even:  # lanes across trees of unequal depths: each to its leaf
         walk_jobs(f, x, n_features, nr, out)
         return
@@ -229,9 +320,193 @@ cdef void sum_row(
             out[j] += w[j]
 
 
+cdef void sum_rows4(
+    const int32_t* slots, Py_ssize_t trees, const double* weights, Py_ssize_t targets,
+    double* out,
+) noexcept nogil:
+    """:func:`sum_row` (in tree order) of 4 consecutive rows at once: their sums are
+    independent chains of additions, which the CPU overlaps (slots and out hold the rows one
+    after the other)."""
+    cdef Py_ssize_t t, j, k
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef const double* w
+    if targets == 1:
+        for t in range(trees):
+            a0 += weights[slots[t]]
+            a1 += weights[slots[trees + t]]
+            a2 += weights[slots[2 * trees + t]]
+            a3 += weights[slots[3 * trees + t]]
+        out[0], out[1], out[2], out[3] = a0, a1, a2, a3
+        return
+    for j in range(4 * targets):
+        out[j] = 0.0
+    for t in range(trees):
+        for k in range(4):
+            w = weights + slots[k * trees + t] * targets
+            for j in range(targets):
+                out[k * targets + j] += w[j]
+
+
 cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) noexcept nogil:
     """How many rows the chunk of row r holds when n rows go in chunks of ``chunk``."""
     return min(chunk, n - (r // chunk) * chunk)
+
+
+cdef extern from "<math.h>" nogil:
+    double exp(double x)
+
+cdef enum:
+    NONE = 0
+    SOFTMAX = 1
+    LOGISTIC = 2
+    SOFTMAX_ZERO = 3
+    REGRESSION = 0  # Post modes: scores only
+    CLASSES = 1  # the top class, and the scores of every class
+    ONE_SCORE = 2  # two classes from the positive one's score
+
+
+cdef Py_ssize_t top_class(const double* s, const double* mask, Py_ssize_t n) noexcept nogil:
+    """NumPy's argmax of s + mask: the first largest, or the first NaN."""
+    cdef Py_ssize_t j, best = 0
+    cdef double v, top = s[0] + mask[0]
+    if top != top:
+        return 0
+    for j in range(1, n):
+        v = s[j] + mask[j]
+        if not v <= top:
+            top, best = v, j
+            if top != top:
+                return best
+    return best
+
+
+cdef void transform_row(double* s, Py_ssize_t n, int how) noexcept nogil:
+    """post_transform NONE, SOFTMAX, LOGISTIC or SOFTMAX_ZERO of one row, in place, as
+    ``common.transform_scores`` computes it (its sums from 0.0 in order, as NumPy sums a short
+    row; exp from libm, NumPy's may differ in the last bit of a double)."""
+    cdef Py_ssize_t j
+    cdef double top, total = 0.0
+    if how == LOGISTIC:
+        for j in range(n):
+            s[j] = 1.0 / (1.0 + exp(-s[j]))
+        return
+    if how != SOFTMAX and how != SOFTMAX_ZERO:
+        return
+    top = s[0]
+    for j in range(n):  # np.max: the first NaN wins
+        if top != top:
+            break
+        if s[j] > top or s[j] != s[j]:
+            top = s[j]
+    for j in range(n):
+        s[j] = 0.0 if how == SOFTMAX_ZERO and s[j] == 0 else exp(s[j] - top)
+        total += s[j]
+    for j in range(n):
+        s[j] = 0.0 if how == SOFTMAX_ZERO and not total > 0 else s[j] / total
+
+
+cdef class Post:
+    """What a tree ensemble does to its [N, targets] float64 aggregate, in one pass: adds
+    base values, picks each row's top class (classifiers), applies the post_transform and
+    rounds to float32, as the NumPy form does it step by step."""
+
+    cdef const double[::1] base, mask
+    cdef const int64_t[::1] labels
+    cdef int how, mode
+    cdef double threshold
+    cdef bint probability
+    cdef Py_ssize_t width
+
+    def __init__(
+        self, const double[::1] base, int how, int mode, const double[::1] mask,
+        const int64_t[::1] labels, double threshold, bint probability,
+    ):
+        if how < 0 or how > SOFTMAX_ZERO or mode < 0 or mode > ONE_SCORE or base.shape[0] == 0:
+            raise ValueError("an unknown post_transform or mode, or no base values")
+        if mode == CLASSES and mask.shape[0] != base.shape[0]:
+            raise ValueError("one mask value per class")
+        self.base, self.how, self.mode, self.mask, self.labels = base, how, mode, mask, labels
+        self.threshold, self.probability = threshold, probability
+        self.width = 2 if mode == ONE_SCORE else base.shape[0]
+
+    def __call__(self, const double[:, ::1] summed, float[:, ::1] out, int64_t[::1] top):
+        """out = the scores, top = each row's label (its class index where no int64 labels
+        were given; unused for a regression) of the aggregate ``summed``."""
+        cdef Py_ssize_t n = summed.shape[0]
+        self.check(n, summed.shape[1], out, top)
+        cdef double* row = <double*>malloc(max(summed.shape[1], 2) * sizeof(double))
+        if row == NULL:
+            raise MemoryError()
+        if n:
+            with nogil:
+                self.finish_rows(&summed[0, 0], summed.shape[1], n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+        free(row)
+
+    cdef check(self, Py_ssize_t n, Py_ssize_t targets, float[:, ::1] out, int64_t[::1] top):
+        """Raise ValueError unless an [n, targets] aggregate fits this post and its outputs."""
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or (
+            out.shape[0] != n or out.shape[1] != self.width
+        ):
+            raise ValueError("an aggregate or output of the wrong shape")
+        if self.mode != REGRESSION and top.shape[0] != n:
+            raise ValueError("one top label per row")
+
+    cdef void finish_rows(
+        self, const double* summed, Py_ssize_t stride, Py_ssize_t n, float* out, int64_t* top,
+        double* row,
+    ) noexcept nogil:
+        """The rows of an aggregate ``stride`` values apart, finished into out (``width``
+        apart) and top; ``row``: scratch of max(targets, 2) values."""
+        cdef Py_ssize_t r, j
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        for r in range(n):
+            for j in range(cols):
+                row[j] = summed[r * stride + j] + self.base[j]
+            if self.mode == ONE_SCORE:
+                self._one_score(row, r, top)
+            elif self.mode == CLASSES:
+                j = top_class(row, &self.mask[0], cols)
+                top[r] = self.labels[j] if self.labels.shape[0] else j
+            if self.mode != ONE_SCORE:
+                transform_row(row, cols, self.how)
+            for j in range(self.width):
+                out[r * self.width + j] = <float>row[j]
+
+    cdef void _one_score(self, double* row, Py_ssize_t r, int64_t* top) noexcept nogil:
+        """row[0:2] = ``common.binary_scores`` of the positive score row[0]; top[r] its label."""
+        cdef double p = row[0]
+        cdef Py_ssize_t j = 1 if p > self.threshold else 0
+        top[r] = self.labels[j] if self.labels.shape[0] else j
+        if self.probability:
+            row[0], row[1] = 1.0 - p, p
+        elif self.how == LOGISTIC:
+            row[0], row[1] = 1.0 / (1.0 + exp(p)), 1.0 / (1.0 + exp(-p))
+        else:
+            row[0], row[1] = -p, p
+
+
+cdef int32_t* by_depth(const int32_t[::1] depth):
+    """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
+    out of memory."""
+    cdef Py_ssize_t n = depth.shape[0], i, top = 0
+    for i in range(n):
+        top = max(top, <Py_ssize_t>depth[i])
+    cdef int32_t* order = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+    cdef Py_ssize_t* start = <Py_ssize_t*>calloc(top + 2, sizeof(Py_ssize_t))
+    if order == NULL or start == NULL:
+        free(order)
+        free(start)
+        return NULL
+    for i in range(n):
+        start[depth[i] + 1] += 1
+    for i in range(top + 1):
+        start[i + 1] += start[i]
+    for i in range(n):
+        order[start[depth[i]]] = <int32_t>i
+        start[depth[i]] += 1
+    free(start)
+    return order
 
 
 cdef class PackedForest:
@@ -243,6 +518,7 @@ cdef class PackedForest:
     cdef const unsigned char[::1] member_values
     cdef const double[:, ::1] weights
     cdef Py_ssize_t chunk, width
+    cdef int32_t* order
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -264,8 +540,18 @@ cdef class PackedForest:
         self.f.member_end = &member_end[0]
         self.f.member_values = &member_values[0]
         self.f.even = True
+        self.f.members = False
+        for i in range(width // 2 - 1, nodes.shape[0], width):  # the fm word of each node
+            self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
         for i in range(depth.shape[0]):
             self.f.even = self.f.even and depth[i] == depth[0]
+        self.order = by_depth(depth)
+        if self.order == NULL:
+            raise MemoryError()
+        self.f.order = self.order
+
+    def __dealloc__(self):
+        free(self.order)
 
     def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
         """out[r, t] = the leaf slot row r of x reaches in tree t."""
@@ -279,9 +565,57 @@ cdef class PackedForest:
     def sums(self, const real[:, ::1] x, double[:, ::1] out):
         """out[r, j] = the sum of weights[slot, j] over the leaves row r reaches, trees in order,
         as NumPy sums a [trees, rows] chunk over its first axis."""
+        self._sums(x, out)
+
+    def sums_f32(self, const float[:, ::1] x, double[:, ::1] out):
+        """:meth:`sums` of a float32 input (no dispatch on the input's type: a call at 1 row
+        costs less)."""
+        self._sums(x, out)
+
+    def sums_f64(self, const double[:, ::1] x, double[:, ::1] out):
+        """:meth:`sums` of a float64 input."""
+        self._sums(x, out)
+
+    cdef _sums(self, const real[:, ::1] x, double[:, ::1] out):
+        self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.weights.shape[1])
+        if x.shape[0]:
+            self._sums_into(x, &out[0, 0])
+
+    def predict_f32(self, const float[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        """What ``post`` makes of the sums (divided by the trees' count when ``average``) of a
+        float32 input: out = the scores, top = the labels (classifiers); one call, no
+        intermediate array."""
+        self._predict(x, post, average, out, top)
+
+    def predict_f64(self, const double[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        """:meth:`predict_f32` of a float64 input."""
+        self._predict(x, post, average, out, top)
+
+    cdef _predict(self, const real[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
+        cdef Py_ssize_t n = x.shape[0], i, targets = self.weights.shape[1]
+        self._check(n, x.shape[1], words(<real>0), n, targets, targets)
+        post.check(n, targets, out, top)
+        cdef double* summed = <double*>malloc(max(n * targets, 1) * sizeof(double))
+        cdef double* row = <double*>malloc(max(targets, 2) * sizeof(double))
+        if summed == NULL or row == NULL:
+            free(summed)
+            free(row)
+            raise MemoryError()
+        try:
+            if n:
+                self._sums_into(x, summed)
+                with nogil:
+                    for i in range(n * targets if average else 0):
+                        summed[i] = summed[i] / <double>self.f.trees
+                    post.finish_rows(summed, targets, n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+        finally:
+            free(summed)
+            free(row)
+
+    cdef _sums_into(self, const real[:, ::1] x, double* out):
+        """out[r * targets + j] = :meth:`sums` of x (n > 0 rows)."""
         cdef Py_ssize_t n = x.shape[0], r0 = 0, r, nr, trees = self.f.trees
         cdef Py_ssize_t targets = self.weights.shape[1]
-        self._check(n, x.shape[1], words(<real>0), out.shape[0], out.shape[1], targets)
         cdef int32_t* block = <int32_t*>malloc(BLOCK * trees * sizeof(int32_t))
         cdef double* scratch = <double*>malloc(trees * sizeof(double))
         if block == NULL or scratch == NULL:
@@ -292,11 +626,17 @@ cdef class PackedForest:
             while r0 < n:
                 nr = min(<Py_ssize_t>BLOCK, n - r0)
                 walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
-                for r in range(nr):
+                r = 0
+                while r < nr:
+                    if r + 4 <= nr and chunk_rows(r0 + r + 3, n, self.chunk) > 1:
+                        sum_rows4(block + r * trees, trees, &self.weights[0, 0], targets, out + (r0 + r) * targets)
+                        r += 4
+                        continue
                     sum_row(
                         block + r * trees, trees, &self.weights[0, 0], targets,
-                        chunk_rows(r0 + r, n, self.chunk) == 1, &out[r0 + r, 0], scratch,
+                        chunk_rows(r0 + r, n, self.chunk) == 1, out + (r0 + r) * targets, scratch,
                     )
+                    r += 1
                 r0 += BLOCK
         free(block)
         free(scratch)

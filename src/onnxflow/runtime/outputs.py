@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ class Detacher:
         earlier value."""
         if all_fresh(values):  # made by this run's kernels, each once: nothing to copy
             return values
+        if _fresh_or_maps(values):  # ZipMap's rows beside fresh arrays: new dicts, no lookup
+            return [list(map(dict.copy, v)) if v.__class__ is list else v for v in values]
         protected = roots(feeds) | self._constant_roots
         returned: set[int] = set()
         return [_detach(v, protected, returned) for v in values]
@@ -156,7 +159,30 @@ def _detach(value: Any, protected: set[int], returned: set[int]) -> Any:
         returned.add(id(root))
         return value
     if isinstance(value, list):
+        if _scalar_maps(value):  # ZipMap's rows: new dicts, nothing in them to detach
+            return list(map(dict.copy, value))
         return [_detach(v, protected, returned) for v in value]
     if isinstance(value, dict):
         return {k: _detach(v, protected, returned) for k, v in value.items()}
     return value
+
+
+#: Values with no memory to detach: immutable Python scalars.
+_SCALARS = frozenset({float, int, str, bool})
+
+
+def _scalar_maps(value: list[Any]) -> bool:
+    """Whether ``value`` is a non-empty list of dicts whose values are all Python scalars
+    (told by C-level passes over the values' types, not one call per value)."""
+    if not value or set(map(type, value)) != {dict}:
+        return False
+    return set(map(type, chain.from_iterable(map(dict.values, value)))) <= _SCALARS
+
+
+def _fresh_or_maps(values: list[Any]) -> bool:
+    """Whether each value is a fresh array (see :func:`all_fresh`) or a list of maps of
+    Python scalars, and at least one is such a list."""
+    arrays = [v for v in values if v.__class__ is not list]
+    if len(arrays) == len(values) or not all_fresh(arrays):
+        return False
+    return all(_scalar_maps(v) for v in values if v.__class__ is list)

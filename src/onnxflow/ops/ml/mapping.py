@@ -6,6 +6,7 @@ CastMap-1, CategoryMapper-1, DictVectorizer-1, LabelEncoder-1/2/4, ZipMap-1.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -156,23 +157,33 @@ def category_mapper(
     return np.array(out, dtype=object).reshape(x.shape)
 
 
-@op("ZipMap", 1, domain=ML_DOMAIN)
+@op("ZipMap", 1, domain=ML_DOMAIN, build=True)
 def zip_map(
-    x: np.ndarray,
+    node: NodeContext,
     *,
     classlabels_int64s: list[int] | None = None,
     classlabels_strings: list[str] | None = None,
-) -> list[dict[Any, float]]:
-    """Return one {label: score} map per row of ``x``."""
-    _, labels = _one(
-        "ZipMap labels",
-        classlabels_int64s=classlabels_int64s,
-        classlabels_strings=classlabels_strings,
-    )
-    rows = as_2d(x)
-    if rows.shape[1] != len(labels):
-        raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
-    return [dict(zip(labels, row)) for row in rows.astype(np.float32).tolist()]
+) -> Callable[[np.ndarray], list[dict[Any, float]]]:
+    """Return the function giving one {label: score} map per row of its input (the labels
+    checked once, when the session is made)."""
+    try:
+        _, given = _one(
+            "ZipMap labels",
+            classlabels_int64s=classlabels_int64s,
+            classlabels_strings=classlabels_strings,
+        )
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    labels = list(given)
+
+    def run(x: np.ndarray) -> list[dict[Any, float]]:
+        rows = x if x.ndim == 2 else as_2d(x)
+        if rows.shape[1] != len(labels):
+            raise ValueError(f"input has {rows.shape[1]} columns for {len(labels)} class labels")
+        values = (rows if rows.dtype == np.float32 else rows.astype(np.float32)).tolist()
+        return list(map(dict, map(zip, repeat(labels, len(values)), values)))
+
+    return run
 
 
 _CAST_TO = {"TO_FLOAT": np.float32, "TO_STRING": object, "TO_INT64": np.int64}

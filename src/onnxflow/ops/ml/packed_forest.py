@@ -114,29 +114,121 @@ def _sets(membership: Any, dtype: type) -> _Members:
     )
 
 
+class CompiledScores:
+    """The [N, F] -> [N, targets] float64 aggregate of a forest's votes, walked compiled: the
+    same values as the NumPy form's ``forest.aggregate(forest.leaves(x), how)``. Its packed
+    forests (``packed``, by input float type) also serve :func:`compiled_finish`'s one call."""
+
+    def __init__(
+        self, packed: dict[type, Any], forest: Forest, how: str,
+        fallback: Callable[[np.ndarray], np.ndarray],
+    ) -> None:  # fmt: skip
+        self.packed, self.forest, self.how, self.fallback = packed, forest, how, fallback
+        self.n_trees = len(forest.roots)
+        self.top_feature = int(forest.feature.max(initial=0))
+        self.targets = forest.weights.shape[1]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        n, n_features = x.shape
+        if not n:
+            return self.fallback(x)
+        if self.top_feature >= n_features:
+            raise ValueError(f"a node tests feature {self.top_feature}, input has {n_features}")
+        x = np.ascontiguousarray(x, np.float64 if x.dtype == np.float64 else np.float32)
+        walker = self.packed[x.dtype.type]
+        if self.how not in ("SUM", "AVERAGE"):
+            slots = np.empty((n, self.n_trees), np.int32)
+            walker.slots(x, slots)
+            return self.forest.aggregate_slots(slots, self.how)
+        out = np.empty((n, self.targets))
+        walker.sums(x, out)
+        return out / self.n_trees if self.how == "AVERAGE" else out
+
+
 def compiled_scores(
     packed: dict[type, Any], forest: Forest, how: str, fallback: Callable[[np.ndarray], np.ndarray]
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """The [N, F] -> [N, targets] float64 aggregate of the forest's votes, walked compiled:
-    the same values as the NumPy form's ``forest.aggregate(forest.leaves(x), how)``."""
-    n_trees = len(forest.roots)
-    top_feature = int(forest.feature.max(initial=0))
-    targets = forest.weights.shape[1]
+    """:class:`CompiledScores` of the packed forest."""
+    return CompiledScores(packed, forest, how, fallback)
 
-    def scores(x: np.ndarray) -> np.ndarray:
-        n, n_features = x.shape
-        if not n:
-            return fallback(x)
-        if top_feature >= n_features:
-            raise ValueError(f"a node tests feature {top_feature}, input has {n_features}")
-        x = np.ascontiguousarray(x, np.float64 if x.dtype == np.float64 else np.float32)
-        walker = packed[x.dtype.type]
-        if how not in ("SUM", "AVERAGE"):
-            slots = np.empty((n, n_trees), np.int32)
-            walker.slots(x, slots)
-            return forest.aggregate_slots(slots, how)
-        out = np.empty((n, targets))
-        walker.sums(x, out)
-        return out / n_trees if how == "AVERAGE" else out
 
-    return scores
+#: post_transform codes of :class:`onnxflow.native._trees.Post` (PROBIT has none).
+_TRANSFORMS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3}
+_REGRESSION, _CLASSES, _ONE_SCORE = range(3)
+_NONE = np.zeros(0, np.int64)
+
+
+def compiled_finish(
+    mod: ModuleType | None,
+    spec: Any,
+    score: Callable[[np.ndarray], np.ndarray],
+    fallback: Callable[[np.ndarray], Any],
+) -> Callable[[np.ndarray], Any]:
+    """A tree ensemble's [N, F] -> result: its aggregate (``score``) finished as ``spec``
+    (a :class:`onnxflow.ops.ml.trees.Finish`) says by ``mod``'s ``Post``
+    (:mod:`onnxflow.native._trees`), in one call of the packed forest for a float32 or
+    float64 input when ``score`` is :class:`CompiledScores` of a sum; ``fallback`` (the NumPy
+    form) where a Post does not apply. Results: bit for bit, but for libm's exp against
+    NumPy's (within one float32 ulp) under SOFTMAX, SOFTMAX_ZERO and LOGISTIC."""
+    labels = spec.labels
+    if mod is None or spec.transform not in _TRANSFORMS or len(spec.base) < 1:
+        return fallback
+    base = np.ascontiguousarray(spec.base, np.float64)
+    mode = _REGRESSION if labels is None else _ONE_SCORE if spec.one_score else _CLASSES
+    mask = np.zeros(0) if spec.never_voted is None else np.asarray(spec.never_voted, np.float64)
+    ints = labels is not None and labels.dtype == np.int64
+    post = mod.Post(
+        base, _TRANSFORMS[spec.transform], mode, mask, labels if ints else _NONE,
+        0.5 if spec.all_positive else 0.0, spec.all_positive,
+    )  # fmt: skip
+    cols = 2 if mode == _ONE_SCORE else len(base)
+    finish = _Finish(post, cols, mode != _REGRESSION, None if ints else labels)
+    if not isinstance(score, CompiledScores) or score.how not in ("SUM", "AVERAGE"):
+        return lambda x: finish.aggregate(score(x))
+    return _fused(score, finish)
+
+
+@dataclass(frozen=True)
+class _Finish:
+    """A Post and what its results look like: ``cols`` scores per row, labels for a
+    classifier (``labels``: the labels to index; None: the Post writes int64 labels)."""
+
+    post: Any
+    cols: int
+    classifier: bool
+    labels: np.ndarray | None
+
+    def outputs(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Empty scores and labels for n rows (no labels for a regressor)."""
+        return np.empty((n, self.cols), np.float32), np.empty(n if self.classifier else 0, np.int64)
+
+    def result(self, out: np.ndarray, top: np.ndarray) -> Any:
+        """The kernel's result: the scores, or (labels, scores)."""
+        if not self.classifier:
+            return out
+        return (top if self.labels is None else self.labels[top]), out
+
+    def aggregate(self, summed: np.ndarray) -> Any:
+        """The result of an [N, targets] float64 aggregate."""
+        summed = np.ascontiguousarray(summed, np.float64)
+        out, top = self.outputs(len(summed))
+        self.post(summed, out, top)
+        return self.result(out, top)
+
+
+def _fused(score: CompiledScores, finish: _Finish) -> Callable[[np.ndarray], Any]:
+    """[N, F] -> result in one call of the packed forest (walk, sums, Post) for a contiguous
+    float32 or float64 input with the features the forest tests; else in two steps."""
+    walkers = {np.dtype(t): (w.predict_f32 if t == np.float32 else w.predict_f64)
+               for t, w in score.packed.items()}  # fmt: skip
+    average, top_feature = score.how == "AVERAGE", score.top_feature
+
+    def run(x: np.ndarray) -> Any:
+        predict = walkers.get(x.dtype)
+        if predict is None or not x.flags.c_contiguous or x.shape[1] <= top_feature or not len(x):
+            return finish.aggregate(score(x))
+        out, top = finish.outputs(len(x))
+        predict(x, finish.post, average, out, top)
+        return finish.result(out, top)
+
+    return run

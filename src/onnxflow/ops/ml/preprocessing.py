@@ -6,8 +6,11 @@ OneHotEncoder-1, Scaler-1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from onnxflow.compile.context import NodeContext
 from onnxflow.ops.ml.common import ML_DOMAIN, as_2d
 from onnxflow.ops.registry import op
 
@@ -130,15 +133,26 @@ def one_hot_encoder(
     return out.reshape((*x.shape, len(cats)))
 
 
-@op("Scaler", 1, domain=ML_DOMAIN)
+@op("Scaler", 1, domain=ML_DOMAIN, build=True)
 def scaler(
-    x: np.ndarray, *, offset: list[float] | None = None, scale: list[float] | None = None
-) -> np.ndarray:
-    """Return (x - offset) * scale as float32, offset and scale per feature or broadcast."""
-    width = x.shape[-1] if x.ndim else 1
+    node: NodeContext, *, offset: list[float] | None = None, scale: list[float] | None = None
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Return the function giving (x - offset) * scale as float32, offset and scale per
+    feature or broadcast (made once, when the session is made)."""
     off = np.asarray(offset if offset else [0.0], np.float32)
     sc = np.asarray(scale if scale else [1.0], np.float32)
-    for name, v in (("offset", off), ("scale", sc)):
-        if v.size not in (1, width):
+    if 1 != off.size != sc.size != 1:
+        raise node.error(f"offset has {off.size} entries and scale {sc.size}: 1 or one a feature")
+    features = max(off.size, sc.size)  # the input's width these fix (1: any)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        width = x.shape[-1] if x.ndim else 1
+        if features not in (1, width):
+            name, v = ("offset", off) if off.size == features else ("scale", sc)
             raise ValueError(f"{name} has {v.size} entries, expected 1 or {width}")
-    return ((x.astype(np.float32) - off) * sc).astype(np.float32, copy=False)
+        if x.dtype == np.float32:  # the same two float32 steps, without a copy of x first
+            y = np.subtract(x, off)
+            return np.multiply(y, sc, out=y)
+        return ((x.astype(np.float32) - off) * sc).astype(np.float32, copy=False)
+
+    return run

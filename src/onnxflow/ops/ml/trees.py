@@ -184,6 +184,57 @@ def packed_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray
     return packed_forest.compiled_scores(packed, forest, how, forest_scores(forest, how))
 
 
+@dataclass(frozen=True)
+class Finish:
+    """What a kernel does to its [N, targets] float64 aggregate: add ``base`` (one per
+    target; -0.0 adds nothing to any value), pick each row's top class among ``labels``
+    (None: a regressor; ``never_voted``: 0 or -inf per class, added before the argmax),
+    apply ``transform`` and round to float32. A classifier with ``one_score`` expands the
+    positive class's score into two columns."""
+
+    transform: str
+    base: np.ndarray
+    labels: np.ndarray | None = None
+    never_voted: np.ndarray | None = None
+    one_score: bool = False
+    all_positive: bool = False
+
+
+#: How a kernel finishes its aggregate: ``finish(Finish(...), score)`` gives the function
+#: from an [N, F] input to the float32 scores (a regressor) or (labels, scores) of its
+#: aggregate ``score(x)``.
+Finisher = Callable[[Finish, Callable[[np.ndarray], np.ndarray]], Callable[[np.ndarray], Any]]
+
+
+def numpy_finish(spec: Finish, score: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
+    """The NumPy form of :class:`Finish`: step by step on the whole aggregate ``score(x)``."""
+    transform, base, labels = spec.transform, spec.base, spec.labels
+    if labels is None:
+        return lambda x: transform_scores(score(x) + base, transform).astype(np.float32)
+    never_voted = spec.never_voted if spec.never_voted is not None else np.zeros(len(base))
+    all_voted = bool((never_voted == 0).all())  # adding zeros changes no argmax
+    threshold = 0.5 if spec.all_positive else 0.0
+
+    def classes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        summed = score(x)
+        if spec.one_score:
+            positive = summed[:, 0] + base[0]
+            top = labels[(positive > threshold).astype(np.intp)]
+            return top, binary_scores(positive, transform, spec.all_positive).astype(np.float32)
+        summed = summed + base
+        top = labels[np.argmax(summed if all_voted else summed + never_voted, axis=1)]
+        return top, transform_scores(summed, transform).astype(np.float32)
+
+    return classes
+
+
+def packed_finish(spec: Finish, score: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
+    """The compiled form of :class:`Finish` (:mod:`onnxflow.native._trees`): each row
+    finished in one pass, in the same call as the walk for :func:`packed_scores`; the NumPy
+    form where it does not apply (PROBIT, no classes)."""
+    return packed_forest.compiled_finish(_TREES, spec, score, numpy_finish(spec, score))
+
+
 def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
     """The traits declaring the compiled form of the tree-ensemble ``builder()``: the builder
     with :func:`packed_scores` (none when the compiled module was not built)."""
@@ -191,7 +242,7 @@ def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
         return Traits()
 
     def form(node: NodeContext, **attrs: Any) -> Any:
-        step = builder()(node, packed_scores, **attrs)
+        step = builder()(node, packed_scores, packed_finish, **attrs)
         fn = getattr(step, "fn", step)  # a Built, or the step itself
         if hasattr(fn, "__qualname__"):  # named apart from the NumPy form's in `onnxflow code`
             fn.__name__ = "run_compiled"
@@ -332,6 +383,7 @@ def _split_members(membership_values: np.ndarray | None) -> list[np.ndarray]:
 def tree_ensemble(
     node: NodeContext,
     scores: Scores = forest_scores,
+    finish: Finisher = numpy_finish,
     /,
     *,
     tree_roots: list[int],
@@ -370,8 +422,11 @@ def tree_ensemble(
     except ValueError as exc:
         raise node.error(str(exc)) from exc
     score = scores(forest, how)
+    finished = finish(Finish(transform, np.full(targets, -0.0)), score)
 
     def run(x: np.ndarray) -> np.ndarray:
+        if x.dtype == np.float32:
+            return finished(as_2d(x))
         return transform_scores(score(as_2d(x)), transform).astype(x.dtype)
 
     return run
@@ -529,6 +584,7 @@ _LEGACY_NODE_ATTRS = (
 def tree_ensemble_regressor(
     node: NodeContext,
     scores: Scores = forest_scores,
+    finish: Finisher = numpy_finish,
     /,
     *,
     n_targets: int | None = None,
@@ -561,10 +617,10 @@ def tree_ensemble_regressor(
         node, {**nodes, **votes}, (base_values, base_values_as_tensor), "target", targets,
         aggregate_function,
     )  # fmt: skip
-    score = scores(forest, aggregate_function)
+    finished = finish(Finish(transform, base), scores(forest, aggregate_function))
 
     def run(x: np.ndarray) -> np.ndarray:
-        return transform_scores(score(as_2d(x)) + base, transform).astype(np.float32)
+        return finished(as_2d(x))
 
     return run
 
@@ -582,6 +638,7 @@ def tree_ensemble_regressor(
 def tree_ensemble_classifier(
     node: NodeContext,
     scores: Scores = forest_scores,
+    finish: Finisher = numpy_finish,
     /,
     *,
     classlabels_int64s: list[int] | None = None,
@@ -613,18 +670,11 @@ def tree_ensemble_classifier(
     all_positive = bool((weights >= 0).all())
     # A class no leaf votes for never wins (its score is only its base value).
     never_voted = np.where(forest.voted.any(axis=0), 0.0, -np.inf)
-    all_voted = bool((never_voted == 0).all())  # adding zeros changes no argmax
-    score = scores(forest, "SUM")
+    spec = Finish(transform, base, labels, never_voted, one_score, all_positive)
+    finished = finish(spec, scores(forest, "SUM"))
 
     def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        summed = score(as_2d(x))
-        if one_score:
-            positive = summed[:, 0] + base[0]
-            top = labels[(positive > (0.5 if all_positive else 0.0)).astype(np.intp)]
-            return top, binary_scores(positive, transform, all_positive).astype(np.float32)
-        summed += base
-        top = labels[np.argmax(summed if all_voted else summed + never_voted, axis=1)]
-        return top, transform_scores(summed, transform).astype(np.float32)
+        return finished(as_2d(x))
 
     return run
 
