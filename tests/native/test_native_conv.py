@@ -425,3 +425,20 @@ def test_conv_activation_stateful_form_reruns_by_blas_path(
         got = kept.run(None, feeds)[0]
         assert got.tobytes() == numpy_form.run(None, feeds)[0].tobytes(), shape
         assert len(calls) == through_by_blas, (shape, calls)
+
+
+def test_gathered_columns_are_takes_copy():
+    """The compiled gather of im2col columns copies what NumPy's take copies from X with a zero
+    after it (NaN, -0.0 and infinities bit for bit), and refuses a position past that zero."""
+    from onnxflow.ops.im2col import _column_index
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, np.inf]
+    index = _column_index(x.shape, (3,), (4,), (2,), (1,), (1,))
+    padded = np.concatenate([x.reshape(-1), np.zeros(1, np.float32)])
+    got = np.empty(index.size, np.float32)
+    conv_direct._CONV.gather_columns_f32(x.reshape(-1), index.reshape(-1), got)
+    assert got.tobytes() == padded.take(index).reshape(-1).tobytes()
+    with pytest.raises(ValueError, match="index 22 outside 0..21"):
+        conv_direct._CONV.gather_columns_f32(x.reshape(-1), np.array([0, 22], np.intp), got[:2])

@@ -368,14 +368,13 @@ class _Columns(NamedTuple):
     shape: tuple[int, ...]  # Y's
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The NumPy form's columns, product and bias add (the same calls), over ``x``."""
+        """The NumPy form's columns (the same values, gathered in one compiled pass), product
+        and bias add (the same calls), over ``x``."""
         if self.index is None:
             cols = x.reshape(x.shape[1], -1)
-        else:
-            flat = np.empty(x.size + 1, np.float32)
-            flat[:-1] = x.reshape(-1)
-            flat[-1] = 0
-            cols = flat.take(self.index)
+        else:  # what take makes from x with a zero after it, in one compiled pass
+            cols = np.empty(self.index.shape, np.float32)
+            _CONV.gather_columns_f32(x.reshape(-1), self.index.reshape(-1), cols.reshape(-1))
         y = self.wm @ cols
         if self.bias is not None:
             y += self.bias
