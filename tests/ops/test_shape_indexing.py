@@ -495,3 +495,27 @@ def test_split_sizes_that_do_not_add_up_are_named():
     for _ in range(2):
         with pytest.raises(ValueError, match=r"split sizes \[2, 3\] do not add up to dim 6"):
             _split(x, 1, [2, 3], 2, False)
+
+
+@pytest.mark.parametrize(
+    "shape, indices, axis",
+    [((3,), np.array([1]), 0), ((3,), np.array(-1), 0), ((2, 1, 4), np.array(1), 0)],
+)
+def test_gather_takes_without_numpys_wrapper(shape, indices, axis):
+    """Gather on an array (a shape's dim, a state's direction) is np.take's result, a 0-d array
+    for a scalar index of a vector, made by ndarray.take without np.take's Python wrapper."""
+    import sys
+
+    from onnxflow.ops.indexing import gather
+
+    data = np.arange(int(np.prod(shape)), dtype=I64).reshape(shape)
+    want = np.asarray(np.take(data, indices, axis=axis))
+    calls: list[str] = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name))
+    try:
+        got = gather(data, indices, axis=axis)
+    finally:
+        sys.setprofile(None)
+    assert got.__class__ is np.ndarray and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert "take" not in calls and "_wrapfunc" not in calls, calls
