@@ -417,3 +417,65 @@ def test_fused_pointwise_product_decided_per_shape(activation):
             got, want = (s.run(None, {"x": x, "z": z})[0] for s in sessions)
             assert got.shape == want.shape == out
             assert got.tobytes() == want.tobytes()
+
+
+#: (X shape, W shape, strides, bias shape) of ConvActivation nodes by_blas serves (too many
+#: channels for the loop), as a voice detector's encoder calls them one chunk at a time.
+FUSED_GEMM_CASES = [
+    ((1, 33, 3), (32, 33, 3), [1], (32, 1)),
+    ((1, 32, 3), (16, 32, 3), [2], (1, 16, 1)),
+    ((1, 16, 1), (32, 16, 3), [1], (1, 32, 1)),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, strides, bias_shape", FUSED_GEMM_CASES)
+def test_conv_activation_stateful_form_reruns_by_blas_path(
+    x_shape, w_shape, strides, bias_shape, monkeypatch
+):
+    """A Conv, bias Add and Relu fused into ConvActivation, run chunk after chunk: from the
+    third run of one X shape on, the node reruns the GEMM path it made (by_blas is not called
+    again), bit for bit the NumPy form's result; another X shape goes through by_blas."""
+    rng = np.random.default_rng(w_shape[0] + strides[0])
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(bias_shape).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=strides, pads=[1, 1]),
+        helper.make_node("Add", ["c", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, x_shape[1], "L"])
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph(nodes, "encoder", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    assert "ConvActivation" in kept.source()
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    calls = []
+    by_blas = conv_direct.by_blas
+    monkeypatch.setattr(conv_direct, "by_blas", lambda *a: calls.append(1) or by_blas(*a))
+    longer = (*x_shape[:-1], x_shape[-1] + 1)
+    runs = [(x_shape, 1), (x_shape, 1), (x_shape, 0), (longer, 1), (x_shape, 0), (longer, 1)]
+    for shape, through_by_blas in runs:
+        calls.clear()
+        feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+        got = kept.run(None, feeds)[0]
+        assert got.tobytes() == numpy_form.run(None, feeds)[0].tobytes(), shape
+        assert len(calls) == through_by_blas, (shape, calls)
+
+
+def test_gathered_columns_are_takes_copy():
+    """The compiled gather of im2col columns copies what NumPy's take copies from X with a zero
+    after it (NaN, -0.0 and infinities bit for bit), and refuses a position past that zero."""
+    from onnxflow.ops.im2col import _column_index
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, np.inf]
+    index = _column_index(x.shape, (3,), (4,), (2,), (1,), (1,))
+    padded = np.concatenate([x.reshape(-1), np.zeros(1, np.float32)])
+    got = np.empty(index.size, np.float32)
+    conv_direct._CONV.gather_columns_f32(x.reshape(-1), index.reshape(-1), got)
+    assert got.tobytes() == padded.take(index).reshape(-1).tobytes()
+    with pytest.raises(ValueError, match="index 22 outside 0..21"):
+        conv_direct._CONV.gather_columns_f32(x.reshape(-1), np.array([0, 22], np.intp), got[:2])

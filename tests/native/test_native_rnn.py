@@ -246,3 +246,47 @@ def test_later_runs_match_the_first(op, direction, given_states):
             np.testing.assert_array_equal(a, b)
             np.testing.assert_allclose(a, n, rtol=RTOL, atol=ATOL)
         assert not np.shares_memory(later[0], later[1])
+
+
+def test_later_single_steps_call_the_loop_without_python_glue():
+    """A streaming LSTM (one step, batch 1, states fed back): a later run checks the inputs and
+    calls the prepared loop with no generator, no np.full and outputs that need no detaching
+    (Y a fresh array, not a view the session must copy), bit for bit the first run's result."""
+    import sys
+
+    rng = np.random.default_rng(9)
+    hidden, size = 16, 5
+    w = rng.standard_normal((1, 4 * hidden, size)).astype(np.float32)
+    r = (rng.standard_normal((1, 4 * hidden, hidden)) * 0.2).astype(np.float32)
+    b = rng.standard_normal((1, 8 * hidden)).astype(np.float32)
+    node = helper.make_node(
+        "LSTM", ["x", "w", "r", "b", "", "h0", "c0"], ["y", "yh", "yc"], hidden_size=hidden
+    )
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, size])]
+    inputs += [
+        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1, 1, hidden])
+        for n in ("h0", "c0")
+    ]
+    outs = [
+        helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in ["y", "yh", "yc"]
+    ]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (r, "r"), (b, "b"))]
+    graph = helper.make_graph([node], "lstm", inputs, outs, inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
+    sess = onnxflow.InferenceSession(data)
+    h = c = np.zeros((1, 1, hidden), np.float32)
+    calls: list[str] = []
+    for _ in range(3):
+        feeds = {"x": rng.standard_normal((1, 1, size)).astype(np.float32), "h0": h, "c0": c}
+        first = onnxflow.InferenceSession(data).run(None, feeds)
+        calls.clear()
+        sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name))
+        try:
+            y, h, c = sess.run(None, feeds)
+        finally:
+            sys.setprofile(None)
+        for got, want in zip((y, h, c), first, strict=True):
+            assert got.tobytes() == want.tobytes() and got.shape == want.shape
+        assert y.base is None and not np.shares_memory(y, h)
+    glue = {"<genexpr>", "full", "_detach"} & set(calls)
+    assert not glue, calls

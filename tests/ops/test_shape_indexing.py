@@ -450,3 +450,72 @@ def test_gathers_index_error_says_which_input_axis_and_range_in_words() -> None:
     assert "the axis has size 4, so valid indices are from -4 to 3" in message
     with pytest.raises(OnnxflowError, match=r"along data's axis 0: index -4 .* from -3 to 2"):
         run("Gather", [data, np.array([[-4]])], axis=0)
+
+
+@pytest.mark.parametrize(
+    "shape, axis, sizes, n, uneven",
+    [
+        ((2, 1, 32), 0, None, 2, False),  # an LSTM's two directions' states
+        ((3, 10), -1, [3, 0, 7], 3, False),  # an empty part
+        ((4, 7, 2), 1, None, 3, True),  # opset 18: the last part smaller
+        ((5,), 0, [5], 1, False),
+    ],
+)
+def test_split_parts_are_np_split_views(shape, axis, sizes, n, uneven):
+    """Split's parts are np.split's: the same views of X (shape, strides, offset), found with
+    a remembered index and no call to np.split."""
+    import sys
+
+    from onnxflow.ops.shape import _split
+
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    parts = _split(x, axis, sizes, n, uneven)
+    dim = shape[axis]
+    chunk = -(-dim // n) if uneven else dim // n
+    cuts = np.cumsum(sizes or [min(chunk, dim - i * chunk) for i in range(n)])[:-1]
+    want = np.split(x, cuts, axis=axis)
+    assert len(parts) == len(want) == n
+    for got, ref in zip(parts, want):
+        assert got.shape == ref.shape and got.strides == ref.strides
+        assert got.__array_interface__["data"] == ref.__array_interface__["data"]
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name))
+    try:
+        _split(x, axis, sizes, n, uneven)
+    finally:
+        sys.setprofile(None)
+    assert "split" not in calls and "array_split" not in calls, calls
+
+
+def test_split_sizes_that_do_not_add_up_are_named():
+    """Sizes that do not add up to the axis are refused on every call (not remembered)."""
+    from onnxflow.ops.shape import _split
+
+    x = np.zeros((2, 6), np.float32)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"split sizes \[2, 3\] do not add up to dim 6"):
+            _split(x, 1, [2, 3], 2, False)
+
+
+@pytest.mark.parametrize(
+    "shape, indices, axis",
+    [((3,), np.array([1]), 0), ((3,), np.array(-1), 0), ((2, 1, 4), np.array(1), 0)],
+)
+def test_gather_takes_without_numpys_wrapper(shape, indices, axis):
+    """Gather on an array (a shape's dim, a state's direction) is np.take's result, a 0-d array
+    for a scalar index of a vector, made by ndarray.take without np.take's Python wrapper."""
+    import sys
+
+    from onnxflow.ops.indexing import gather
+
+    data = np.arange(int(np.prod(shape)), dtype=I64).reshape(shape)
+    want = np.asarray(np.take(data, indices, axis=axis))
+    calls: list[str] = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name))
+    try:
+        got = gather(data, indices, axis=axis)
+    finally:
+        sys.setprofile(None)
+    assert got.__class__ is np.ndarray and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert "take" not in calls and "_wrapfunc" not in calls, calls

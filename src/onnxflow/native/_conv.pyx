@@ -4,7 +4,8 @@
 Products and sums are float32 (each output summed in its own fixed order, see ``_conv.h``); the
 bias, an optional addend and the activation are applied to each output row right after it is
 summed. The caller (``onnxflow.ops.conv_direct``) checks shapes and attributes and computes the
-output geometry; this module only runs the loop.
+output geometry; this module only runs the loop. Also the one-pass gather of an image's im2col
+columns for the convolutions left to BLAS (``gather_columns_f32``).
 """
 
 from libc.stdlib cimport calloc, free
@@ -153,3 +154,20 @@ def epilogue_f32(
                 if has_z:
                     zp = &z[n, m, 0]
                 conv_epilogue(&y[n, m, 0], b, zp, y.shape[2], &g)
+
+
+def gather_columns_f32(const float[::1] x, const Py_ssize_t[::1] index, float[::1] out):
+    """out[i] = x[index[i]], and 0 where index[i] is len(x) (a window on the padding): an
+    image's im2col columns by their flat positions in one pass, the copy NumPy's take makes
+    from x with a zero after it. Raises ValueError for another index out of range."""
+    cdef Py_ssize_t i, j, n = x.shape[0], count = index.shape[0]
+    if out.shape[0] != count:
+        raise ValueError("gather_columns_f32: out must have one value per index")
+    for i in range(count):
+        j = index[i]
+        if <size_t>j < <size_t>n:
+            out[i] = x[j]
+        elif j == n:
+            out[i] = 0
+        else:
+            raise ValueError(f"gather_columns_f32: index {j} outside 0..{n}")

@@ -24,6 +24,7 @@ import numpy as np
 from onnxflow.ops import compiled
 from onnxflow.ops.conv_paths import check_kernel_shape, conv_geometry, convolve
 from onnxflow.ops.im2col import GATHER_COLUMNS, _column_index
+from onnxflow.traits import Built
 
 _CONV = compiled.module("_conv")
 
@@ -316,14 +317,18 @@ def loop_activation(name: str | None, params: Sequence[float] | None) -> tuple[i
     return _CONV.ACTIVATIONS[name], float(first), float(second)
 
 
-def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any] | None:
+def compiled_fused_conv(
+    numpy_builder: Callable[..., Any], flat_bias: bool = False
+) -> Callable[..., Any] | None:
     """FusedConv's compiled form (a builder, as its NumPy form ``numpy_builder`` is): the loop,
     with the bias, addend and activation in its pass, where it takes the convolution, else the
-    NumPy form's step. None when the loop was not built."""
+    NumPy form's step; its stateful form (:class:`_PreparedFused`) reruns a GEMM path made
+    once. ``flat_bias``: B may be any shape of one value per output channel, read flat (the
+    pass-made ConvActivation's). None when the loop was not built."""
     if _CONV is None:
         return None
 
-    def fused_conv_compiled(node: Any, **attrs: Any) -> Callable[..., np.ndarray]:
+    def fused_conv_compiled(node: Any, **attrs: Any) -> Built:
         numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
         act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
         one_product = _OneProduct(attrs, act)
@@ -331,6 +336,8 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
         def run(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
         ) -> np.ndarray:
+            if flat_bias and b is not None:
+                b = b.reshape(-1)
             y = one_product(x, w, b, z)
             if y is None:
                 y = direct(x, w, b, z, attrs, act)
@@ -338,7 +345,10 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
                 y = by_blas(x, w, b, z, attrs, act)
             return numpy_run(x, w, b, z) if y is None else y
 
-        return run
+        def stateful() -> _PreparedFused:
+            return _PreparedFused(run, attrs, act)
+
+        return Built(run, node.traits.replace(stateful=stateful))
 
     return fused_conv_compiled
 
@@ -406,14 +416,13 @@ class _Columns(NamedTuple):
     shape: tuple[int, ...]  # Y's
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The NumPy form's columns, product and bias add (the same calls), over ``x``."""
+        """The NumPy form's columns (the same values, gathered in one compiled pass), product
+        and bias add (the same calls), over ``x``."""
         if self.index is None:
             cols = x.reshape(x.shape[1], -1)
-        else:
-            flat = np.empty(x.size + 1, np.float32)
-            flat[:-1] = x.reshape(-1)
-            flat[-1] = 0
-            cols = flat.take(self.index)
+        else:  # what take makes from x with a zero after it, in one compiled pass
+            cols = np.empty(self.index.shape, np.float32)
+            _CONV.gather_columns_f32(x.reshape(-1), self.index.reshape(-1), cols.reshape(-1))
         y = self.wm @ cols
         if self.bias is not None:
             y += self.bias
@@ -471,3 +480,45 @@ class _PreparedConv:
 def prepared_conv(form: Callable[..., np.ndarray] | None) -> Callable[[], Any] | None:
     """What makes Conv's compiled stateful form over its compiled ``form`` (None: not built)."""
     return None if form is None else lambda: _PreparedConv(form)
+
+
+class _PreparedFused:
+    """FusedConv's compiled stateful form: the compiled step, and for a node that runs the same
+    W and B twice in a row on one float32 image, with no Z, where :func:`by_blas` serves it, the
+    NumPy form's GEMM path made once (:class:`_Columns`, without B), then B and the activation
+    in by_blas's one compiled pass: the same calls on the same operands, without the checks,
+    the geometry and the column index looked up at every call."""
+
+    def __init__(
+        self, step: Callable[..., np.ndarray], attrs: dict, act: tuple[int, float, float]
+    ) -> None:
+        self.step, self.attrs, self.act = step, attrs, act
+        self.plan: _Columns | None = None
+        self.bias = _NO_BIAS
+        self.last: tuple[Any, ...] = ()
+
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, z: Any = None) -> np.ndarray:
+        """Y for X, W, B (read flat) and Z."""
+        plan = self.plan
+        if plan is not None and z is None:
+            key = plan.key
+            if x.shape == key[0] and w is key[1] and b is key[2] and x.dtype == np.float32:
+                y = plan(x)
+                shape = plan.shape
+                _CONV.epilogue_f32(y.reshape(*shape[:2], -1), self.bias, None, *self.act)
+                return y
+        y = self.step(x, w, b, z)
+        last, self.last = self.last, (x.shape, w, b)
+        if z is None and len(last) == 3 and last[0] == x.shape and last[1] is w and last[2] is b:
+            self._prepare(x, w, b)
+        return y
+
+    def _prepare(self, x: np.ndarray, w: np.ndarray, b: Any) -> None:
+        """Make the GEMM path for X's shape, W and B, where by_blas serves them."""
+        flat = None if b is None else b.reshape(-1)
+        if flat is not None and (flat.dtype != np.float32 or flat.shape != w.shape[:1]):
+            return
+        plan = _columns_plan(x, w, None, self.attrs)
+        if plan is not None and math.prod(plan.shape):
+            self.bias = _NO_BIAS if flat is None else np.ascontiguousarray(flat)
+            self.plan = plan._replace(key=(x.shape, w, b))

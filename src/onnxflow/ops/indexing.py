@@ -53,8 +53,14 @@ def _gather_numpy(f: NumpyCall) -> str:
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)
-    try:  # np.take counts negative indices from the end and raises past either end
-        return np.asarray(np.take(data, indices, axis=axis))
+    try:  # take counts negative indices from the end and raises past either end
+        # ndarray.take is what np.take calls, without its Python wrapper (a shape's Gather)
+        y = (
+            data.take(indices, axis=axis)
+            if data.__class__ is np.ndarray
+            else np.take(data, indices, axis=axis)
+        )
+        return y if y.__class__ is np.ndarray else np.asarray(y)
     except IndexError:
         what = f"Gather's indices (input 2) along data's axis {axis}"
         _check_bounds(indices, data.shape[axis], what)  # raises, naming the range in words

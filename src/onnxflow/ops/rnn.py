@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -599,6 +599,8 @@ class _Direct:
     n_states: int
     hidden: int
     batch_limit: int
+    #: The sequence lengths the loop reads (all full) by (batch, steps), made once each.
+    lengths: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
     def fits(self, inputs: tuple[Any, ...]) -> bool:
         """Whether ``inputs`` are the weights prepared, with a float32 X of the width they
@@ -606,17 +608,18 @@ class _Direct:
         x = inputs[0]
         if x.__class__ is not np.ndarray or x.dtype != np.float32 or x.ndim != 3:
             return False
-        given = _padded(inputs)
-        weights = (given[1], given[2], given[3], given[7])
-        if given[4] is not None or any(a is not b for a, b in zip(weights, self.weights)):
+        given, w = _padded(inputs), self.weights
+        if given[1] is not w[0] or given[2] is not w[1] or given[3] is not w[2]:
+            return False
+        if given[7] is not w[3] or given[4] is not None:
+            return False
+        if x.shape[2] != self.static.wt.shape[0] or x.shape[1] >= self.batch_limit:
             return False
         shape = (1, x.shape[1], self.hidden)
-        states = given[5 : 5 + self.n_states]
-        return (
-            x.shape[2] == self.static.wt.shape[0]
-            and x.shape[1] < self.batch_limit
-            and all(s is None or (s.dtype == np.float32 and s.shape == shape) for s in states)
-        )
+        for s in given[5 : 5 + self.n_states]:
+            if s is not None and (s.dtype != np.float32 or s.shape != shape):
+                return False
+        return True
 
     def __call__(self, inputs: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
         """Y (T, 1, B, H) and the final states (1, B, H): what :func:`_run` returns for them."""
@@ -624,13 +627,19 @@ class _Direct:
         seq, batch, size = x.shape
         q = self.static
         xw = np.dot(x.reshape(seq * batch, size), q.wt).reshape(seq, batch, -1)
-        y = np.empty((seq, batch, self.hidden), np.float32)
+        y = np.empty((seq, 1, batch, self.hidden), np.float32)
+        zeros = (1, batch, self.hidden)
         given = _padded(inputs)[5 : 5 + self.n_states]
-        zeros = (batch, self.hidden)
-        states = [np.zeros(zeros, np.float32) if s is None else s[0].copy() for s in given]
-        h, c = (states * 2)[:2]
-        _NATIVE.recur(self.gates, q.native, xw, h, c, np.full(batch, seq), y, self.backwards)
-        return (y[:, None], *(s[None] for s in states))
+        states = [np.zeros(zeros, np.float32) if s is None else s.copy() for s in given]
+        lens = self.lengths.get((batch, seq))
+        if lens is None:
+            if len(self.lengths) >= 64:  # a stream of ever new lengths: keep the last ones
+                self.lengths.clear()
+            lens = self.lengths[batch, seq] = np.full(batch, seq)
+            lens.flags.writeable = False
+        h, c = states[0][0], states[-1][0]
+        _NATIVE.recur(self.gates, q.native, xw, h, c, lens, y[:, 0], self.backwards)
+        return (y, *states)
 
 
 def _direct(

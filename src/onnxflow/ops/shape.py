@@ -7,6 +7,7 @@ Range, Pad, CenterCropPad, DepthToSpace, SpaceToDepth, ReverseSequence.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -201,19 +202,30 @@ def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, n: int, uneven: bool) -> tuple:
-    axis = normalize_axis(axis, x.ndim)
-    dim = x.shape[axis]
+    given = None if sizes is None else tuple(sizes)
+    return tuple(map(x.__getitem__, _split_index(x.shape, axis, given, n, uneven)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_index(
+    shape: tuple[int, ...], axis: int, sizes: tuple[int, ...] | None, n: int, uneven: bool
+) -> tuple[tuple[slice, ...], ...]:
+    """The basic index of each part of a Split of a tensor of ``shape``, remembered (errors
+    are raised every time): the views np.split makes, without its Python per call."""
+    axis = normalize_axis(axis, len(shape))
+    dim = shape[axis]
     if sizes is None:
         if uneven:
             chunk = -(-dim // n)
-            sizes = [min(chunk, dim - i * chunk) for i in range(n)]
+            sizes = tuple(min(chunk, dim - i * chunk) for i in range(n))
         elif dim % n:
             raise ValueError(f"cannot split dim {dim} into {n} equal parts")
         else:
-            sizes = [dim // n] * n
+            sizes = (dim // n,) * n
     if sum(sizes) != dim or any(s < 0 for s in sizes):
-        raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
-    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+        raise ValueError(f"split sizes {list(sizes)} do not add up to dim {dim}")
+    lead, ends = (slice(None),) * axis, itertools.accumulate(sizes)
+    return tuple((*lead, slice(end - size, end)) for size, end in zip(sizes, ends))
 
 
 def _split_numpy(f: NumpyCall) -> str:

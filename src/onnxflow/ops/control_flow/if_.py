@@ -6,9 +6,11 @@ tensors, sequences or optionals. The branches must have as many outputs as the n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from onnx import GraphProto
 
 from onnxflow.compile.context import NodeContext
@@ -32,15 +34,30 @@ def if_(
             )
     then_sub, else_sub = node.subgraph(then_branch), node.subgraph(else_branch)
     label = node.describe()
+    then_pick, else_pick = _picker(then_sub.positions), _picker(else_sub.positions)
 
     key, what = node.key, f"{label}: condition"
 
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
-        taken = as_bool(cond, what)
-        sub, branch = (then_sub, "then_branch") if taken else (else_sub, "else_branch")
+        if cond.__class__ is np.ndarray and not cond.shape:  # a scalar: its truth, as as_bool
+            taken = bool(cond)
+        else:
+            taken = as_bool(cond, what)
+        sub, pick = (then_sub, then_pick) if taken else (else_sub, else_pick)
         plain = unwatched_runner(sub.plan)  # no observer, no RunOptions: the branch's function
         if plain is not None:
-            return tuple(plain([captured[i] for i in sub.positions]))
+            return tuple(plain(captured[pick] if pick.__class__ is slice else pick(captured)))
+        branch = "then_branch" if taken else "else_branch"
         return tuple(run_in_scope(key, branch, 1, current_runner(sub.plan), sub.bind(captured)))
 
     return run
+
+
+def _picker(positions: Sequence[int]) -> slice | Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """What picks a branch's captured values out of the node's (at ``positions``) without a
+    Python call: a slice where they are consecutive (all of them, one, none), else an
+    itemgetter."""
+    start = positions[0] if positions else 0
+    if tuple(positions) == tuple(range(start, start + len(positions))):
+        return slice(start, start + len(positions))
+    return operator.itemgetter(*positions)

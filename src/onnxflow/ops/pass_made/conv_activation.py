@@ -30,7 +30,7 @@ def _flat_bias(build: Callable[..., Callable[..., np.ndarray]]) -> Callable[...,
     return conv_activation
 
 
-_CONV_ACTIVATION_COMPILED = compiled_fused_conv(fused_conv)
+_CONV_ACTIVATION_COMPILED = compiled_fused_conv(fused_conv, flat_bias=True)
 
 
 #: A Conv with the bias Add and the activation after it
@@ -42,7 +42,5 @@ op(
     1,
     domain=FUSED_DOMAIN,
     build=True,
-    traits=Traits(
-        native=native_form(_CONV_ACTIVATION_COMPILED and _flat_bias(_CONV_ACTIVATION_COMPILED))
-    ),
+    traits=Traits(native=native_form(_CONV_ACTIVATION_COMPILED)),
 )(_flat_bias(fused_conv))
