@@ -125,16 +125,24 @@ class _Site:
         """Whether the pass rewrites ``bn`` (see the module)."""
         if not is_onnx_op(bn, "BatchNormalization") or not inference_mode(bn):
             return False
+        return self._operands_fit(bn) and self._beside_a_region(bn)
+
+    def _operands_fit(self, bn: NodeProto) -> bool:
+        """Whether X is float32 of rank 2 or more, not known to be small, and the four
+        parameters are constants of one value per channel."""
         rank = self.rank(bn.input[0])
+        if rank is None or rank < 2 or self.small(bn.input[0]):
+            return False
         params = [self.parameter(p) for p in bn.input[1:5]]
-        if rank is None or rank < 2 or any(p is None or p.ndim != 1 for p in params):
+        if any(p is None or p.ndim != 1 for p in params):
             return False
-        if self.small(bn.input[0]):
-            return False
-        if len({p.shape for p in params}) != 1:  # type: ignore[union-attr]
-            return False
+        return len({p.shape for p in params}) == 1  # type: ignore[union-attr]
+
+    def _beside_a_region(self, bn: NodeProto) -> bool:
+        """Whether X is made by a node a region takes, or Y read only by one; not when a Conv
+        makes X (the fold pass's to fold or to leave)."""
         maker = self.producer.get(bn.input[0])
-        if maker is not None and is_onnx_op(maker, "Conv"):  # the fold pass's to take or leave
+        if maker is not None and is_onnx_op(maker, "Conv"):
             return False
         out = bn.output[0]
         readers = self.readers.get(out, [])
