@@ -25,7 +25,9 @@ module registers nothing.
 - QDQConv 1: ``QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(w), ...))``, made by
   :mod:`~onnxflow.compile.passes.fuse_qdq_conv`;
 - ConvActivation 1: a Conv with the Relu or HardSigmoid after it, onnxruntime's FusedConv,
-  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`.
+  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`;
+- ScaledDotProductAttention 1: ``MatMul(Q, K^T)``, its scaling, mask Add, Softmax and
+  ``MatMul(., V)`` as one node, made by :mod:`~onnxflow.compile.passes.fuse_attention`.
 """
 
 from __future__ import annotations
@@ -47,3 +49,7 @@ QDQ_CONV = "QDQConv"
 #: The roles of a QDQConv node's inputs, in the order of its ``slots`` attribute.
 QDQ_ROLES = ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "zb", "sy", "zy")
 CONV_ACTIVATION = "ConvActivation"
+SCALED_DOT_PRODUCT_ATTENTION = "ScaledDotProductAttention"
+#: The roles of a ScaledDotProductAttention node's inputs, in the order of its ``slots``
+#: attribute (each the index of the input playing it, -1 when the chain has none).
+ATTENTION_ROLES = ("q", "k", "v", "mask", "q_scale", "k_scale", "scale", "fill")

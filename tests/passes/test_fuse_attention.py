@@ -1,0 +1,181 @@
+"""The scaled-dot-product attention core written as primitives
+(compile/passes/fuse_attention.py) runs as one node, bitwise equal to the nodes as written;
+what does not match stays as written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+
+F = TensorProto.FLOAT
+FUSED = "for ScaledDotProductAttention"
+
+
+def _const(name, value, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def _model(
+    scale="Div",
+    scale_first=False,
+    mask=True,
+    mask_first=False,
+    split_scale=False,
+    nan_guard=False,
+    axis=None,
+    opset=17,
+    outputs=("y",),
+    dtype=np.float32,
+):
+    """``Softmax(Q K^T (scaled) + mask) V`` as exporters write it, with the variants named."""
+    nodes, inits = [], [_const("c", 0.25, dtype), _const("half", 0.5, dtype)]
+    q, k = "q", "kt"
+    if split_scale:  # TorchScript's scaled_dot_product_attention: sqrt(scale) on each side
+        nodes += [
+            helper.make_node("Mul", ["q", "half"], ["qs"]),
+            helper.make_node("Mul", ["half", "kt"], ["ks"]),
+        ]
+        q, k = "qs", "ks"
+    nodes.append(helper.make_node("MatMul", [q, k], ["s"]))
+    last = "s"
+    if scale:
+        ins = ["c", last] if scale_first else [last, "c"]
+        nodes.append(helper.make_node(scale, ins, ["scaled"]))
+        last = "scaled"
+    if mask:
+        ins = ["mask", last] if mask_first else [last, "mask"]
+        nodes.append(helper.make_node("Add", ins, ["masked"]))
+        last = "masked"
+    attrs = {} if axis is None else {"axis": axis}
+    nodes.append(helper.make_node("Softmax", [last], ["p"], **attrs))
+    last = "p"
+    if nan_guard:
+        inits.append(_const("zero", 0.0, dtype))
+        nodes += [
+            helper.make_node("IsNaN", ["p"], ["nan"]),
+            helper.make_node("Where", ["nan", "zero", "p"], ["guarded"]),
+        ]
+        last = "guarded"
+    nodes.append(helper.make_node("MatMul", [last, "v"], ["y"]))
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(
+        nodes,
+        "attention",
+        [helper.make_tensor_value_info(n, elem, None) for n in ("q", "kt", "v", "mask")],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _feeds(heads=4, tokens=3, total=7, depth=8, mask_shape=None, dtype=np.float32):
+    rng = np.random.default_rng(1)
+    mask = np.where(rng.random(mask_shape or (1, 1, tokens, total)) < 0.3, -np.inf, 0.0)
+    return {
+        "q": rng.standard_normal((1, heads, tokens, depth)).astype(dtype),
+        "kt": rng.standard_normal((1, heads, depth, total)).astype(dtype),
+        "v": rng.standard_normal((1, heads, total, depth)).astype(dtype),
+        "mask": mask.astype(dtype),
+    }
+
+
+def _runs(model, feeds, kernels="native"):
+    data = model.SerializeToString()
+    out = []
+    for optimize in (True, False):
+        opts = onnxflow.SessionOptions(kernels=kernels, optimize=optimize)
+        session = onnxflow.InferenceSession(data, opts)
+        out.append((session.source(), session.run(None, feeds)))
+    return out
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a, b)
+
+
+VARIANTS = [
+    {},
+    {"scale": "Mul"},
+    {"scale": "Mul", "scale_first": True},
+    {"scale": None},
+    {"mask": False},
+    {"mask_first": True},
+    {"scale": None, "split_scale": True, "nan_guard": True},
+    {"axis": -1},
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(map(str, v.items())) or "-")
+@pytest.mark.parametrize("kernels", ["native", "numpy"])
+def test_attention_is_one_node_bitwise(variant, kernels):
+    (code, fused), (plain, written) = _runs(_model(**variant), _feeds(), kernels)
+    assert code.count(FUSED) == 1 and FUSED not in plain
+    assert "Softmax(" not in code.split("\n# graph", 1)[0]  # the main graph's own steps
+    _same(fused[0], written[0])
+
+
+def test_fully_masked_row_guarded_bitwise():
+    feeds = _feeds()
+    feeds["mask"][..., 1, :] = -np.inf  # a row of NaN probabilities, zeroed by the guard
+    (code, fused), (_, written) = _runs(_model(scale=None, split_scale=True, nan_guard=True), feeds)
+    assert FUSED in code
+    assert not np.isnan(fused[0]).any()
+    _same(fused[0], written[0])
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 4, 3, 7), (2, 4, 3, 7), (7,)])
+def test_mask_shapes_bitwise(mask_shape):
+    """A mask as large as the scores, one that broadcasts them to a larger batch, a row."""
+    (code, fused), (_, written) = _runs(_model(), _feeds(mask_shape=mask_shape))
+    assert FUSED in code
+    _same(fused[0], written[0])
+
+
+def test_large_scores_bitwise():
+    """Scores past the size scaled and masked in their own array."""
+    (code, fused), (_, written) = _runs(_model(), _feeds(heads=2, tokens=128, total=128))
+    assert FUSED in code
+    _same(fused[0], written[0])
+
+
+def test_float64_stays():
+    """Scales of another type than float32 are left as written."""
+    feeds = _feeds(dtype=np.float64)
+    (code, fused), (_, written) = _runs(_model(dtype=np.float64), feeds)
+    assert FUSED not in code
+    _same(fused[0], written[0])
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"axis": 1},  # not the last axis
+        {"opset": 12},  # Softmax coerced to 2-D
+        {"outputs": ("y", "p")},  # the probabilities read elsewhere
+        {"outputs": ("y", "s")},  # the scores read elsewhere
+    ],
+    ids=str,
+)
+def test_near_misses_stay(variant):
+    (code, fused), (_, written) = _runs(_model(**variant), _feeds())
+    assert FUSED not in code
+    for a, b in zip(fused, written):
+        _same(a, b)
+
+
+def test_scale_fed_at_run_time_stays():
+    model = _model()
+    model.graph.input.append(helper.make_tensor_value_info("c", F, None))
+    feeds = {**_feeds(), "c": np.array(0.25, np.float32)}
+    (code, _), _ = _runs(model, feeds)
+    assert FUSED not in code
+
+
+def test_guard_with_other_reader_stays():
+    model = _model(scale=None, split_scale=True, nan_guard=True, outputs=("y", "nan"))
+    (code, _), _ = _runs(model, _feeds())
+    assert FUSED not in code
