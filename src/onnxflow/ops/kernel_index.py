@@ -326,4 +326,5 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "RowSquaredDistances"): ("onnxflow.ops.pass_made.kernels",),
     ("onnxflow.fused", "ScaledDotProductAttention"): ("onnxflow.ops.pass_made.attention",),
     ("onnxflow.fused", "ShapeMemo"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "ShapedReshape"): ("onnxflow.ops.pass_made.kernels",),
 }

@@ -23,14 +23,18 @@ node; ``SessionOptions(optimize=False)`` keeps the nodes as written.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
-from onnx import NodeProto, TensorProto, helper
+from onnx import GraphProto, NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.graph_view import GraphView
+from onnxflow.compile.passes.graph_view import GraphView, value_reads
 from onnxflow.ir.domains import is_onnx_op
 from onnxflow.ir.walk import subgraph_reads, subgraphs
-from onnxflow.ops.pass_made import FUSED_DOMAIN, SHAPE_MEMO
+from onnxflow.ops.pass_made import FUSED_DOMAIN, SHAPE_MEMO, SHAPED_RESHAPE
+
+#: The doc string of a memo node's body (its group as written), which the pass leaves so.
+BODY_DOC = "the shape arithmetic a ShapeMemo or ShapedReshape node runs, as written"
 
 #: Groups of fewer nodes are left as written (a memo lookup costs about one small node).
 MIN_GROUP = 3
@@ -39,7 +43,7 @@ MIN_GROUP = 3
 def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     """The nodes of ``graph`` with its shape arithmetic in ``ShapeMemo`` nodes, or None when
     there is none worth a memo."""
-    if not any(_is_root(view, n) for n in view.nodes):
+    if view.graph.doc_string == BODY_DOC or not any(_is_root(view, n) for n in view.nodes):
         return None
     grouper = _Grouper(view)
     for node in view.nodes:
@@ -48,10 +52,11 @@ def memo_shapes(view: GraphView) -> list[NodeProto] | None:
     if not grouper.groups:
         return None
     needed = _read_outside_groups(view, grouper)
-    return [
+    nodes = [
         _memo_node(*grouper.groups[id(n)], needed) if id(n) in grouper.groups else n
         for n in grouper.nodes
     ]
+    return _reshapes(view, _shapes_absorbed(view, nodes))
 
 
 def _read_outside_groups(view: GraphView, grouper: _Grouper) -> set[str]:
@@ -144,6 +149,7 @@ def _memo_node(
         f"shape_memo_{count}",
         [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None) for name in inputs],
         [helper.make_empty_tensor_value_info(name) for name in outputs],
+        doc_string=BODY_DOC,
     )
     first, last = group[0], group[-1]
     return helper.make_node(
@@ -161,3 +167,121 @@ def _ordered(names: Iterable[str]) -> list[str]:
     for n in names:
         seen.setdefault(n)
     return list(seen)
+
+
+# -- Shape nodes and Reshapes taken into the memo nodes -----------------------------------------
+def _is_memo(node: NodeProto) -> bool:
+    return node.domain == FUSED_DOMAIN and node.op_type == SHAPE_MEMO
+
+
+def _counted_reads(view: GraphView, nodes: list[NodeProto]) -> Counter[str]:
+    """How many times each value is read (:func:`.value_reads`), a memo node's body not
+    counted: it reads nothing but the node's inputs."""
+    reads = value_reads([n for n in nodes if not _is_memo(n)], view.graph.output)
+    reads.update(i for n in nodes if _is_memo(n) for i in n.input if i)
+    return reads
+
+
+def _shapes_absorbed(view: GraphView, nodes: list[NodeProto]) -> list[NodeProto]:
+    """``nodes`` with each shape root (Shape, Size) whose value one memo node alone reads
+    moved into that memo's body: the memo then reads the root's tensor, by its shape alone
+    (its ``shaped`` positions), one step fewer per run."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    reads = _counted_reads(view, nodes)
+    moved: set[int] = set()
+    made: dict[int, NodeProto] = {}
+    for memo in (n for n in nodes if _is_memo(n)):
+        roots = [
+            root
+            for name in memo.input
+            if (root := producer.get(name)) is not None and _absorbable(view, root, memo, reads)
+        ]
+        if roots:
+            made[id(memo)] = _with_roots(memo, roots)
+            moved.update(id(r) for r in roots)
+    return [made.get(id(n), n) for n in nodes if id(n) not in moved]
+
+
+def _absorbable(view: GraphView, root: NodeProto, memo: NodeProto, reads: Counter[str]) -> bool:
+    """Whether shape root ``root`` may move into ``memo``: its one value is read by the memo
+    alone, and its tensor is not among the memo's inputs (read there by value)."""
+    if not _is_root(view, root) or len(root.input) != 1 or len(root.output) != 1:
+        return False
+    return reads[root.output[0]] == 1 and root.input[0] not in memo.input
+
+
+def _with_roots(memo: NodeProto, roots: list[NodeProto]) -> NodeProto:
+    """``memo`` running ``roots`` first, on their tensors, which it reads instead of their
+    values and compares by shape."""
+    by_value = {r.output[0]: r.input[0] for r in roots}
+    inputs = _ordered(by_value.get(i, i) for i in memo.input)
+    shaped = sorted({inputs.index(t) for t in by_value.values()} | set(_shaped(memo)))
+    return _memo_like(memo, SHAPE_MEMO, [*roots, *_body(memo).node], inputs, memo.output, shaped)
+
+
+def _reshapes(view: GraphView, nodes: list[NodeProto]) -> list[NodeProto]:
+    """``nodes`` with each memo node whose one value only a Reshape reads, as its target,
+    made one ShapedReshape node with that Reshape: three steps (Shape, memo, Reshape) one."""
+    reads = _counted_reads(view, nodes)
+    readers: dict[str, list[NodeProto]] = {}
+    for node in nodes:
+        for name in dict.fromkeys(node.input):
+            readers.setdefault(name, []).append(node)
+    made: dict[int, NodeProto] = {}
+    dropped: set[int] = set()
+    for memo in (n for n in nodes if _is_memo(n) and len(n.output) == 1):
+        target = memo.output[0]
+        found = readers.get(target, [])
+        if reads[target] == 1 and len(found) == 1 and _reshapes_by(found[0], target, memo):
+            made[id(found[0])] = _shaped_reshape(memo, found[0])
+            dropped.add(id(memo))
+    return [made.get(id(n), n) for n in nodes if id(n) not in dropped]
+
+
+def _reshapes_by(node: NodeProto, target: str, memo: NodeProto) -> bool:
+    """Whether ``node`` is a Reshape to ``target`` of a tensor that ``memo`` reads by shape
+    alone or not at all."""
+    if not is_onnx_op(node, "Reshape") or list(node.input[1:]) != [target]:
+        return False
+    x = node.input[0]
+    return x != target and (x not in memo.input or list(memo.input).index(x) in _shaped(memo))
+
+
+def _shaped_reshape(memo: NodeProto, reshape: NodeProto) -> NodeProto:
+    """The ShapedReshape node running ``memo``'s body then ``reshape``: its input 0 the
+    reshaped tensor, then the memo's inputs."""
+    x = reshape.input[0]
+    inputs = _ordered([x, *memo.input])
+    shaped = sorted({0} | {inputs.index(memo.input[i]) for i in _shaped(memo)})
+    nodes = [*_body(memo).node, reshape]
+    return _memo_like(memo, SHAPED_RESHAPE, nodes, inputs, reshape.output, shaped)
+
+
+def _body(memo: NodeProto) -> GraphProto:
+    return next(a.g for a in memo.attribute if a.name == "body")
+
+
+def _shaped(memo: NodeProto) -> list[int]:
+    return next((list(a.ints) for a in memo.attribute if a.name == "shaped"), [])
+
+
+def _memo_like(
+    memo: NodeProto,
+    op_type: str,
+    nodes: list[NodeProto],
+    inputs: list[str],
+    outputs: Iterable[str],
+    shaped: list[int],
+) -> NodeProto:
+    """A node like ``memo`` (its name, its body's name) of ``op_type``, running ``nodes``."""
+    outputs = list(outputs)
+    body = helper.make_graph(
+        nodes,
+        _body(memo).name,
+        [helper.make_tensor_value_info(name, TensorProto.UNDEFINED, None) for name in inputs],
+        [helper.make_empty_tensor_value_info(name) for name in outputs],
+        doc_string=BODY_DOC,
+    )
+    return helper.make_node(
+        op_type, inputs, outputs, name=memo.name, domain=FUSED_DOMAIN, body=body, shaped=shaped
+    )

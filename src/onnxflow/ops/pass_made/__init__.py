@@ -9,6 +9,9 @@ module registers nothing.
   :mod:`~onnxflow.compile.passes.fuse_qdq`;
 - ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
   made by :mod:`~onnxflow.compile.passes.memo_shapes`;
+- ShapedReshape 1: a Reshape with the shape arithmetic making its target, which reshapes to
+  the output shape of its last run while the shapes stay, made by
+  :mod:`~onnxflow.compile.passes.memo_shapes`;
 - FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
   made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
 - HalfRound 1: a value rounded to float16 and held in float32, made by
@@ -38,6 +41,7 @@ FUSED_DOMAIN = "onnxflow.fused"
 ROW_SQUARED_DISTANCES = "RowSquaredDistances"
 FAKE_QUANTIZE = "FakeQuantize"
 SHAPE_MEMO = "ShapeMemo"
+SHAPED_RESHAPE = "ShapedReshape"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
 HALF_TABLE = "HalfTable"
