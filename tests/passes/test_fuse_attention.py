@@ -29,10 +29,19 @@ def _model(
     opset=17,
     outputs=("y",),
     dtype=np.float32,
+    transposed=False,
 ):
-    """``Softmax(Q K^T (scaled) + mask) V`` as exporters write it, with the variants named."""
+    """``Softmax(Q K^T (scaled) + mask) V`` as exporters write it, with the variants named;
+    ``transposed``: Q, K^T and V made by Transposes of the inputs (heads on axis 2), and the
+    context transposed back, as head splits and merges write them."""
     nodes, inits = [], [_const("c", 0.25, dtype), _const("half", 0.5, dtype)]
     q, k = "q", "kt"
+    if transposed:
+        nodes += [
+            helper.make_node("Transpose", ["q_in"], ["q"], perm=[0, 2, 1, 3]),
+            helper.make_node("Transpose", ["k_in"], ["kt"], perm=[0, 2, 3, 1]),
+            helper.make_node("Transpose", ["v_in"], ["v"], perm=[0, 2, 1, 3]),
+        ]
     if split_scale:  # TorchScript's scaled_dot_product_attention: sqrt(scale) on each side
         nodes += [
             helper.make_node("Mul", ["q", "half"], ["qs"]),
@@ -59,12 +68,15 @@ def _model(
             helper.make_node("Where", ["nan", "zero", "p"], ["guarded"]),
         ]
         last = "guarded"
-    nodes.append(helper.make_node("MatMul", [last, "v"], ["y"]))
+    nodes.append(helper.make_node("MatMul", [last, "v"], ["ctx" if transposed else "y"]))
+    if transposed:
+        nodes.append(helper.make_node("Transpose", ["ctx"], ["y"], perm=[0, 2, 1, 3]))
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    names = ("q_in", "k_in", "v_in", "mask") if transposed else ("q", "kt", "v", "mask")
     graph = helper.make_graph(
         nodes,
         "attention",
-        [helper.make_tensor_value_info(n, elem, None) for n in ("q", "kt", "v", "mask")],
+        [helper.make_tensor_value_info(n, elem, None) for n in names],
         [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
         inits,
     )
@@ -148,6 +160,35 @@ def test_float64_stays():
     (code, fused), (_, written) = _runs(_model(dtype=np.float64), feeds)
     assert FUSED not in code
     _same(fused[0], written[0])
+
+
+def _transposed(feeds):
+    """``feeds`` as the transposed model's inputs (heads on axis 2)."""
+    return {
+        "q_in": np.ascontiguousarray(feeds["q"].transpose(0, 2, 1, 3)),
+        "k_in": np.ascontiguousarray(feeds["kt"].transpose(0, 3, 1, 2)),
+        "v_in": np.ascontiguousarray(feeds["v"].transpose(0, 2, 1, 3)),
+        "mask": feeds["mask"],
+    }
+
+
+@pytest.mark.parametrize("kernels", ["native", "numpy"])
+@pytest.mark.parametrize("split_scale", [False, True])
+def test_head_transposes_join_bitwise(kernels, split_scale):
+    """The Transposes making Q, K^T and V and the one of the context run in the node."""
+    model = _model(transposed=True, split_scale=split_scale, scale=None if split_scale else "Div")
+    (code, fused), (_, written) = _runs(model, _transposed(_feeds()), kernels)
+    assert FUSED in code and "Transpose(" not in code.split("\n# graph", 1)[0]
+    _same(fused[0], written[0])
+
+
+def test_transposed_query_read_elsewhere_stays_outside():
+    model = _model(transposed=True, outputs=("y", "q"))
+    (code, fused), (_, written) = _runs(model, _transposed(_feeds()))
+    main = code.split("\n# graph", 1)[0]
+    assert FUSED in code and main.count("Transpose(") == 1
+    for a, b in zip(fused, written):
+        _same(a, b)
 
 
 @pytest.mark.parametrize(

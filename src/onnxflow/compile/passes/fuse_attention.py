@@ -15,8 +15,11 @@ Taken: ``Mul(x, c)`` of Q or K^T (either operand order) by a float32 scalar cons
 the first MatMul alone; the scores divided or multiplied by a float32 scalar constant; an
 ``Add`` of a mask (any value, either operand order); ``Softmax`` over axis -1 (opset 13 on);
 ``IsNaN`` and ``Where(isnan, c, p)`` with c a float32 scalar constant. Only when every value
-inside the chain is read by the chain alone. Grouped-query head repetition (an Expand of K and
-V) and the Transpose of K are left outside: the node reads K^T and V as the graph makes them.
+inside the chain is read by the chain alone. The Transposes making Q, K^T and V (the head
+split, K's transpose after the Concat of past keys) and the one of the context (the head
+merge) join the chain when the chain alone reads their values: the node transposes as they
+do, a view. Grouped-query head repetition (an Expand of K and V) is left outside: the node
+reads K and V as the graph makes them.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def _attention(walk: Chains, softmax: NodeProto) -> tuple[list[NodeProto], NodeP
     found.after.append(softmax)
     if not _scores(walk, softmax.input[0], found) or not _context(walk, softmax, found):
         return None
+    perms = _transposes(walk, found)
     chain = [*reversed(found.before), *found.after]
     if not walk.closed(chain):
         return None
@@ -93,8 +97,37 @@ def _attention(walk: Chains, softmax: NodeProto) -> tuple[list[NodeProto], NodeP
         body=written,
         slots=[inputs.index(roles[r]) if r in roles else -1 for r in ATTENTION_ROLES],
         divide=found.divide,
+        **perms,
     )
     return chain, node
+
+
+def _perm(node: NodeProto | None) -> list[int] | None:
+    """The ``perm`` of ``node`` when it is a Transpose that names one."""
+    if node is None or not is_onnx_op(node, "Transpose"):
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return list(attrs["perm"]) if set(attrs) == {"perm"} else None
+
+
+def _transposes(walk: Chains, found: _Match) -> dict[str, list[int]]:
+    """Take into the chain the Transposes making Q, K^T and V and the one of the output (each
+    a view, as the Transpose kernel gives, read by the chain alone); their perms by role."""
+    perms: dict[str, list[int]] = {}
+    for role in ("q", "k", "v"):
+        node = walk.producer.get(found.roles[role])
+        perm = _perm(node)
+        if perm is not None and walk.reads[found.roles[role]] == 1:
+            found.before.append(node)  # type: ignore[arg-type]
+            found.roles[role] = node.input[0]  # type: ignore[union-attr]
+            perms[f"perm_{role}"] = perm
+    out = found.after[-1].output[0]
+    node = walk.sole(out, "Transpose")
+    perm = _perm(node)
+    if perm is not None and walk.reads[out] == 1:
+        found.after.append(node)  # type: ignore[arg-type]
+        perms["perm_out"] = perm
+    return perms
 
 
 def _last_axis(softmax: NodeProto) -> bool:

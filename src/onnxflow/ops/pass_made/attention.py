@@ -13,7 +13,7 @@ from onnxflow.ops.linalg import matmul
 from onnxflow.ops.pass_made import FUSED_DOMAIN, SCALED_DOT_PRODUCT_ATTENTION
 from onnxflow.ops.pass_made.body import body_call
 from onnxflow.ops.registry import REGISTRY, op
-from onnxflow.traits import Traits, native_form
+from onnxflow.traits import Built, Traits, native_form
 
 _F32 = np.dtype(np.float32)
 #: The Softmax version whose kernel the fused node calls (the pass takes opset 13 on, where
@@ -55,16 +55,22 @@ def _scaled_masked(s: np.ndarray, scale: Any, scaling: Any, mask: Any) -> np.nda
         return np.add(s, mask)
 
 
+#: The perms of the Transposes of Q, K^T, V and the output the node makes (None: none).
+Perms = tuple[Any, Any, Any, Any]
+
+
 def _attention(
     softmax: Callable[..., np.ndarray],
     as_written: Callable[..., Any],
     slots: list[int],
     divide: int,
+    perms: Perms,
 ) -> Callable[..., Any]:
     """The fused node's function: the chain's NumPy operations in the order its nodes make
-    them (Softmax through ``softmax``), on float32 arrays Q, K^T, V and mask;
-    else ``as_written``."""
+    them (Softmax through ``softmax``, each Transpose as its kernel's view), on float32
+    arrays Q, K^T, V and mask; else ``as_written``."""
     iq, ik, iv, im, iqs, iks, isc, ifill = slots
+    pq, pk, pv, po = perms
     scaling = np.divide if divide else np.multiply
 
     def attention(*args: Any) -> Any:
@@ -75,6 +81,12 @@ def _attention(
             and q.dtype == k.dtype == v.dtype == mask.dtype == _F32
         ):
             return as_written(*args)
+        if pq is not None:
+            q = np.transpose(q, pq)
+        if pk is not None:
+            k = np.transpose(k, pk)
+        if pv is not None:
+            v = np.transpose(v, pv)
         if iqs >= 0:
             q = np.multiply(q, args[iqs])
         if iks >= 0:
@@ -87,7 +99,7 @@ def _attention(
         p = softmax(s, axis=-1)
         if ifill >= 0:
             p = np.where(np.isnan(p), args[ifill], p)
-        return matmul(p, v)
+        return matmul(p, v) if po is None else np.transpose(matmul(p, v), po)
 
     return attention
 
@@ -99,11 +111,13 @@ def _build(softmax: Callable[..., np.ndarray] | None, name: str) -> Callable[...
         return None
 
     def build(
-        node: Any, *, body: GraphProto, slots: list[int], divide: int = 0
-    ) -> Callable[..., Any]:
-        run = _attention(softmax, body_call(node, body), list(slots), divide)
+        node: Any, *, body: GraphProto, slots: list[int], divide: int = 0, **perms: Any
+    ) -> Built:
+        found = tuple(perms.get(f"perm_{r}") for r in ("q", "k", "v", "out"))
+        run = _attention(softmax, body_call(node, body), list(slots), divide, found)  # type: ignore[arg-type]
         run.__name__ = run.__qualname__ = name
-        return run
+        # a transposed output is a view of the product: not fresh
+        return Built(run, node.traits.replace(fresh=found[3] is None))
 
     return build
 
@@ -123,13 +137,14 @@ _NUMPY_FORM = _build(_SOFTMAX, "attention")
     ),
 )
 def scaled_dot_product_attention(
-    node: Any, *, body: GraphProto, slots: list[int], divide: int = 0
-) -> Callable[..., Any]:
+    node: Any, *, body: GraphProto, slots: list[int], divide: int = 0, **perms: list[int]
+) -> Built:
     """``MatMul(Q, K^T) -> Div or Mul(scale) -> Add(mask) -> Softmax -> MatMul(., V)`` (see
     :mod:`~onnxflow.compile.passes.fuse_attention`), each step optional but the products and
     Softmax: the same NumPy operations in the same order on float32 inputs, the NumPy form of
     Softmax here and its compiled form in the compiled form; other inputs run the nodes as
     written (``body``). ``slots``: the input index of each role (``q``, ``k``, ``v``, ``mask``,
     ``q_scale``, ``k_scale``, ``scale``, ``fill``), -1 when absent; ``divide``: the scores are
-    divided by ``scale`` (else multiplied)."""
-    return _NUMPY_FORM(node, body=body, slots=slots, divide=divide)  # type: ignore[misc]
+    divided by ``scale`` (else multiplied); ``perm_q``, ``perm_k``, ``perm_v``, ``perm_out``:
+    the perms of the Transposes of Q, K^T, V and the output the node makes, when it does."""
+    return _NUMPY_FORM(node, body=body, slots=slots, divide=divide, **perms)  # type: ignore[misc]
