@@ -18,9 +18,12 @@ def _ints(name: str, values: list[int]) -> object:
     return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
-def _head_split(shape_of: str = "x", extra_output: str | None = None) -> object:
+def _head_split(
+    shape_of: str = "x", extra_output: str | None = None, transpose: bool = False
+) -> object:
     """``Reshape(x, [B, S, 4, -1])`` with B and S read from ``shape_of``'s shape, as torch.onnx
-    writes a head split; ``extra_output`` a value also made a graph output."""
+    writes a head split (then a Transpose of heads before tokens when ``transpose``);
+    ``extra_output`` a value also made a graph output."""
     nodes = [
         helper.make_node("Shape", [shape_of], ["shape"]),
         helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
@@ -28,8 +31,10 @@ def _head_split(shape_of: str = "x", extra_output: str | None = None) -> object:
         helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
         helper.make_node("Unsqueeze", ["s", "axes"], ["s1"]),
         helper.make_node("Concat", ["b1", "s1", "heads", "minus1"], ["target"], axis=0),
-        helper.make_node("Reshape", ["x", "target"], ["y"]),
+        helper.make_node("Reshape", ["x", "target"], ["r" if transpose else "y"]),
     ]
+    if transpose:
+        nodes.append(helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1, 3]))
     inits = [
         numpy_helper.from_array(np.array(0, np.int64), "zero"),
         numpy_helper.from_array(np.array(1, np.int64), "one"),
@@ -71,6 +76,25 @@ def test_shape_memo_and_reshape_are_one_step() -> None:
         got, want = sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]
         assert got.shape == want.shape == (*shape[:2], 4, shape[2] // 4)
         np.testing.assert_array_equal(got, want)
+
+
+def test_head_split_and_its_transpose_are_one_step() -> None:
+    sess, plain = _both(_head_split(transpose=True))
+    assert _ops(sess) == ["ShapedReshape"]
+    for shape in SHAPES:
+        x = _x(*shape)
+        got, want = sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]
+        assert got.shape == want.shape == (shape[0], 4, shape[1], shape[2] // 4)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_transpose_of_a_reshape_read_elsewhere_stays() -> None:
+    sess, plain = _both(_head_split(transpose=True, extra_output="r"))
+    assert _ops(sess) == ["ShapedReshape", "Transpose"]
+    for shape in SHAPES[:3]:
+        x = _x(*shape)
+        for got, want in zip(sess.run(None, {"x": x}), plain.run(None, {"x": x})):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_reshaped_tensor_compared_by_its_own_shape() -> None:

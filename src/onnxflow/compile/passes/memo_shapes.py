@@ -221,7 +221,9 @@ def _with_roots(memo: NodeProto, roots: list[NodeProto]) -> NodeProto:
 
 def _reshapes(view: GraphView, nodes: list[NodeProto]) -> list[NodeProto]:
     """``nodes`` with each memo node whose one value only a Reshape reads, as its target,
-    made one ShapedReshape node with that Reshape: three steps (Shape, memo, Reshape) one."""
+    made one ShapedReshape node with that Reshape (and the Transpose alone reading the
+    Reshape's output, a head split's): three or four steps (Shape, memo, Reshape, Transpose)
+    one."""
     reads = _counted_reads(view, nodes)
     readers: dict[str, list[NodeProto]] = {}
     for node in nodes:
@@ -233,8 +235,12 @@ def _reshapes(view: GraphView, nodes: list[NodeProto]) -> list[NodeProto]:
         target = memo.output[0]
         found = readers.get(target, [])
         if reads[target] == 1 and len(found) == 1 and _reshapes_by(found[0], target, memo):
-            made[id(found[0])] = _shaped_reshape(memo, found[0])
-            dropped.add(id(memo))
+            out = found[0].output[0]
+            after = readers.get(out, [])
+            transpose = after[0] if reads[out] == 1 and len(after) == 1 else None
+            perm = _perm(transpose)
+            made[id(found[0])] = _shaped_reshape(memo, found[0], transpose if perm else None)
+            dropped.update([id(memo), id(transpose)] if perm else [id(memo)])
     return [made.get(id(n), n) for n in nodes if id(n) not in dropped]
 
 
@@ -247,14 +253,25 @@ def _reshapes_by(node: NodeProto, target: str, memo: NodeProto) -> bool:
     return x != target and (x not in memo.input or list(memo.input).index(x) in _shaped(memo))
 
 
-def _shaped_reshape(memo: NodeProto, reshape: NodeProto) -> NodeProto:
-    """The ShapedReshape node running ``memo``'s body then ``reshape``: its input 0 the
-    reshaped tensor, then the memo's inputs."""
+def _perm(node: NodeProto | None) -> list[int] | None:
+    """The ``perm`` of ``node`` when it is a Transpose that names one."""
+    if node is None or not is_onnx_op(node, "Transpose") or len(node.attribute) != 1:
+        return None
+    attr = node.attribute[0]
+    return list(attr.ints) if attr.name == "perm" else None
+
+
+def _shaped_reshape(memo: NodeProto, reshape: NodeProto, transpose: NodeProto | None) -> NodeProto:
+    """The ShapedReshape node running ``memo``'s body then ``reshape`` (then ``transpose``):
+    its input 0 the reshaped tensor, then the memo's inputs."""
     x = reshape.input[0]
     inputs = _ordered([x, *memo.input])
     shaped = sorted({0} | {inputs.index(memo.input[i]) for i in _shaped(memo)})
-    nodes = [*_body(memo).node, reshape]
-    return _memo_like(memo, SHAPED_RESHAPE, nodes, inputs, reshape.output, shaped)
+    nodes = [*_body(memo).node, reshape, *([transpose] if transpose else [])]
+    node = _memo_like(memo, SHAPED_RESHAPE, nodes, inputs, nodes[-1].output, shaped)
+    if transpose is not None:
+        node.attribute.append(helper.make_attribute("perm", _perm(transpose)))
+    return node
 
 
 def _body(memo: NodeProto) -> GraphProto:

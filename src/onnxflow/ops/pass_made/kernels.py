@@ -238,23 +238,29 @@ def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 
 @op(SHAPED_RESHAPE, 1, domain=FUSED_DOMAIN, build=True)
-def shaped_reshape(node: Any, *, body: GraphProto, shaped: list[int]) -> Built:
+def shaped_reshape(
+    node: Any, *, body: GraphProto, shaped: list[int], perm: list[int] | None = None
+) -> Built:
     """``Reshape(x, target)`` with the shape arithmetic making ``target`` (see
-    :mod:`~onnxflow.compile.passes.memo_shapes`): input 0 is x, then what the arithmetic reads;
-    ``body`` runs them as written. The plan's stateless form runs it every time; the stateful
-    form each generated function makes keeps the output's shape and, while the inputs are
-    those of its last run (at the positions ``shaped`` by their shapes alone, x among them),
-    reshapes x to it."""
+    :mod:`~onnxflow.compile.passes.memo_shapes`), then ``Transpose(perm)`` when ``perm`` is
+    given: input 0 is x, then what the arithmetic reads; ``body`` runs them as written. The
+    plan's stateless form runs it every time; the stateful form each generated function makes
+    keeps the reshaped shape and, while the inputs are those of its last run (at the positions
+    ``shaped`` by their shapes alone, x among them), reshapes x to it (and transposes the view,
+    as the Transpose kernel does)."""
     run = body_call(node, body)
     n_inputs = len(body.input)
     by_shape = frozenset(shaped)
-    return Built(run, node.traits.replace(stateful=lambda: _reshaping(run, n_inputs, by_shape)))
+    order = None if perm is None else tuple(perm)
+    return Built(
+        run, node.traits.replace(stateful=lambda: _reshaping(run, n_inputs, by_shape, order))
+    )
 
 
 def _reshaping(
-    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int]
+    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int], perm: tuple[int, ...] | None
 ) -> Callable[..., Any]:
-    """``run`` with a memo of its last inputs' key and the shape of its result."""
+    """``run`` with a memo of its last inputs' key and the shape it reshaped to."""
     memo: Memo[tuple[tuple[Any, ...], tuple[int, ...]]] = Memo()
     only_shapes = shaped == frozenset(range(n_inputs))
 
@@ -263,18 +269,29 @@ def _reshaping(
         x = args[0]
         if only_shapes and x.__class__ is np.ndarray:
             key: tuple[Any, ...] = tuple(a.shape for a in args[:n_inputs])
-            if kept is not None and kept[0] == key:
-                return x.reshape(kept[1])
+            hit = kept is not None and kept[0] == key
         else:
             key = _key(args[:n_inputs], shaped)
-            if kept is not None and x.__class__ is np.ndarray and _same(kept[0], key):
-                return x.reshape(kept[1])
+            hit = kept is not None and x.__class__ is np.ndarray and _same(kept[0], key)
+        if hit:
+            y = x.reshape(kept[1])  # type: ignore[index]
+            return y if perm is None else np.transpose(y, perm)
         y = run(*args)
         if y.__class__ is np.ndarray and x.__class__ is np.ndarray:
-            memo.kept = (key, y.shape)
+            memo.kept = (key, _unpermuted(y.shape, perm))
         return y
 
     return reshaped
+
+
+def _unpermuted(shape: tuple[int, ...], perm: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The shape whose transpose by ``perm`` (None: none) is ``shape``."""
+    if perm is None:
+        return shape
+    dims = [0] * len(shape)
+    for i, p in enumerate(perm):
+        dims[p] = shape[i]
+    return tuple(dims)
 
 
 _F32 = np.dtype(np.float32)
