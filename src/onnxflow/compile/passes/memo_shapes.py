@@ -235,12 +235,9 @@ def _reshapes(view: GraphView, nodes: list[NodeProto]) -> list[NodeProto]:
         target = memo.output[0]
         found = readers.get(target, [])
         if reads[target] == 1 and len(found) == 1 and _reshapes_by(found[0], target, memo):
-            out = found[0].output[0]
-            after = readers.get(out, [])
-            transpose = after[0] if reads[out] == 1 and len(after) == 1 else None
-            perm = _perm(transpose)
-            made[id(found[0])] = _shaped_reshape(memo, found[0], transpose if perm else None)
-            dropped.update([id(memo), id(transpose)] if perm else [id(memo)])
+            transpose = _sole_transpose(found[0].output[0], reads, readers)
+            made[id(found[0])] = _shaped_reshape(memo, found[0], transpose)
+            dropped.update([id(memo), id(transpose)] if transpose else [id(memo)])
     return [made.get(id(n), n) for n in nodes if id(n) not in dropped]
 
 
@@ -251,6 +248,16 @@ def _reshapes_by(node: NodeProto, target: str, memo: NodeProto) -> bool:
         return False
     x = node.input[0]
     return x != target and (x not in memo.input or list(memo.input).index(x) in _shaped(memo))
+
+
+def _sole_transpose(
+    value: str, reads: Counter[str], readers: dict[str, list[NodeProto]]
+) -> NodeProto | None:
+    """The Transpose naming its perm that alone reads ``value``, else None."""
+    found = readers.get(value, [])
+    if reads[value] != 1 or len(found) != 1 or _perm(found[0]) is None:
+        return None
+    return found[0]
 
 
 def _perm(node: NodeProto | None) -> list[int] | None:
