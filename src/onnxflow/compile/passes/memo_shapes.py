@@ -19,6 +19,16 @@ and holds no subgraph. A group is closed, and its node placed, just before
 the first node outside it that reads one of its values, so every node still comes after what
 it reads. Runs that observe every value (``intermediate``, observers) see the group as one
 node; ``SessionOptions(optimize=False)`` keeps the nodes as written.
+
+Two more steps go into the memo nodes. A ``Shape`` or ``Size`` node whose value one memo node
+alone reads runs inside it: the memo reads the tensor, compares it by shape alone (its
+``shaped`` inputs) and so a ``Shape -> ShapeMemo`` pair is one step. A memo node whose one
+value is the target of a ``Reshape`` (and read by nothing else) becomes, with that Reshape,
+one ``ShapedReshape`` node (:func:`onnxflow.ops.pass_made.kernels.shaped_reshape`), with the
+``Transpose`` alone reading the Reshape's output when there is one (a head split): while the
+shapes stay, it reshapes (and transposes) to what its last run gave, without running the
+arithmetic or reading the target again. A transformer's head split or merge, written
+``Shape -> Gather -> Unsqueeze -> Concat -> Reshape -> Transpose``, is then one step.
 """
 
 from __future__ import annotations
