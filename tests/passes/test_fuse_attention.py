@@ -220,3 +220,14 @@ def test_guard_with_other_reader_stays():
     model = _model(scale=None, split_scale=True, nan_guard=True, outputs=("y", "nan"))
     (code, _), _ = _runs(model, _feeds())
     assert FUSED not in code
+
+
+def test_inputs_of_another_type_run_the_nodes_as_written():
+    """The node's own path takes float32 arrays; float64 ones (a graph declaring them so,
+    with the float32 scale the pass reads) run its body, the nodes as written."""
+    model = _model()
+    for vi in model.graph.input:
+        vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    (code, fused), (_, written) = _runs(model, _feeds(dtype=np.float64))
+    assert FUSED in code
+    _same(fused[0], written[0])
