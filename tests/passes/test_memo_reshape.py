@@ -160,3 +160,24 @@ def test_a_memo_reads_two_shapes_of_one_tensor_once() -> None:
         x = _x(*shape)
         for got, want in zip(sess.run(None, {"x": x}), plain.run(None, {"x": x})):
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_small_group_read_by_another_op_stays_as_written() -> None:
+    """``Expand(x, Concat(Shape(x, end=1), [3]))``: one node of arithmetic, read by an Expand,
+    is cheaper as written than as a memo."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["batch"], end=1),
+        helper.make_node("Concat", ["batch", "three"], ["target"], axis=0),
+        helper.make_node("Expand", ["x", "target"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["B", 1])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [_ints("three", [3])],
+    )
+    sess, plain = _both(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert _ops(sess) == ["Shape", "Concat", "Expand"]
+    x = _x(2, 1)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])

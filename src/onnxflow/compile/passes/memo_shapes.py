@@ -107,6 +107,7 @@ class _Grouper:
         self.groups: dict[int, tuple[list[NodeProto], list[str], int]] = {}
         self.group: list[NodeProto] = []
         self.group_values: set[str] = set()
+        self.reads = view.reads()
 
     def take(self, node: NodeProto) -> None:
         """Add ``node`` to the open group, or emit it (closing the group if it reads it)."""
@@ -119,7 +120,7 @@ class _Grouper:
             self.known.update(outputs)
             return
         if self.group and not self.group_values.isdisjoint(_reads(node)):
-            self.close()
+            self.close(node)
         self.nodes.append(node)
         if _is_root(self.view, node):
             self.known.update(outputs)
@@ -132,17 +133,29 @@ class _Grouper:
             return False
         return not any(True for _ in subgraphs(node)) and _pure(self.view, node)
 
-    def close(self) -> None:
+    def close(self, reader: NodeProto | None = None) -> None:
         """Emit the open group: as one placeholder for a ShapeMemo node, or as written when
-        it is small."""
+        it is small, unless its one value read outside it is the target of ``reader``, a
+        Reshape (the memo and the Reshape then become one step: :func:`_reshapes`)."""
         group, self.group = self.group, []
         values, self.group_values = self.group_values, set()
-        if len(group) < MIN_GROUP:
+        if len(group) < MIN_GROUP and not self._target_of(reader, group, values):
             self.nodes.extend(group)
             return
         inputs = _ordered(i for n in group for i in n.input if i in self.known and i not in values)
         self.groups[id(group[0])] = (group, inputs, len(self.groups) + 1)
         self.nodes.append(group[0])
+
+    def _target_of(
+        self, reader: NodeProto | None, group: list[NodeProto], values: set[str]
+    ) -> bool:
+        """Whether ``reader`` is a Reshape whose target is the one value of ``group`` (whose
+        values are ``values``) read outside it, and read there once."""
+        if reader is None or not is_onnx_op(reader, "Reshape") or len(reader.input) != 2:
+            return False
+        inside = Counter(i for n in group for i in n.input)
+        outside = {v: self.reads[v] - inside[v] for v in values if self.reads[v] > inside[v]}
+        return outside == {reader.input[1]: 1} and reader.input[0] not in values
 
 
 def _reads(node: NodeProto) -> set[str]:
