@@ -324,5 +324,7 @@ KERNEL_MODULES: dict[tuple[str, str], tuple[str, ...]] = {
     ("onnxflow.fused", "PrimitiveRMSNorm"): ("onnxflow.ops.pass_made.norms",),
     ("onnxflow.fused", "QDQConv"): ("onnxflow.ops.pass_made.qdq_conv",),
     ("onnxflow.fused", "RowSquaredDistances"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "ScaledDotProductAttention"): ("onnxflow.ops.pass_made.attention",),
     ("onnxflow.fused", "ShapeMemo"): ("onnxflow.ops.pass_made.kernels",),
+    ("onnxflow.fused", "ShapedReshape"): ("onnxflow.ops.pass_made.kernels",),
 }

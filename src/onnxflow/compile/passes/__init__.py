@@ -51,6 +51,7 @@ from onnxflow.compile.passes import (
     fold,
     fold_batch_norm,
     functions,
+    fuse_attention,
     fuse_conv_activation,
     fuse_distances,
     fuse_matmul_bias,
@@ -104,7 +105,8 @@ class Pass:
 #: batch norms it leaves between roundings become the scale and shift a region takes; hoisting
 #: splits a loop body as written, before any fusion of what stays in it; the graph fusions come
 #: before the shape memo, which groups what they leave; the norms before the pointwise regions,
-#: which would take their elementwise tails; a MatMul's bias after them, since a bias Add in a
+#: which would take their elementwise tails (attention too: its scaling and mask Add); a
+#: MatMul's bias after them, since a bias Add in a
 #: region costs less (added while the region's chunk is in cache); function expansion and
 #: folding meet the nodes one by one as they compile.
 PIPELINE: tuple[Pass, ...] = (
@@ -116,6 +118,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("fuse QDQ pairs", Stage.GRAPH, fuse_qdq.fuse_qdq),
     Pass("fold batch norm", Stage.GRAPH, fold_batch_norm.fold_batch_norm),
     Pass("fuse norms", Stage.GRAPH, fuse_norms.fuse_norms),
+    Pass("fuse attention", Stage.GRAPH, fuse_attention.fuse_attention),
     Pass("fuse conv activations", Stage.GRAPH, fuse_conv_activation.fuse_conv_activation),
     Pass("float16 tables", Stage.GRAPH, half_tables.half_tables),
     Pass("pointwise regions", Stage.GRAPH, pointwise.fuse_pointwise),

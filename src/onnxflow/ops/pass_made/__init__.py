@@ -9,6 +9,9 @@ module registers nothing.
   :mod:`~onnxflow.compile.passes.fuse_qdq`;
 - ShapeMemo 1: a group of nodes computing on shapes, run again only when the shapes change,
   made by :mod:`~onnxflow.compile.passes.memo_shapes`;
+- ShapedReshape 1: a Reshape with the shape arithmetic making its target, which reshapes to
+  the output shape of its last run while the shapes stay, made by
+  :mod:`~onnxflow.compile.passes.memo_shapes`;
 - FoldBatchNorm 1: a Conv's weight and bias with the BatchNormalization after it folded in,
   made by :mod:`~onnxflow.compile.passes.fold_batch_norm`;
 - HalfRound 1: a value rounded to float16 and held in float32, made by
@@ -25,7 +28,9 @@ module registers nothing.
 - QDQConv 1: ``QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(w), ...))``, made by
   :mod:`~onnxflow.compile.passes.fuse_qdq_conv`;
 - ConvActivation 1: a Conv with the Relu or HardSigmoid after it, onnxruntime's FusedConv,
-  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`.
+  made by :mod:`~onnxflow.compile.passes.fuse_conv_activation`;
+- ScaledDotProductAttention 1: ``MatMul(Q, K^T)``, its scaling, mask Add, Softmax and
+  ``MatMul(., V)`` as one node, made by :mod:`~onnxflow.compile.passes.fuse_attention`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ FUSED_DOMAIN = "onnxflow.fused"
 ROW_SQUARED_DISTANCES = "RowSquaredDistances"
 FAKE_QUANTIZE = "FakeQuantize"
 SHAPE_MEMO = "ShapeMemo"
+SHAPED_RESHAPE = "ShapedReshape"
 FOLD_BATCH_NORM = "FoldBatchNorm"
 HALF_ROUND = "HalfRound"
 HALF_TABLE = "HalfTable"
@@ -47,3 +53,7 @@ QDQ_CONV = "QDQConv"
 #: The roles of a QDQConv node's inputs, in the order of its ``slots`` attribute.
 QDQ_ROLES = ("x", "sx", "zx", "w", "sw", "zw", "b", "sb", "zb", "sy", "zy")
 CONV_ACTIVATION = "ConvActivation"
+SCALED_DOT_PRODUCT_ATTENTION = "ScaledDotProductAttention"
+#: The roles of a ScaledDotProductAttention node's inputs, in the order of its ``slots``
+#: attribute (each the index of the input playing it, -1 when the chain has none).
+ATTENTION_ROLES = ("q", "k", "v", "mask", "q_scale", "k_scale", "scale", "fill")

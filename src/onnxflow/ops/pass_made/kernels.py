@@ -28,6 +28,7 @@ from onnxflow.ops.pass_made import (
     HALF_TABLE,
     ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
+    SHAPED_RESHAPE,
 )
 from onnxflow.ops.pass_made.body import body_call
 from onnxflow.ops.quantization import (
@@ -172,23 +173,28 @@ MEMO_LIMIT = 64 << 20
 
 
 @op(SHAPE_MEMO, 1, domain=FUSED_DOMAIN, build=True)
-def shape_memo(node: Any, *, body: GraphProto) -> Built:
+def shape_memo(node: Any, *, body: GraphProto, shaped: list[int] | None = None) -> Built:
     """Run ``body`` (shape arithmetic, see :mod:`~onnxflow.compile.passes.memo_shapes`) on the
     node's inputs. The plan's stateless form runs it every time; the stateful form each
     generated function makes keeps the inputs and outputs of its last run and returns those
-    outputs, read-only, while the inputs are equal."""
+    outputs, read-only, while the inputs are equal: the inputs at the positions ``shaped``
+    (tensors whose Shape or Size the body takes) by their shapes alone, the others by value."""
     run = body_call(node, body)
     n_inputs = len(body.input)
-    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs)))
+    by_shape = frozenset(shaped or ())
+    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs, by_shape)))
 
 
-def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
+def _remembering(
+    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int]
+) -> Callable[..., Any]:
     """``run`` with a memo of its last inputs and result, in one tuple swapped whole."""
     memo: Memo[tuple[tuple[Any, ...], Any]] = Memo()
 
     def remembered(*args: Any) -> Any:
         kept = memo.kept
-        if kept is not None and _same(kept[0], args[:n_inputs]):
+        key = _key(args[:n_inputs], shaped)
+        if kept is not None and _same(kept[0], key):
             return kept[1]
         result = run(*args)
         values = result if isinstance(result, tuple) else (result,)
@@ -197,23 +203,95 @@ def _remembering(run: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
         ):
             for v in values:
                 v.flags.writeable = False
-            memo.kept = (args[:n_inputs], result)
+            memo.kept = (key, result)
         return result
 
     return remembered
 
 
+def _key(args: tuple[Any, ...], shaped: frozenset[int]) -> tuple[Any, ...]:
+    """What a memo compares of ``args``: the shape of each array at a position in ``shaped``,
+    the others themselves."""
+    if not shaped:
+        return args
+    return tuple(
+        a.shape if i in shaped and a.__class__ is np.ndarray else a for i, a in enumerate(args)
+    )
+
+
 def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
     """Whether the inputs ``now`` are those ``kept``: the same arrays, or arrays of the same
-    shape, dtype and bytes (bitwise: 0.0 and -0.0 differ, as they may in results)."""
+    shape, dtype and bytes (bitwise: 0.0 and -0.0 differ, as they may in results), or equal
+    shapes (tuples)."""
     for a, b in zip(kept, now):
         if a is b:
+            continue
+        if a.__class__ is tuple and b.__class__ is tuple:
+            if a != b:
+                return False
             continue
         if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray:
             return False
         if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
             return False
     return True
+
+
+@op(SHAPED_RESHAPE, 1, domain=FUSED_DOMAIN, build=True)
+def shaped_reshape(
+    node: Any, *, body: GraphProto, shaped: list[int], perm: list[int] | None = None
+) -> Built:
+    """``Reshape(x, target)`` with the shape arithmetic making ``target`` (see
+    :mod:`~onnxflow.compile.passes.memo_shapes`), then ``Transpose(perm)`` when ``perm`` is
+    given: input 0 is x, then what the arithmetic reads; ``body`` runs them as written. The
+    plan's stateless form runs it every time; the stateful form each generated function makes
+    keeps the reshaped shape and, while the inputs are those of its last run (at the positions
+    ``shaped`` by their shapes alone, x among them), reshapes x to it (and transposes the view,
+    as the Transpose kernel does)."""
+    run = body_call(node, body)
+    n_inputs = len(body.input)
+    by_shape = frozenset(shaped)
+    order = None if perm is None else tuple(perm)
+    return Built(
+        run, node.traits.replace(stateful=lambda: _reshaping(run, n_inputs, by_shape, order))
+    )
+
+
+def _reshaping(
+    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int], perm: tuple[int, ...] | None
+) -> Callable[..., Any]:
+    """``run`` with a memo of its last inputs' key and the shape it reshaped to."""
+    memo: Memo[tuple[tuple[Any, ...], tuple[int, ...]]] = Memo()
+    only_shapes = shaped == frozenset(range(n_inputs))
+
+    def reshaped(*args: Any) -> Any:
+        kept = memo.kept
+        x = args[0]
+        if only_shapes and x.__class__ is np.ndarray:
+            key: tuple[Any, ...] = tuple(a.shape for a in args[:n_inputs])
+            hit = kept is not None and kept[0] == key
+        else:
+            key = _key(args[:n_inputs], shaped)
+            hit = kept is not None and x.__class__ is np.ndarray and _same(kept[0], key)
+        if hit:
+            y = x.reshape(kept[1])  # type: ignore[index]
+            return y if perm is None else np.transpose(y, perm)
+        y = run(*args)
+        if y.__class__ is np.ndarray and x.__class__ is np.ndarray:
+            memo.kept = (key, _unpermuted(y.shape, perm))
+        return y
+
+    return reshaped
+
+
+def _unpermuted(shape: tuple[int, ...], perm: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The shape whose transpose by ``perm`` (None: none) is ``shape``."""
+    if perm is None:
+        return shape
+    dims = [0] * len(shape)
+    for i, p in enumerate(perm):
+        dims[p] = shape[i]
+    return tuple(dims)
 
 
 _F32 = np.dtype(np.float32)
