@@ -300,3 +300,64 @@ def test_fused_gemm_activation(activation):
     product = a @ b + c  # float32, as Gemm rounds it before the activation
     _within_ulp(compiled, expit(product.astype(np.float64)), UNARY_ULP)
     assert ulp_distance(compiled, numpy_form).max() <= UNARY_FORMS_ULP["Sigmoid"]
+
+
+# -- the norms' call in C (_math.norm_rows) against the loop called from Python -----------------
+def _norm_by_buffers(x, gamma, beta, axis, epsilon, rms):
+    """What LayerNormalization's compiled form computed before its glue moved to C: the row
+    loop (``_math.norm_f32``) on contiguous buffers, outputs allocated here."""
+    from onnxflow.native import module
+
+    first = axis % x.ndim
+    stat_shape = x.shape[:first] + (1,) * (x.ndim - first)
+    y, mean, inv = (np.empty(s, np.float32) for s in (x.shape, stat_shape, stat_shape))
+    flat = [None if v is None else np.ascontiguousarray(v).reshape(-1) for v in (x, gamma, beta)]
+    module("_math").norm_f32(
+        flat[0], None, None, flat[1], flat[2], y.reshape(-1), mean.reshape(-1),
+        inv.reshape(-1), None, float(np.float32(epsilon)), rms,
+    )  # fmt: skip
+    return y, mean, inv
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 0, 2])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("with_beta", [False, True])
+@pytest.mark.parametrize("strided", [False, True])
+def test_norm_rows_is_the_row_loop(axis, rms, with_beta, strided):
+    from onnxflow.native import module
+
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, 5, 16)) * 2 + 1).astype(np.float32)
+    if strided:
+        x = np.ascontiguousarray(x.transpose(1, 0, 2)).transpose(1, 0, 2)
+    gamma, beta, _ = _params(rng, *x.shape[axis:])
+    beta = beta if with_beta else None
+    got = module("_math").norm_rows(x, gamma, beta, axis, 1e-5, rms)
+    want = _norm_by_buffers(x, gamma, beta, axis, 1e-5, rms)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == np.float32
+        assert np.array_equal(g.view(np.uint32), w.view(np.uint32))
+
+
+def test_norm_rows_leaves_other_inputs_to_numpy():
+    from onnxflow.native import module
+
+    norm_rows = module("_math").norm_rows
+    x = np.ones((2, 8), np.float32)
+    g = np.ones(8, np.float32)
+    assert norm_rows(x, g, None, -1, 1e-5, False) is not None
+    for args in (
+        (x.astype(np.float64), g, None, -1),  # x not float32
+        (x.astype(">f4"), g, None, -1),  # swapped bytes
+        (x, g.astype(np.float64), None, -1),  # gamma not float32
+        (x, g, g.astype(np.float64), -1),  # beta not float32
+        (x, np.ones(4, np.float32), None, -1),  # gamma not shaped as the rows
+        (x, g, np.ones((1, 8), np.float32), -1),  # beta neither
+        (x, np.ones((2, 8), np.float32), None, -1),
+        (x, g, None, 2),  # axis out of range
+        (x, g, None, -3),
+        (np.ones((0, 8), np.float32), g, None, -1),  # empty
+        (x, None, None, -1),  # no gamma
+        (x.tolist(), g, None, -1),  # not an array
+    ):
+        assert norm_rows(*args, 1e-5, False) is None, args

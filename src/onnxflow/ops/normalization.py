@@ -290,13 +290,15 @@ def _layer_norm_compiled(
     epsilon: float = 1e-5,
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LayerNormalization's compiled form: float32 rows in one pass, statistics in double;
-    other inputs in NumPy."""
-    if _trailing_rows(x, axis, stash_type, scale, bias) is None:
+    """LayerNormalization's compiled form: float32 rows in one pass, statistics in double, the
+    checks and allocations in C too (``_math.norm_rows``, :func:`_trailing_rows`'s rule); other
+    inputs in NumPy."""
+    done = _MATH.norm_rows(x, scale, bias, axis, epsilon, False) if stash_type == 1 else None
+    if done is None:
         return layer_normalization(
             x, scale, bias, axis=axis, epsilon=epsilon, stash_type=stash_type
         )
-    return normalized_rows(x, axis, epsilon, False, scale, bias)
+    return done
 
 
 #: LayerNormalization's compiled form (None when ``_math`` is not built).
@@ -381,10 +383,12 @@ def group_normalization(
 def _rms_norm_compiled(
     x: np.ndarray, scale: np.ndarray, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
 ) -> np.ndarray:
-    """RMSNormalization's compiled form: float32 rows in one pass, rounded once."""
-    if _trailing_rows(x, axis, stash_type, scale) is None:
+    """RMSNormalization's compiled form: float32 rows in one pass, rounded once (the checks
+    and allocations in C, ``_math.norm_rows``)."""
+    done = _MATH.norm_rows(x, scale, None, axis, epsilon, True) if stash_type == 1 else None
+    if done is None:
         return rms_normalization(x, scale, axis=axis, epsilon=epsilon, stash_type=stash_type)
-    return normalized_rows(x, axis, epsilon, True, scale)[0]
+    return done[0]
 
 
 @op(
