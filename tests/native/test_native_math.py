@@ -361,3 +361,51 @@ def test_norm_rows_leaves_other_inputs_to_numpy():
         (x.tolist(), g, None, -1),  # not an array
     ):
         assert norm_rows(*args, 1e-5, False) is None, args
+
+
+# -- Softmax's call in C (_math.softmax_rows) against the loop called from Python --------------
+@pytest.mark.parametrize("log_form", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "axis", "coerced", "h"),
+    [
+        ((1, 4, 1, 9), -1, False, 9),  # a decoder step's scores
+        ((2, 3, 5), 2, False, 5),
+        ((7,), 0, False, 7),
+        ((2, 3, 5), 1, True, 15),  # before opset 13: every axis from axis on
+        ((2, 3, 5), -2, True, 15),
+        ((2, 3, 5), 0, True, 30),
+        ((2, 3, 5), 3, True, 1),
+    ],
+)
+def test_softmax_rows_is_the_row_loop(shape, axis, coerced, h, log_form):
+    from onnxflow.native import module
+
+    math_ = module("_math")
+    rng = np.random.default_rng(len(shape) + h)
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    for v in (x, np.asfortranarray(x)):
+        want = np.empty(v.shape, np.float32)
+        math_.softmax_f32(np.ascontiguousarray(v).reshape(-1), want.reshape(-1), h, log_form)
+        got = math_.softmax_rows(v, axis, coerced, log_form)
+        assert got.shape == v.shape and got.dtype == np.float32
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_softmax_rows_leaves_other_inputs_to_numpy():
+    from onnxflow.native import module
+
+    softmax_rows = module("_math").softmax_rows
+    x = np.ones((2, 3), np.float32)
+    for args in (
+        (x, 0, False),  # not the last axis (opset 13 on)
+        (x, -2, False),
+        (x, 3, True),  # beyond the rank
+        (x, -3, True),
+        (x.astype(np.float64), -1, False),
+        (x.astype(">f4"), -1, False),
+        (np.ones((0, 3), np.float32), -1, False),  # empty
+        (np.float32(1.0), -1, False),  # not an array
+        (np.ones((), np.float32), -1, False),  # rank 0
+        (x.tolist(), -1, False),
+    ):
+        assert softmax_rows(*args, False) is None, args

@@ -188,6 +188,38 @@ def norm_rows(object x, object gamma, object beta, long axis, double epsilon, bi
     return y, mean, inv
 
 
+def softmax_rows(object x, long axis, bint coerced, bint log_form):
+    """Softmax (LogSoftmax if ``log_form``) of float32 x by :func:`softmax_f32`, its checks and
+    its output in C: over the last axis (``axis`` must name it), or, when ``coerced`` (x
+    coerced to 2-D, before opset 13), over every axis from ``axis`` on. None when the loop does
+    not take x (not a non-empty float32 array of rank 1 or more, or another axis)."""
+    if not _f32(x):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef int rank = cnp.PyArray_NDIM(xa), d
+    cdef cnp.npy_intp n = cnp.PyArray_SIZE(xa), h = 1
+    if rank == 0 or n == 0:
+        return None
+    if not coerced:
+        if axis != -1 and axis != rank - 1:
+            return None
+        h = cnp.PyArray_DIMS(xa)[rank - 1]
+    else:
+        if axis < -rank or axis > rank:
+            return None
+        for d in range(axis + rank if axis < 0 else axis, rank):
+            h *= cnp.PyArray_DIMS(xa)[d]
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(rank, cnp.PyArray_DIMS(xa), cnp.NPY_FLOAT32, 0)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    cdef int status
+    with nogil:
+        status = of_softmax_f32(px, <float *>cnp.PyArray_DATA(out), n // h, h, log_form)
+    if status:
+        raise MemoryError()
+    return out
+
+
 def erf_f64(const double[::1] x, double[::1] out):
     """out[i] = erf(x[i]) (libm's double erf)."""
     cdef Py_ssize_t i, n = x.shape[0]
