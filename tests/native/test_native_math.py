@@ -35,6 +35,7 @@ FORMS_TESTED = [
     ("com.microsoft", "FusedGemm"),
     ("com.microsoft", "SkipLayerNormalization"),
     ("com.microsoft", "SkipSimplifiedLayerNormalization"),
+    ("", "Pow"),
 ]
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -409,3 +410,51 @@ def test_softmax_rows_leaves_other_inputs_to_numpy():
         (x.tolist(), -1, False),
     ):
         assert softmax_rows(*args, False) is None, args
+
+
+# -- Pow by a small integer: one C pass, the NumPy form's bits ----------------------------------
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    nan = np.isnan(a)
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and np.array_equal(nan, np.isnan(b))
+        and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    )
+
+
+@pytest.mark.parametrize("n", [-4, -3, -2, 3, 4, 3.0, -2.0])
+@pytest.mark.parametrize("exponent_dtype", [np.float32, np.int64])
+def test_pow_by_a_small_integer_is_the_numpy_form(n, exponent_dtype):
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((2, 3, 50)) * 3).astype(np.float32)
+    x.reshape(-1)[:9] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 3e38, 1e-45]
+    for y in (np.array(n, exponent_dtype), np.array([n], exponent_dtype)):
+        (compiled,), (numpy_form,) = node_forms("Pow", [x, y], 15)
+        assert _bits_equal(compiled, numpy_form)
+    (compiled,), (numpy_form,) = node_forms("Pow", [x.T, np.array(n, exponent_dtype)], 15)
+    assert _bits_equal(compiled, numpy_form)  # a strided x
+
+
+def test_pow_others_run_numpy():
+    from onnxflow.native import module
+
+    x = np.random.default_rng(11).standard_normal((3, 4)).astype(np.float32)
+    small_power = module("_math").small_power
+    assert small_power(x, np.array(3, np.int64)) is not None
+    for base, y in (
+        (x, np.array(2.0, np.float32)),  # 2: np.power squares exactly
+        (x, np.array(2.5, np.float32)),
+        (x, np.array(np.nan, np.float32)),
+        (x, np.full(4, 3.0, np.float32)),  # not one element
+        (x, np.ones((1, 1, 1), np.float32) * 3),  # of higher rank: the result's shape
+        (x, np.array(3 + 0j)),  # neither an integer nor a float
+        (x.astype(np.float64), np.array(3.0)),  # not float32
+        (x.astype(">f4"), np.array(3.0)),
+        (x, 3.0),  # not an array
+    ):
+        assert small_power(base, y) is None
+        if isinstance(y, np.ndarray) and y.dtype.kind != "c" and base.dtype.isnative:
+            (compiled,), (numpy_form,) = node_forms("Pow", [base, y], 15)
+            assert np.array_equal(compiled, numpy_form, equal_nan=True)
+            assert compiled.shape == numpy_form.shape

@@ -220,6 +220,46 @@ def softmax_rows(object x, long axis, bint coerced, bint log_form):
     return out
 
 
+cdef void _power_f32(const float *x, float *out, Py_ssize_t m, int n) noexcept nogil:
+    """out = x ** n for n in (-4, -3, -2, 3, 4): products in double, rounded once (the NumPy
+    form's steps: w * w, times w or squared, 1 / that for negative n)."""
+    cdef Py_ssize_t i
+    cdef double w, o
+    for i in range(m):
+        w = x[i]
+        o = w * w
+        if n == 3 or n == -3:
+            o = o * w
+        elif n == 4 or n == -4:
+            o = o * o
+        if n < 0:
+            o = 1.0 / o
+        out[i] = <float>o
+
+
+def small_power(object x, object y):
+    """x ** y for float32 x and a one-element exponent y holding -4, -3, -2, 3 or 4 (of rank
+    at most x's, so the result has x's shape), as Pow's NumPy form (``_small_power``) computes
+    it; None for other inputs."""
+    if not _f32(x) or not cnp.PyArray_Check(y):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x, ya = <cnp.ndarray>y
+    if (cnp.PyArray_SIZE(ya) != 1 or cnp.PyArray_NDIM(ya) > cnp.PyArray_NDIM(xa)
+            or not (cnp.PyArray_ISINTEGER(ya) or cnp.PyArray_ISFLOAT(ya))):
+        return None
+    cdef double v = ya.item()
+    if v not in (-4.0, -3.0, -2.0, 3.0, 4.0):
+        return None
+    cdef int n = <int>v
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa),
+                                             cnp.NPY_FLOAT32, 0)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    with nogil:
+        _power_f32(px, <float *>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out), n)
+    return out
+
+
 def erf_f64(const double[::1] x, double[::1] out):
     """out[i] = erf(x[i]) (libm's double erf)."""
     cdef Py_ssize_t i, n = x.shape[0]
