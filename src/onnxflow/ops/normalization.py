@@ -245,42 +245,6 @@ def instance_normalization(
 _MATH = compiled.module("_math")
 
 
-def _trailing_rows(
-    x: np.ndarray, axis: int, stash_type: int, *params: np.ndarray | None
-) -> int | None:
-    """The length of the rows [axis, rank) that the compiled loop normalizes, when it takes
-    these inputs (all float32, stash float32, each parameter shaped as those axes); else None."""
-    first = normalize_axes([axis], x.ndim)[0]
-    tail = x.shape[first:]
-    fits = all(p is None or (p.dtype == np.float32 and p.shape == tail) for p in params)
-    if x.dtype != np.float32 or stash_type != 1 or x.size == 0 or not fits:
-        return None
-    return math.prod(tail)
-
-
-def normalized_rows(
-    x: np.ndarray,
-    axis: int,
-    epsilon: float,
-    rms: bool,
-    scale: np.ndarray,
-    bias: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Y, Mean, InvStdDev) by the compiled loop over the rows [axis, rank) of float32 x (see
-    :func:`_trailing_rows`); with ``rms``, Y is RMS-normalized, Mean is 0 and the last the
-    inverse root mean square. The statistics are float32, shaped as x with those axes 1."""
-    first = normalize_axes([axis], x.ndim)[0]
-    stat_shape = x.shape[:first] + (1,) * (x.ndim - first)
-    y = np.empty(x.shape, np.float32)
-    mean, inv = np.empty(stat_shape, np.float32), np.empty(stat_shape, np.float32)
-    flat = compiled.flat32
-    _MATH.norm_f32(
-        flat(x), None, None, flat(scale), flat(bias), y.reshape(-1), mean.reshape(-1),
-        inv.reshape(-1), None, float(np.float32(epsilon)), rms,
-    )  # fmt: skip
-    return y, mean, inv
-
-
 def _layer_norm_compiled(
     x: np.ndarray,
     scale: np.ndarray,
@@ -291,8 +255,8 @@ def _layer_norm_compiled(
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """LayerNormalization's compiled form: float32 rows in one pass, statistics in double, the
-    checks and allocations in C too (``_math.norm_rows``, :func:`_trailing_rows`'s rule); other
-    inputs in NumPy."""
+    checks and allocations in C too (``_math.norm_rows``: float32 x, stash float32, each
+    parameter shaped as the axes [axis, rank)); other inputs in NumPy."""
     done = _MATH.norm_rows(x, scale, bias, axis, epsilon, False) if stash_type == 1 else None
     if done is None:
         return layer_normalization(
