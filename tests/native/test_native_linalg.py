@@ -61,7 +61,6 @@ def test_matmul_rows_are_the_numpy_forms(a_shape, b_shape, dtype):
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        (np.ones((2, 3, 4), np.float32), np.ones((2, 4, 5), np.float32)),  # a stack of B
         (np.ones(4, np.float32), np.ones((4, 5), np.float32)),  # a vector A
         (np.ones((3, 4), np.float32), np.ones(4, np.float32)),  # a vector B
         (np.ones((3, 4), np.int32), np.ones((4, 5), np.int32)),  # not BLAS
@@ -78,11 +77,32 @@ def test_matmul_others_go_to_the_numpy_form(a, b):
     np.testing.assert_array_equal(got, matmul(a, b))
 
 
-def test_matmul_mismatched_dims_are_reported_by_the_numpy_form():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [
+        ((1, 4, 1, 16), (1, 4, 16, 33)),
+        ((2, 3, 4), (2, 4, 5)),
+        ((3, 4), (2, 4, 5)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+    ],
+)
+def test_matmul_of_stacks_is_the_numpy_forms_np_matmul(a_shape, b_shape, dtype):
+    rng = np.random.default_rng(len(a_shape) + len(b_shape))
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
     fallback, seen = _recording(matmul)
-    with pytest.raises(ValueError, match="matmul"):
-        _LINALG.MatMul(fallback)(np.ones((2, 3, 4), np.float32), np.ones((5, 6), np.float32))
-    assert len(seen) == 1
+    assert _same(_LINALG.MatMul(fallback)(a, b), matmul(a, b)) and seen == []
+
+
+def test_matmul_mismatched_dims_raise_np_matmuls_error():
+    """The error the NumPy form raises (np.matmul's), for stacks and matrices alike."""
+    a, b = np.ones((2, 3, 4), np.float32), np.ones((5, 6), np.float32)
+    with pytest.raises(ValueError) as numpy_error:
+        matmul(a, b)
+    with pytest.raises(ValueError) as compiled_error:
+        _LINALG.MatMul(matmul)(a, b)
+    assert str(compiled_error.value) == str(numpy_error.value)
 
 
 def test_matmul_of_distinct_but_equal_dtype_objects_goes_to_the_numpy_form():

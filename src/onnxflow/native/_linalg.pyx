@@ -5,7 +5,11 @@ before and only the Python around it goes."""
 
 cimport numpy as cnp
 
+import numpy as np
+
 cnp.import_array()
+
+cdef object _MATMUL = np.matmul
 
 cdef extern from "numpy/arrayobject.h":
     object PyArray_MatrixProduct2(object, object, void *)
@@ -54,7 +58,8 @@ cdef object _rows_product(object a, object b):
 cdef class MatMul:
     """MatMul's compiled form: the fast path of ``fallback`` (the NumPy form's
     :func:`~onnxflow.ops.linalg.matmul`: a stack of rows times a matrix as one np.dot) tested
-    and reshaped in C; other inputs go to ``fallback``."""
+    and reshaped in C, and its np.matmul of two stacks of one BLAS dtype called from here;
+    other inputs go to ``fallback``."""
 
     cdef readonly object fallback
 
@@ -63,7 +68,19 @@ cdef class MatMul:
 
     def __call__(self, a, b):
         y = _rows_product(a, b)
+        if y is None and _stacks(a, b):
+            return _MATMUL(a, b)  # the NumPy form's np.matmul, whose result it keeps as is
         return self.fallback(a, b) if y is None else y
+
+
+cdef bint _stacks(object a, object b):
+    """Whether a and b are ndarrays (not subclasses) of rank 2 or more and of one BLAS dtype
+    object: np.matmul then gives an array of that dtype, which the NumPy form returns as is."""
+    if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray x = <cnp.ndarray>a, w = <cnp.ndarray>b
+    return (cnp.PyArray_NDIM(x) >= 2 and cnp.PyArray_NDIM(w) >= 2
+            and cnp.PyArray_DESCR(x) is cnp.PyArray_DESCR(w) and _blas(x))
 
 
 cdef class MatMulBias:
