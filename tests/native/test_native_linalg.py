@@ -8,6 +8,7 @@ import pytest
 from native_forms import both_forms, node_forms
 from onnx import TensorProto, helper, numpy_helper
 
+import onnxflow
 from onnxflow.native import module
 from onnxflow.ops.linalg import matmul
 from onnxflow.ops.pass_made.matmul_bias import matmul_bias
@@ -170,3 +171,19 @@ def test_matmul_bias_model_forms_agree():
         x = rng.standard_normal(shape).astype(np.float32)
         (compiled,), (numpy_form,) = both_forms(model, {"x": x})
         assert _same(compiled, numpy_form)
+
+
+def test_the_code_legend_names_the_compiled_class():
+    """``onnxflow code`` names a compiled class's instance by its module and class."""
+    rng = np.random.default_rng(6)
+    model, _ = node_model_of_matmul(rng)
+    source = onnxflow.InferenceSession(model.SerializeToString()).source()
+    assert "# MatMul: onnxflow.native._linalg.MatMul, for MatMul" in source
+
+
+def node_model_of_matmul(rng):
+    from native_forms import node_model
+
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    return node_model("MatMul", [a, b], 13)

@@ -6,6 +6,8 @@ cimport numpy as cnp
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.string cimport memcmp
 
+from inspect import signature
+
 cnp.import_array()
 
 
@@ -40,3 +42,45 @@ def same(tuple kept, tuple now):
         if not _equal(<cnp.ndarray>a, <cnp.ndarray>b):
             return False
     return True
+
+
+cdef class Reshape:
+    """Reshape's compiled form: ``data`` (an ndarray, not a subclass) reshaped in C when
+    ``shape`` is a one-dimensional int64 ndarray of dims that are positive but for at most one
+    -1 (inferred): the NumPy form's ``data.reshape(dims)`` view; other inputs (zeros, which copy
+    or keep a dim by ``allowzero``, errors to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+        self.signature = signature(fallback)
+
+    @property
+    def __signature__(self):
+        """The fallback's signature (the attributes a node may bind)."""
+        return self.signature
+
+    def __call__(self, data, shape, *, allowzero=0):
+        if (type(data) is not cnp.ndarray or type(shape) is not cnp.ndarray
+                or cnp.PyArray_NDIM(<cnp.ndarray>shape) != 1
+                or cnp.PyArray_TYPE(<cnp.ndarray>shape) != cnp.NPY_INT64
+                or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>shape)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>shape)
+                or cnp.PyArray_SIZE(<cnp.ndarray>shape) > 64):
+            return self.fallback(data, shape, allowzero=allowzero)
+        cdef cnp.npy_intp dims[64]
+        cdef int rank = <int>cnp.PyArray_SIZE(<cnp.ndarray>shape), d, inferred = 0
+        cdef const cnp.int64_t *values = <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>shape)
+        for d in range(rank):
+            if values[d] == -1:
+                inferred += 1
+            elif values[d] <= 0:
+                return self.fallback(data, shape, allowzero=allowzero)
+            dims[d] = <cnp.npy_intp>values[d]
+        if inferred > 1:
+            return self.fallback(data, shape, allowzero=allowzero)
+        cdef cnp.PyArray_Dims newshape
+        newshape.ptr, newshape.len = dims, rank
+        return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
