@@ -8,6 +8,7 @@ that would change results between machines).
 
 from pathlib import Path
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
@@ -18,10 +19,13 @@ extensions = [
     Extension(
         f"onnxflow.native.{pyx.stem}",
         [str(pyx)],
-        include_dirs=[str(NATIVE)],
+        include_dirs=[str(NATIVE), numpy.get_include()],
         depends=[str(h) for h in sorted(NATIVE.glob("*.h"))],  # rebuilt when a header changes
         extra_compile_args=FLAGS,
-        define_macros=[("CYTHON_CLINE_IN_TRACEBACK", "0")],
+        define_macros=[
+            ("CYTHON_CLINE_IN_TRACEBACK", "0"),
+            ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+        ],
     )
     for pyx in sorted(NATIVE.glob("*.pyx"))
 ]

@@ -35,6 +35,7 @@ FORMS_TESTED = [
     ("com.microsoft", "FusedGemm"),
     ("com.microsoft", "SkipLayerNormalization"),
     ("com.microsoft", "SkipSimplifiedLayerNormalization"),
+    ("", "Pow"),
 ]
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -300,3 +301,160 @@ def test_fused_gemm_activation(activation):
     product = a @ b + c  # float32, as Gemm rounds it before the activation
     _within_ulp(compiled, expit(product.astype(np.float64)), UNARY_ULP)
     assert ulp_distance(compiled, numpy_form).max() <= UNARY_FORMS_ULP["Sigmoid"]
+
+
+# -- the norms' call in C (_math.norm_rows) against the loop called from Python -----------------
+def _norm_by_buffers(x, gamma, beta, axis, epsilon, rms):
+    """What LayerNormalization's compiled form computed before its glue moved to C: the row
+    loop (``_math.norm_f32``) on contiguous buffers, outputs allocated here."""
+    from onnxflow.native import module
+
+    first = axis % x.ndim
+    stat_shape = x.shape[:first] + (1,) * (x.ndim - first)
+    y, mean, inv = (np.empty(s, np.float32) for s in (x.shape, stat_shape, stat_shape))
+    flat = [None if v is None else np.ascontiguousarray(v).reshape(-1) for v in (x, gamma, beta)]
+    module("_math").norm_f32(
+        flat[0], None, None, flat[1], flat[2], y.reshape(-1), mean.reshape(-1),
+        inv.reshape(-1), None, float(np.float32(epsilon)), rms,
+    )  # fmt: skip
+    return y, mean, inv
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 0, 2])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("with_beta", [False, True])
+@pytest.mark.parametrize("strided", [False, True])
+def test_norm_rows_is_the_row_loop(axis, rms, with_beta, strided):
+    from onnxflow.native import module
+
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, 5, 16)) * 2 + 1).astype(np.float32)
+    if strided:
+        x = np.ascontiguousarray(x.transpose(1, 0, 2)).transpose(1, 0, 2)
+    gamma, beta, _ = _params(rng, *x.shape[axis:])
+    beta = beta if with_beta else None
+    got = module("_math").norm_rows(x, gamma, beta, axis, 1e-5, rms)
+    want = _norm_by_buffers(x, gamma, beta, axis, 1e-5, rms)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == np.float32
+        assert np.array_equal(g.view(np.uint32), w.view(np.uint32))
+
+
+def test_norm_rows_leaves_other_inputs_to_numpy():
+    from onnxflow.native import module
+
+    norm_rows = module("_math").norm_rows
+    x = np.ones((2, 8), np.float32)
+    g = np.ones(8, np.float32)
+    assert norm_rows(x, g, None, -1, 1e-5, False) is not None
+    for args in (
+        (x.astype(np.float64), g, None, -1),  # x not float32
+        (x.astype(">f4"), g, None, -1),  # swapped bytes
+        (x, g.astype(np.float64), None, -1),  # gamma not float32
+        (x, g, g.astype(np.float64), -1),  # beta not float32
+        (x, np.ones(4, np.float32), None, -1),  # gamma not shaped as the rows
+        (x, g, np.ones((1, 8), np.float32), -1),  # beta neither
+        (x, np.ones((2, 8), np.float32), None, -1),
+        (x, g, None, 2),  # axis out of range
+        (x, g, None, -3),
+        (np.ones((0, 8), np.float32), g, None, -1),  # empty
+        (x, None, None, -1),  # no gamma
+        (x.tolist(), g, None, -1),  # not an array
+    ):
+        assert norm_rows(*args, 1e-5, False) is None, args
+
+
+# -- Softmax's call in C (_math.softmax_rows) against the loop called from Python --------------
+@pytest.mark.parametrize("log_form", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "axis", "coerced", "h"),
+    [
+        ((1, 4, 1, 9), -1, False, 9),  # a decoder step's scores
+        ((2, 3, 5), 2, False, 5),
+        ((7,), 0, False, 7),
+        ((2, 3, 5), 1, True, 15),  # before opset 13: every axis from axis on
+        ((2, 3, 5), -2, True, 15),
+        ((2, 3, 5), 0, True, 30),
+        ((2, 3, 5), 3, True, 1),
+    ],
+)
+def test_softmax_rows_is_the_row_loop(shape, axis, coerced, h, log_form):
+    from onnxflow.native import module
+
+    math_ = module("_math")
+    rng = np.random.default_rng(len(shape) + h)
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    for v in (x, np.asfortranarray(x)):
+        want = np.empty(v.shape, np.float32)
+        math_.softmax_f32(np.ascontiguousarray(v).reshape(-1), want.reshape(-1), h, log_form)
+        got = math_.softmax_rows(v, axis, coerced, log_form)
+        assert got.shape == v.shape and got.dtype == np.float32
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_softmax_rows_leaves_other_inputs_to_numpy():
+    from onnxflow.native import module
+
+    softmax_rows = module("_math").softmax_rows
+    x = np.ones((2, 3), np.float32)
+    for args in (
+        (x, 0, False),  # not the last axis (opset 13 on)
+        (x, -2, False),
+        (x, 3, True),  # beyond the rank
+        (x, -3, True),
+        (x.astype(np.float64), -1, False),
+        (x.astype(">f4"), -1, False),
+        (np.ones((0, 3), np.float32), -1, False),  # empty
+        (np.float32(1.0), -1, False),  # not an array
+        (np.ones((), np.float32), -1, False),  # rank 0
+        (x.tolist(), -1, False),
+    ):
+        assert softmax_rows(*args, False) is None, args
+
+
+# -- Pow by a small integer: one C pass, the NumPy form's bits ----------------------------------
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    nan = np.isnan(a)
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and np.array_equal(nan, np.isnan(b))
+        and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    )
+
+
+@pytest.mark.parametrize("n", [-4, -3, -2, 3, 4, 3.0, -2.0])
+@pytest.mark.parametrize("exponent_dtype", [np.float32, np.int64])
+def test_pow_by_a_small_integer_is_the_numpy_form(n, exponent_dtype):
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((2, 3, 50)) * 3).astype(np.float32)
+    x.reshape(-1)[:9] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 3e38, 1e-45]
+    for y in (np.array(n, exponent_dtype), np.array([n], exponent_dtype)):
+        (compiled,), (numpy_form,) = node_forms("Pow", [x, y], 15)
+        assert _bits_equal(compiled, numpy_form)
+    (compiled,), (numpy_form,) = node_forms("Pow", [x.T, np.array(n, exponent_dtype)], 15)
+    assert _bits_equal(compiled, numpy_form)  # a strided x
+
+
+def test_pow_others_run_numpy():
+    from onnxflow.native import module
+
+    x = np.random.default_rng(11).standard_normal((3, 4)).astype(np.float32)
+    small_power = module("_math").small_power
+    assert small_power(x, np.array(3, np.int64)) is not None
+    for base, y in (
+        (x, np.array(2.0, np.float32)),  # 2: np.power squares exactly
+        (x, np.array(2.5, np.float32)),
+        (x, np.array(np.nan, np.float32)),
+        (x, np.full(4, 3.0, np.float32)),  # not one element
+        (x, np.ones((1, 1, 1), np.float32) * 3),  # of higher rank: the result's shape
+        (x, np.array(3 + 0j)),  # neither an integer nor a float
+        (x.astype(np.float64), np.array(3.0)),  # not float32
+        (x.astype(">f4"), np.array(3.0)),
+        (x, 3.0),  # not an array
+    ):
+        assert small_power(base, y) is None
+        if isinstance(y, np.ndarray) and y.dtype.kind != "c" and base.dtype.isnative:
+            (compiled,), (numpy_form,) = node_forms("Pow", [base, y], 15)
+            assert np.array_equal(compiled, numpy_form, equal_nan=True)
+            assert compiled.shape == numpy_form.shape

@@ -99,3 +99,96 @@ def test_sizes_around_the_chunk():
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
         (compiled,), (numpy_form,) = both_forms(model, {"x": x})
         assert _same_bits(compiled, numpy_form)
+
+
+# -- the region's call, in C (native._pointwise.Region) -----------------------------------------
+_ADD = np.array([[0, 0, 1, -1]], np.int32)  # out = input 0 + input 1
+
+
+def _region():
+    """A compiled ``a + b`` region and the list of the argument tuples its fallback saw."""
+    from onnxflow.native import module
+
+    seen = []
+
+    def as_written(*args):
+        seen.append(args)
+        return np.add(*args)
+
+    return module("_pointwise").Region(_ADD, as_written), seen
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((1, 1, 64), (1, 1, 64)),  # a transformer step's
+        ((1, 1, 64), (64,)),  # a bias
+        ((2, 3, 5), ()),  # a scalar
+        ((2, 4, 3, 3), (4, 1, 1)),  # per channel
+        ((3, 1), (3, 4)),  # both broadcast
+        ((1,), (7,)),
+        ((), ()),
+    ],
+)
+def test_region_call_runs_every_layout_one_pass_reads(a_shape, b_shape):
+    region, seen = _region()
+    rng = np.random.default_rng(len(a_shape) + len(b_shape))
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    for x, y in ((a, b), (b, a)):
+        got = region(x, y)
+        expected = np.add(x, y)
+        assert got.dtype == np.float32 and got.shape == expected.shape
+        assert _same_bits(got, expected)
+    assert seen == []
+
+
+def test_region_call_reads_strided_inputs():
+    region, seen = _region()
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for x, y in ((a.T, a.T[::-1]), (a[:, ::2], np.float32(2) * a[:, 1::2])):
+        assert _same_bits(region(x, y), np.add(x, y))
+    assert seen == []
+
+
+def test_region_call_gives_empty_outputs_without_running():
+    region, seen = _region()
+    got = region(np.zeros((0, 3), np.float32), np.ones((3,), np.float32))
+    assert got.shape == (0, 3) and got.dtype == np.float32 and seen == []
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (np.ones(3, np.float64), np.ones(3, np.float64)),  # not float32
+        (np.ones(3, np.float32), np.ones(3, np.float64)),
+        (np.ones(3, ">f4"), np.ones(3, np.float32)),  # swapped bytes
+        (np.ones(3, np.float32).view(_Sub), np.ones(3, np.float32)),  # a subclass
+        (np.ones(3, np.float32), 1.5),  # not an array
+        (np.ones((4, 1, 3), np.float32), np.ones((1, 5, 1), np.float32)),  # not one run
+        (np.ones((1,) * 40, np.float32), np.ones(1, np.float32)),  # rank above the C table
+    ],
+)
+def test_region_call_leaves_other_inputs_to_the_nodes_as_written(a, b):
+    region, seen = _region()
+    got = region(a, b)
+    assert len(seen) == 1 and seen[0][0] is a and seen[0][1] is b
+    np.testing.assert_array_equal(got, np.add(a, b))
+
+
+def test_region_call_lets_the_nodes_report_shapes_that_do_not_broadcast():
+    region, seen = _region()
+    with pytest.raises(ValueError, match="broadcast"):
+        region(np.ones(3, np.float32), np.ones(4, np.float32))
+    assert len(seen) == 1
+
+
+def test_region_call_with_more_inputs_than_its_table_runs_the_nodes():
+    from onnxflow.native import module
+
+    region = module("_pointwise").Region(_ADD, lambda *args: len(args))
+    assert region(*[np.ones(2, np.float32)] * 17) == 17

@@ -16,7 +16,7 @@ from types import ModuleType
 
 #: Every compiled module this package builds (``setup.py`` compiles ``native/<name>.pyx``).
 MODULES: tuple[str, ...] = (
-    "_conv", "_half", "_math", "_pointwise", "_quant", "_rnn", "_trees"
+    "_arrays", "_conv", "_half", "_linalg", "_math", "_pointwise", "_quant", "_rnn", "_trees"
 )  # fmt: skip
 
 _LOADED: dict[str, ModuleType | None] = {}

@@ -6,6 +6,10 @@ AVX-512, AVX2 or baseline chosen at load time). Buffers are contiguous and one-d
 ``h`` is a row's length where a loop works by rows (a bias of ``h`` values, a softmax row).
 """
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 cdef extern from "<math.h>" nogil:
     double erf(double)
 
@@ -112,6 +116,148 @@ def norm_f32(const float[::1] x, const float[::1] skip, const float[::1] bias,
                              epsilon, rms)
     if status:
         raise MemoryError()
+
+
+cdef inline bint _f32(object a):
+    """Whether ``a`` is an ndarray of native float32."""
+    return (cnp.PyArray_Check(a) and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_FLOAT32
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a))
+
+
+cdef bint _fits(object p, cnp.ndarray x, int first):
+    """Whether ``p`` is None or a float32 array shaped as x's dims [first, rank)."""
+    if p is None:
+        return True
+    if not _f32(p) or cnp.PyArray_NDIM(<cnp.ndarray>p) != cnp.PyArray_NDIM(x) - first:
+        return False
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>p)
+    cdef cnp.npy_intp *tail = cnp.PyArray_DIMS(x) + first
+    cdef int d
+    for d in range(cnp.PyArray_NDIM(x) - first):
+        if dims[d] != tail[d]:
+            return False
+    return True
+
+
+cdef const float *_data(object a):
+    """The float32 data of contiguous ``a`` (NULL for None)."""
+    return NULL if a is None else <const float *>cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef inline object _contiguous(object a):
+    return a if a is None or cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) else (
+        cnp.PyArray_GETCONTIGUOUS(<cnp.ndarray>a))
+
+
+def norm_rows(object x, object gamma, object beta, long axis, double epsilon, bint rms):
+    """(Y, Mean, InvStdDev) of LayerNormalization (RMSNormalization if ``rms``: Mean 0) over
+    the rows [axis, rank) of x by :func:`norm_f32`, ``epsilon`` rounded to float32 first, the
+    statistics float32 shaped as x with those axes 1; the checks and allocations here, in C.
+    None when the loop does not take these inputs (x not a float32 array, empty or with
+    ``axis`` out of range; gamma, or beta when given, not float32 shaped as those axes)."""
+    if not _f32(x):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef int rank = cnp.PyArray_NDIM(xa), d
+    cdef long first = axis + rank if axis < 0 else axis
+    if first < 0 or first >= rank or cnp.PyArray_SIZE(xa) == 0:
+        return None
+    if gamma is None or not _fits(gamma, xa, first) or not _fits(beta, xa, first):
+        return None
+    cdef cnp.npy_intp stat[64]
+    cdef cnp.npy_intp h = 1
+    for d in range(rank):
+        stat[d] = cnp.PyArray_DIMS(xa)[d] if d < first else 1
+        if d >= first:
+            h *= cnp.PyArray_DIMS(xa)[d]
+    cdef cnp.ndarray y = cnp.PyArray_EMPTY(rank, cnp.PyArray_DIMS(xa), cnp.NPY_FLOAT32, 0)
+    cdef cnp.ndarray mean = cnp.PyArray_EMPTY(rank, stat, cnp.NPY_FLOAT32, 0)
+    cdef cnp.ndarray inv = cnp.PyArray_EMPTY(rank, stat, cnp.NPY_FLOAT32, 0)
+    x, gamma, beta = _contiguous(x), _contiguous(gamma), _contiguous(beta)
+    cdef cnp.npy_intp n = cnp.PyArray_SIZE(xa)
+    cdef int status
+    cdef const float *px = _data(x)
+    cdef const float *pg = _data(gamma)
+    cdef const float *pb = _data(beta)
+    with nogil:
+        status = of_norm_f32(px, NULL, 1, NULL, pg, pb, <float *>cnp.PyArray_DATA(y),
+                             <float *>cnp.PyArray_DATA(mean), <float *>cnp.PyArray_DATA(inv),
+                             NULL, n // h, h, <double><float>epsilon, rms)
+    if status:
+        raise MemoryError()
+    return y, mean, inv
+
+
+def softmax_rows(object x, long axis, bint coerced, bint log_form):
+    """Softmax (LogSoftmax if ``log_form``) of float32 x by :func:`softmax_f32`, its checks and
+    its output in C: over the last axis (``axis`` must name it), or, when ``coerced`` (x
+    coerced to 2-D, before opset 13), over every axis from ``axis`` on. None when the loop does
+    not take x (not a non-empty float32 array of rank 1 or more, or another axis)."""
+    if not _f32(x):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef int rank = cnp.PyArray_NDIM(xa), d
+    cdef cnp.npy_intp n = cnp.PyArray_SIZE(xa), h = 1
+    if rank == 0 or n == 0:
+        return None
+    if not coerced:
+        if axis != -1 and axis != rank - 1:
+            return None
+        h = cnp.PyArray_DIMS(xa)[rank - 1]
+    else:
+        if axis < -rank or axis > rank:
+            return None
+        for d in range(axis + rank if axis < 0 else axis, rank):
+            h *= cnp.PyArray_DIMS(xa)[d]
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(rank, cnp.PyArray_DIMS(xa), cnp.NPY_FLOAT32, 0)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    cdef int status
+    with nogil:
+        status = of_softmax_f32(px, <float *>cnp.PyArray_DATA(out), n // h, h, log_form)
+    if status:
+        raise MemoryError()
+    return out
+
+
+cdef void _power_f32(const float *x, float *out, Py_ssize_t m, int n) noexcept nogil:
+    """out = x ** n for n in (-4, -3, -2, 3, 4): products in double, rounded once (the NumPy
+    form's steps: w * w, times w or squared, 1 / that for negative n)."""
+    cdef Py_ssize_t i
+    cdef double w, o
+    for i in range(m):
+        w = x[i]
+        o = w * w
+        if n == 3 or n == -3:
+            o = o * w
+        elif n == 4 or n == -4:
+            o = o * o
+        if n < 0:
+            o = 1.0 / o
+        out[i] = <float>o
+
+
+def small_power(object x, object y):
+    """x ** y for float32 x and a one-element exponent y holding -4, -3, -2, 3 or 4 (of rank
+    at most x's, so the result has x's shape), as Pow's NumPy form (``_small_power``) computes
+    it; None for other inputs."""
+    if not _f32(x) or not cnp.PyArray_Check(y):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x, ya = <cnp.ndarray>y
+    if (cnp.PyArray_SIZE(ya) != 1 or cnp.PyArray_NDIM(ya) > cnp.PyArray_NDIM(xa)
+            or not (cnp.PyArray_ISINTEGER(ya) or cnp.PyArray_ISFLOAT(ya))):
+        return None
+    cdef double v = ya.item()
+    if v not in (-4.0, -3.0, -2.0, 3.0, 4.0):
+        return None
+    cdef int n = <int>v
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa),
+                                             cnp.NPY_FLOAT32, 0)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    with nogil:
+        _power_f32(px, <float *>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out), n)
+    return out
 
 
 def erf_f64(const double[::1] x, double[::1] out):

@@ -341,28 +341,17 @@ def _on_2d(fn: Normalizer, x: np.ndarray, axis: int) -> np.ndarray:
     return _on_axis(fn, flat, 1).reshape(x.shape)
 
 
-def _compiled_rows(x: np.ndarray, axis: int, coerced: bool) -> int | None:
-    """The row length the compiled (log)softmax loop takes x in along ``axis`` (float32,
-    non-empty): the last axis (opset 13 on), or every axis from ``axis`` on when ``coerced``
-    (x coerced to 2-D, before opset 13); None when it does not take x."""
-    if x.dtype != np.float32 or x.size == 0 or x.ndim == 0:
-        return None
-    if coerced:
-        return math.prod(x.shape[axis:]) if -x.ndim <= axis <= x.ndim else None
-    return x.shape[-1] if axis in (-1, x.ndim - 1) else None
-
-
 def _softmax_form(
     kernel: Callable[..., np.ndarray], log_form: bool, coerced: bool
 ) -> Callable[..., np.ndarray] | None:
     """The compiled form of the (log)softmax ``kernel``: float32 rows in one pass, in double
-    and rounded once; other inputs to ``kernel``. None when ``_math`` is not built."""
+    and rounded once, the checks and the output in C too (``_math.softmax_rows``: the last
+    axis, from opset 13 on, or every axis from ``axis`` on when ``coerced``, x coerced to 2-D
+    before opset 13); other inputs to ``kernel``. None when ``_math`` is not built."""
 
     def form(x: np.ndarray, *, axis: int = 1 if coerced else -1) -> np.ndarray:
-        h = _compiled_rows(x, axis, coerced)
-        if h is None:
-            return kernel(x, axis=axis)
-        return compiled.elementwise(x, lambda v, out: _MATH.softmax_f32(v, out, h, log_form))
+        out = _MATH.softmax_rows(x, axis, coerced, log_form)
+        return kernel(x, axis=axis) if out is None else out
 
     name = f"{kernel.__name__}_compiled"
     form.__name__ = form.__qualname__ = name

@@ -84,10 +84,12 @@ def _binary(
     *versions: int,
     rounds_once: bool = False,
     pointwise: str | None = None,
+    native: Callable[..., Any] | None = None,
 ) -> None:
     """Register ``fn`` as ``op_type``: legacy broadcasting in ``legacy``, NumPy-style after.
     ``rounds_once``: ``fn`` computes float16 in float32 and rounds once (a float ufunc);
-    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`)."""
+    ``pointwise``: its instruction in a compiled pointwise region (:class:`Traits`);
+    ``native``: the compiled form of the NumPy-style versions (not for ufuncs)."""
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b))
@@ -124,7 +126,13 @@ def _binary(
         op(op_type, *legacy)(legacy_kernel)
     if versions:
         form = {divide: "onnx_div({0}, {1})", power: "onnx_pow({0}, {1})"}.get(fn)
-        traits = Traits(elementwise=True, rounds_once=rounds_once, pointwise=pointwise, numpy=form)
+        traits = Traits(
+            elementwise=True,
+            rounds_once=rounds_once,
+            pointwise=pointwise,
+            numpy=form,
+            native=native_form(native),
+        )
         op(op_type, *versions, traits=traits)(kernel)
 
 
@@ -464,6 +472,18 @@ _BINARY: tuple[tuple[str, Binary, tuple[int, ...], tuple[int, ...]], ...] = (
 #: The binary operators that are an instruction of a compiled pointwise region (Traits.pointwise).
 _POINTWISE_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 
+
+def _power_compiled(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pow's compiled form: float32 x to a one-element power of -4, -3, -2, 3 or 4 in one C
+    pass (``_math.small_power``: :func:`_small_power`'s products in double, rounded once, the
+    same bits, without its two casts and its errstate); other inputs to :func:`power`."""
+    out = _MATH.small_power(x, y)  # type: ignore[union-attr]
+    return power(x, y) if out is None else out
+
+
+#: The compiled forms of binary kernels that are not ufuncs (None: ``_math`` not built).
+_COMPILED_BINARY = {"Pow": compiled.when(_MATH, _power_compiled)}
+
 for _name, _fn, _legacy, _versions in _BINARY:
     _binary(
         _name,
@@ -472,6 +492,7 @@ for _name, _fn, _legacy, _versions in _BINARY:
         *_versions,
         rounds_once=_fn is divide,
         pointwise=_POINTWISE_BINARY.get(_name),
+        native=_COMPILED_BINARY.get(_name),
     )
 
 

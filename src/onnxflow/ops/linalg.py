@@ -8,14 +8,16 @@ otherwise lose precision or refuse the type.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops._common import accumulation_dtype
 from onnxflow.ops.registry import op
-from onnxflow.traits import Built, NumpyCall, Traits
+from onnxflow.traits import Built, NumpyCall, Traits, native_form
 
 #: Dtypes whose products go to BLAS through np.dot.
 _BLAS = frozenset(map(np.dtype, (np.float32, np.float64, np.complex64, np.complex128)))
@@ -27,25 +29,6 @@ def _rows(rank: int, others: tuple[int, ...]) -> int | None:
     if rank < 1 or others[0] not in (1, 2):
         return None
     return rank if others[0] == 2 else rank - 1
-
-
-@op(
-    "MatMul",
-    *(1, 9, 13),
-    build=True,
-    traits=Traits(
-        fresh=True, static_shape=True, rows=_rows, rounds_once=True, numpy="onnx_matmul({0}, {1})"
-    ),
-)
-def build_matmul(node: NodeContext) -> Built:
-    """MatMul's kernel, :func:`matmul`; when static types say both inputs are matrices, generated
-    code calls np.dot directly (0.2 us less a call) behind a rank test, since static types are a
-    guess (a hoisted body sees a whole sequence where its type says one element): np.dot is
-    MatMul only when B is a matrix and A is not a scalar."""
-    shapes = [node.input_shape(i) for i in range(2)]
-    if all(s is not None and len(s) == 2 for s in shapes):
-        return Built(matmul, node.traits.replace(call=np.dot, guard="{1}.ndim == 2 == {0}.ndim"))
-    return Built(matmul, node.traits)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -65,6 +48,49 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if y.ndim == 0 or y.dtype != a.dtype:
         return np.asarray(y, dtype=a.dtype)
     return y
+
+
+#: The compiled glue of MatMul and MatMulBias (:mod:`onnxflow.native._linalg`), or None.
+LINALG = compiled.module("_linalg")
+_MATMUL_COMPILED = None if LINALG is None else LINALG.MatMul(matmul)
+
+
+def _build_matmul_compiled(node: NodeContext) -> Built:
+    """MatMul's compiled form: :func:`matmul`'s stack-of-rows path tested and reshaped in C
+    around the same np.dot (:class:`onnxflow.native._linalg.MatMul`), other inputs to
+    :func:`matmul`; two matrices by static types call np.dot directly, as in
+    :func:`build_matmul`."""
+    return _matmul_built(node, _MATMUL_COMPILED)  # type: ignore[arg-type]
+
+
+@op(
+    "MatMul",
+    *(1, 9, 13),
+    build=True,
+    traits=Traits(
+        fresh=True,
+        static_shape=True,
+        rows=_rows,
+        rounds_once=True,
+        numpy="onnx_matmul({0}, {1})",
+        native=native_form(compiled.when(LINALG, _build_matmul_compiled)),
+    ),
+)
+def build_matmul(node: NodeContext) -> Built:
+    """MatMul's kernel, :func:`matmul`; when static types say both inputs are matrices, generated
+    code calls np.dot directly (0.2 us less a call) behind a rank test, since static types are a
+    guess (a hoisted body sees a whole sequence where its type says one element): np.dot is
+    MatMul only when B is a matrix and A is not a scalar."""
+    return _matmul_built(node, matmul)
+
+
+def _matmul_built(node: NodeContext, fn: Callable[..., np.ndarray]) -> Built:
+    """``fn`` with the node's traits, refined to call np.dot behind a rank guard when static
+    types say both inputs are matrices."""
+    shapes = [node.input_shape(i) for i in range(2)]
+    if all(s is not None and len(s) == 2 for s in shapes):
+        return Built(fn, node.traits.replace(call=np.dot, guard="{1}.ndim == 2 == {0}.ndim"))
+    return Built(fn, node.traits)
 
 
 def _gemm(

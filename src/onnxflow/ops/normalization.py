@@ -236,42 +236,6 @@ def instance_normalization(
 _MATH = compiled.module("_math")
 
 
-def _trailing_rows(
-    x: np.ndarray, axis: int, stash_type: int, *params: np.ndarray | None
-) -> int | None:
-    """The length of the rows [axis, rank) that the compiled loop normalizes, when it takes
-    these inputs (all float32, stash float32, each parameter shaped as those axes); else None."""
-    first = normalize_axes([axis], x.ndim)[0]
-    tail = x.shape[first:]
-    fits = all(p is None or (p.dtype == np.float32 and p.shape == tail) for p in params)
-    if x.dtype != np.float32 or stash_type != 1 or x.size == 0 or not fits:
-        return None
-    return math.prod(tail)
-
-
-def normalized_rows(
-    x: np.ndarray,
-    axis: int,
-    epsilon: float,
-    rms: bool,
-    scale: np.ndarray,
-    bias: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Y, Mean, InvStdDev) by the compiled loop over the rows [axis, rank) of float32 x (see
-    :func:`_trailing_rows`); with ``rms``, Y is RMS-normalized, Mean is 0 and the last the
-    inverse root mean square. The statistics are float32, shaped as x with those axes 1."""
-    first = normalize_axes([axis], x.ndim)[0]
-    stat_shape = x.shape[:first] + (1,) * (x.ndim - first)
-    y = np.empty(x.shape, np.float32)
-    mean, inv = np.empty(stat_shape, np.float32), np.empty(stat_shape, np.float32)
-    flat = compiled.flat32
-    _MATH.norm_f32(
-        flat(x), None, None, flat(scale), flat(bias), y.reshape(-1), mean.reshape(-1),
-        inv.reshape(-1), None, float(np.float32(epsilon)), rms,
-    )  # fmt: skip
-    return y, mean, inv
-
-
 def _layer_norm_compiled(
     x: np.ndarray,
     scale: np.ndarray,
@@ -281,13 +245,15 @@ def _layer_norm_compiled(
     epsilon: float = 1e-5,
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LayerNormalization's compiled form: float32 rows in one pass, statistics in double;
-    other inputs in NumPy."""
-    if _trailing_rows(x, axis, stash_type, scale, bias) is None:
+    """LayerNormalization's compiled form: float32 rows in one pass, statistics in double, the
+    checks and allocations in C too (``_math.norm_rows``: float32 x, stash float32, each
+    parameter shaped as the axes [axis, rank)); other inputs in NumPy."""
+    done = _MATH.norm_rows(x, scale, bias, axis, epsilon, False) if stash_type == 1 else None
+    if done is None:
         return layer_normalization(
             x, scale, bias, axis=axis, epsilon=epsilon, stash_type=stash_type
         )
-    return normalized_rows(x, axis, epsilon, False, scale, bias)
+    return done
 
 
 #: LayerNormalization's compiled form (None when ``_math`` is not built).
@@ -372,10 +338,12 @@ def group_normalization(
 def _rms_norm_compiled(
     x: np.ndarray, scale: np.ndarray, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
 ) -> np.ndarray:
-    """RMSNormalization's compiled form: float32 rows in one pass, rounded once."""
-    if _trailing_rows(x, axis, stash_type, scale) is None:
+    """RMSNormalization's compiled form: float32 rows in one pass, rounded once (the checks
+    and allocations in C, ``_math.norm_rows``)."""
+    done = _MATH.norm_rows(x, scale, None, axis, epsilon, True) if stash_type == 1 else None
+    if done is None:
         return rms_normalization(x, scale, axis=axis, epsilon=epsilon, stash_type=stash_type)
-    return normalized_rows(x, axis, epsilon, True, scale)[0]
+    return done[0]
 
 
 @op(

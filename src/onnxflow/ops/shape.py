@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-from onnxflow.traits import NumpyCall, Traits
+from onnxflow.traits import NumpyCall, Traits, native_form
 
 
 def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
@@ -88,7 +89,23 @@ def reshape_v1(
     return _reshape(data, shape, 0)
 
 
-@op("Reshape", 5, 13, 14, 19, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_reshape_numpy))
+_ARRAYS = compiled.module("_arrays")
+#: Reshape's compiled form: positive dims and at most one -1 reshaped in C, others to
+#: :func:`reshape` (:class:`onnxflow.native._arrays.Reshape`); None when not built.
+_RESHAPE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Reshape(
+        lambda data, shape, *, allowzero=0: reshape(data, shape, allowzero=allowzero)
+    )
+)
+
+
+@op(
+    "Reshape",
+    *(5, 13, 14, 19, 21, 23, 24, 25),
+    traits=Traits(selects=True, numpy=_reshape_numpy, native=native_form(_RESHAPE_COMPILED)),
+)
 def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """Return data reshaped; 0 copies the input dim unless allowzero=1, one -1 is inferred."""
     return _reshape(data, _ints(shape), allowzero)

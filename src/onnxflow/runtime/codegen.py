@@ -597,8 +597,15 @@ def _callable_name(fn: Any) -> str:
     if isinstance(fn, np.ufunc):
         return f"numpy.{fn.__name__}"
     inner = getattr(fn, "func", fn)  # a kernel with its attributes bound
-    module = getattr(inner, "__module__", None) or "numpy"
+    module = getattr(inner, "__module__", None) or _class_module(inner) or "numpy"
     return f"{module}.{getattr(inner, '__qualname__', type(inner).__name__)}"
+
+
+def _class_module(fn: Any) -> str | None:
+    """The module of the class of callable object ``fn`` (a compiled class's instance, whose
+    own ``__module__`` reads None), unless a built-in one."""
+    module = type(fn).__module__
+    return None if module == "builtins" else module
 
 
 def source_of(fn: Any) -> str | None:

@@ -35,9 +35,7 @@ from onnxflow.ops.microsoft import MS_DOMAIN
 from onnxflow.ops.normalization import (
     LAYER_NORM_COMPILED,
     _standardize,
-    _trailing_rows,
     layer_normalization,
-    normalized_rows,
 )
 from onnxflow.ops.reduction import normalize_axes
 from onnxflow.ops.registry import op
@@ -225,13 +223,14 @@ def _simplified_compiled(
     epsilon: float = 1e-5,
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """SimplifiedLayerNormalization's compiled form: float32 rows in one pass."""
-    if _trailing_rows(x, axis, 1, scale) is None:
+    """SimplifiedLayerNormalization's compiled form: float32 rows in one pass, the checks and
+    allocations in C (``_math.norm_rows``)."""
+    done = _MATH.norm_rows(x, scale, None, axis, epsilon, True)  # type: ignore[union-attr]
+    if done is None:
         return simplified_layer_normalization(
             x, scale, axis=axis, epsilon=epsilon, stash_type=stash_type
         )
-    y, _, inv_rms = normalized_rows(x, axis, epsilon, True, scale)
-    return y, inv_rms
+    return done[0], done[2]
 
 
 @_registered("SimplifiedLayerNormalization", "", _compiled(_simplified_compiled))

@@ -172,29 +172,54 @@ def fold_batch_norm(
 MEMO_LIMIT = 64 << 20
 
 
-@op(SHAPE_MEMO, 1, domain=FUSED_DOMAIN, build=True)
+_ARRAYS = compiled.module("_arrays")
+
+
+def _shape_memo_compiled(node: Any, *, body: GraphProto, shaped: list[int] | None = None) -> Built:
+    """ShapeMemo's compiled form: :func:`shape_memo` whose memo compares its inputs in C
+    (``_arrays.same``: :func:`_same`'s test, without a bytes copy per array)."""
+    return _shape_memo(node, body, shaped, _ARRAYS.same)  # type: ignore[union-attr]
+
+
+@op(
+    SHAPE_MEMO,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(native=native_form(compiled.when(_ARRAYS, _shape_memo_compiled))),
+)
 def shape_memo(node: Any, *, body: GraphProto, shaped: list[int] | None = None) -> Built:
     """Run ``body`` (shape arithmetic, see :mod:`~onnxflow.compile.passes.memo_shapes`) on the
     node's inputs. The plan's stateless form runs it every time; the stateful form each
     generated function makes keeps the inputs and outputs of its last run and returns those
     outputs, read-only, while the inputs are equal: the inputs at the positions ``shaped``
     (tensors whose Shape or Size the body takes) by their shapes alone, the others by value."""
+    return _shape_memo(node, body, shaped, _same)
+
+
+def _shape_memo(
+    node: Any, body: GraphProto, shaped: list[int] | None, same: Callable[..., bool]
+) -> Built:
+    """:func:`shape_memo` whose memo tells equal inputs by ``same``."""
     run = body_call(node, body)
     n_inputs = len(body.input)
     by_shape = frozenset(shaped or ())
-    return Built(run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs, by_shape)))
+    return Built(
+        run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs, by_shape, same))
+    )
 
 
 def _remembering(
-    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int]
+    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int], same: Callable[..., bool]
 ) -> Callable[..., Any]:
-    """``run`` with a memo of its last inputs and result, in one tuple swapped whole."""
+    """``run`` with a memo of its last inputs and result, in one tuple swapped whole; ``same``
+    tells whether inputs are those kept."""
     memo: Memo[tuple[tuple[Any, ...], Any]] = Memo()
 
     def remembered(*args: Any) -> Any:
         kept = memo.kept
         key = _key(args[:n_inputs], shaped)
-        if kept is not None and _same(kept[0], key):
+        if kept is not None and same(kept[0], key):
             return kept[1]
         result = run(*args)
         values = result if isinstance(result, tuple) else (result,)

@@ -9,31 +9,24 @@ from typing import Any
 
 import numpy as np
 
-from onnxflow.ops.linalg import matmul
+from onnxflow.ops import compiled
+from onnxflow.ops.linalg import LINALG, matmul
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.pass_made import (
     FUSED_DOMAIN,
     MATMUL_BIAS,
 )
 from onnxflow.ops.registry import op
-from onnxflow.traits import WIDEN_LIMIT, Built, Traits
+from onnxflow.traits import WIDEN_LIMIT, Built, Traits, native_form
 
 _F32 = np.dtype(np.float32)
 
 
 # -- MatMul and its bias -----------------------------------------------------------------------
-@op(
-    MATMUL_BIAS,
-    1,
-    domain=FUSED_DOMAIN,
-    build=True,
-    traits=Traits(fresh=True, static_shape=True),
-)
-def build_matmul_bias(node: Any) -> Built:
-    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`):
-    :func:`matmul_bias`; the stateful form each generated function makes keeps a small bias
-    widened to the product's shape, as the Add it replaces does (:func:`_widened_bias`)."""
-    return Built(matmul_bias, node.traits.replace(stateful=_widened_bias))
+def _compiled(node: Any) -> Callable[..., np.ndarray]:
+    """The compiled form: the product and the float32 bias added into it in C
+    (:class:`onnxflow.native._linalg.MatMulBias`), other inputs to :func:`matmul_bias`."""
+    return LINALG.MatMulBias(matmul_bias)  # type: ignore[union-attr]
 
 
 def _adds_in_place(y: np.ndarray, bias: np.ndarray) -> bool:
@@ -58,6 +51,22 @@ def matmul_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
         return np.asarray(np.add(y, bias))
     np.add(y, bias, out=y)
     return y
+
+
+@op(
+    MATMUL_BIAS,
+    1,
+    domain=FUSED_DOMAIN,
+    build=True,
+    traits=Traits(
+        fresh=True, static_shape=True, native=native_form(compiled.when(LINALG, _compiled))
+    ),
+)
+def build_matmul_bias(node: Any) -> Built:
+    """``Add(MatMul(a, b), bias)`` (see :mod:`~onnxflow.compile.passes.fuse_matmul_bias`):
+    :func:`matmul_bias`; the stateful form each generated function makes keeps a small bias
+    widened to the product's shape, as the Add it replaces does (:func:`_widened_bias`)."""
+    return Built(matmul_bias, node.traits.replace(stateful=_widened_bias))
 
 
 def _widened_bias() -> Callable[..., np.ndarray]:

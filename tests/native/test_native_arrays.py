@@ -1,0 +1,188 @@
+"""ShapeMemo's compiled form: its memo compares inputs in C (onnxflow.native._arrays.same),
+the same answers as the NumPy form's test (kernels._same), so the same outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from native_forms import both_forms
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxflow
+from onnxflow.native import module
+from onnxflow.ops.pass_made.kernels import _same
+from onnxflow.ops.shape import reshape
+
+FORMS_TESTED = [("onnxflow.fused", "ShapeMemo"), ("", "Reshape")]
+
+_SHAPE = np.array([1, 4, 16], np.int64)
+_GRID = np.arange(12, dtype=np.int64).reshape(3, 4)
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+PAIRS = [
+    ((_SHAPE,), (_SHAPE,)),  # the same object
+    ((_SHAPE,), (_SHAPE.copy(),)),  # equal values
+    ((_SHAPE,), (np.array([1, 4, 17], np.int64),)),
+    ((_SHAPE,), (np.array([1, 4], np.int64),)),  # another shape
+    ((_SHAPE,), (_SHAPE.astype(np.int32),)),  # another dtype
+    ((_SHAPE,), (_SHAPE.astype(np.dtype(">i8")),)),  # other bytes of equal values
+    ((_SHAPE,), (_SHAPE.astype(np.dtype("=i8")),)),  # an equivalent dtype
+    ((np.array(0.0),), (np.array(-0.0),)),  # bitwise: 0.0 and -0.0 differ
+    ((np.array(np.nan),), (np.array(np.nan),)),
+    ((_GRID.T.copy(),), (_GRID.T,)),  # strided, equal
+    ((_GRID[:, ::2].copy(),), (_GRID[:, 1::2],)),  # strided, not equal
+    ((_SHAPE,), (_SHAPE.view(_Sub),)),  # a subclass
+    ((_SHAPE,), ([1, 4, 16],)),  # not an array
+    ((1,), (1,)),  # one int object
+    ((_SHAPE, _SHAPE), (_SHAPE,)),  # as zip: to the shorter
+    ((_SHAPE, _GRID), (_SHAPE.copy(), _GRID + 0)),
+    ((_SHAPE, _GRID), (_SHAPE.copy(), _GRID + 1)),
+    ((), ()),
+    ((np.zeros((0, 3)),), (np.zeros((0, 3)),)),
+    (((1, 4, 16),), ((1, 4, 16),)),  # shapes of inputs a memo takes by shape
+    (((1, 4, 16),), ((1, 4, 17),)),
+    (((1, 4, 16),), (_SHAPE,)),
+]
+
+
+@pytest.mark.parametrize(("kept", "now"), PAIRS)
+def test_same_answers_as_the_numpy_forms_test(kept, now):
+    assert module("_arrays").same(kept, now) is _same(kept, now)
+
+
+def _model():
+    """y = Reshape(x, [batch, H * W]): its target from x's shape, through a ShapeMemo."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["h"], axis=0),
+        helper.make_node("Gather", ["shape", "two"], ["w"], axis=0),
+        helper.make_node("Mul", ["h", "w"], ["hw"]),
+        helper.make_node("Concat", ["batch", "hw"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+        numpy_helper.from_array(np.array([2], np.int64), "two"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "H", "W"])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("target", TensorProto.INT64, None),  # kept a memo
+        ],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_shape_memo_forms_follow_changing_shapes():
+    model = _model()
+    sessions = [
+        onnxflow.InferenceSession(model.SerializeToString(), onnxflow.SessionOptions(kernels=k))
+        for k in ("native", "numpy")
+    ]
+    assert "ShapeMemo" in sessions[0].source()
+    for shape in [(2, 3, 4), (2, 3, 4), (5, 1, 2), (2, 3, 4), (2, 6, 2), (1, 1, 1)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        (compiled, _), (numpy_form, _) = (s.run(None, {"x": x}) for s in sessions)
+        assert compiled.shape == numpy_form.shape == (shape[0], shape[1] * shape[2])
+        np.testing.assert_array_equal(compiled, numpy_form)
+    (compiled, _), (numpy_form, _) = both_forms(model, {"x": np.ones((3, 2, 2), np.float32)})
+    assert compiled.shape == numpy_form.shape == (3, 4)
+
+
+# -- Reshape: positive dims and one -1 in C, the rest in the NumPy form -------------------------
+def _reshape_of(calls):
+    def fallback(data, shape, *, allowzero=0):
+        calls.append((data, shape, allowzero))
+        return reshape(data, shape, allowzero=allowzero)
+
+    return module("_arrays").Reshape(fallback)
+
+
+@pytest.mark.parametrize("target", [[2, 12], [-1], [4, -1, 3], [24, 1, 1], [1, 2, 3, 4], [-1, 1]])
+def test_reshape_is_the_numpy_forms_view(target):
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    calls = []
+    for d in (data, data.transpose(2, 0, 1)):  # a view, then a copy
+        got = _reshape_of(calls)(d, np.array(target, np.int64))
+        want = reshape(d, np.array(target, np.int64))
+        assert got.shape == want.shape and np.array_equal(got, want)
+        assert np.shares_memory(got, d) == np.shares_memory(want, d)
+    assert calls == []
+    (compiled,), (numpy_form,) = both_forms(*_reshape_model(data, target))
+    assert compiled.shape == numpy_form.shape and np.array_equal(compiled, numpy_form)
+
+
+@pytest.mark.parametrize(
+    ("target", "dtype", "allowzero"),
+    [
+        ([0, -1], np.int64, 0),  # a zero copies the input's dim
+        ([0, 24], np.int64, 1),  # or stays (an error here)
+        ([-1, -1], np.int64, 0),  # two inferred: an error the NumPy form words
+        ([2, -2, 3], np.int64, 0),
+        ([2, 12], np.int32, 0),  # not int64
+        ([5, 5], np.int64, 0),  # the wrong size: the NumPy form's error
+    ],
+)
+def test_reshape_others_go_to_the_numpy_form(target, dtype, allowzero):
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    shape = np.array(target, dtype)
+    calls = []
+    try:
+        want = reshape(data, shape, allowzero=allowzero)
+    except ValueError as error:
+        with pytest.raises(ValueError, match=None) as compiled_error:
+            _reshape_of(calls)(data, shape, allowzero=allowzero)
+        assert str(compiled_error.value) == str(error)
+    else:
+        got = _reshape_of(calls)(data, shape, allowzero=allowzero)
+        assert got.shape == want.shape and np.array_equal(got, want)
+    assert len(calls) == (0 if target == [5, 5] else 1)
+
+
+def test_reshape_of_a_non_array_shape_goes_to_the_numpy_form():
+    calls = []
+    data = np.ones((2, 3))
+    assert _reshape_of(calls)(data, [3, 2]).shape == (3, 2) and len(calls) == 1
+    assert _reshape_of(calls)(data, np.array([[3, 2]], np.int64)).shape == (3, 2)
+    assert len(calls) == 2
+
+
+def _reshape_model(data, target):
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, data.shape),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [len(target)]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    return model, {"x": data, "s": np.array(target, np.int64)}
+
+
+@pytest.mark.parametrize("allowzero", [0, 1])
+def test_reshape_node_with_its_allowzero_attribute(allowzero):
+    """A node that states allowzero binds it into the compiled form as into the NumPy form."""
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    model, feeds = _reshape_model(data, [2, -1])
+    model.graph.node[0].attribute.append(helper.make_attribute("allowzero", allowzero))
+    (compiled,), (numpy_form,) = both_forms(model, feeds)
+    assert compiled.shape == numpy_form.shape == (2, 12)
+    feeds["s"] = np.array([0, 12], np.int64)
+    if allowzero:
+        with pytest.raises(onnxflow.OnnxflowError):
+            both_forms(model, feeds)
+    else:
+        (compiled,), (numpy_form,) = both_forms(model, feeds)
+        assert compiled.shape == numpy_form.shape == (2, 12)
