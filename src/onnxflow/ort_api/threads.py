@@ -29,18 +29,20 @@ from threadpoolctl import OpenBLASController, ThreadpoolController
 class BlasThreads:
     """Bounds BLAS's threads while runs are in progress, and restores them after the last.
 
-    The bound is process-wide (threadpoolctl sets the BLAS library's global count): runs that
-    overlap share the bound of the first to start, and the original count comes back when the
-    last of them ends. threadpoolctl lets one thread at a time set OpenBLAS's count: the
-    thread of the first run takes that control and gives it back when the last run ends (a
-    thread outside onnxflow holding it makes the bound a no-op).
+    The bound is process-wide (the BLAS library's global count): runs that overlap share the
+    bound of the first to start, and the original count comes back when the last of them ends.
+    threadpoolctl finds the BLAS libraries once (its controller) and lets one thread at a time
+    set OpenBLAS's count: the thread of the first run takes that control and gives it back when
+    the last run ends (a thread outside onnxflow holding it makes the bound a no-op). The counts
+    are read and set through the libraries' own calls, two per library and run: threadpoolctl's
+    ``limit`` gathers every library's full description first, about 50 us a run.
     """
 
     _lock = threading.Lock()
     _active = 0
-    _limiter: Any = None
+    _original: list[tuple[Any, int | None]] = []
     _owner: threading.Thread | None = None
-    _controller: Any = None
+    _libraries: list[Any] | None = None
 
     @classmethod
     @contextmanager
@@ -48,10 +50,7 @@ class BlasThreads:
         """Run the body with BLAS using at most ``threads`` threads."""
         with cls._lock:
             if cls._active == 0:
-                if cls._controller is None:
-                    cls._controller = ThreadpoolController()
-                cls._limiter = cls._controller.limit(limits=threads, user_api="blas")
-                cls._owner = threading.current_thread()
+                cls._bound(threads)
             cls._active += 1
         try:
             yield
@@ -62,13 +61,27 @@ class BlasThreads:
                     cls._restore()
 
     @classmethod
+    def _bound(cls, threads: int) -> None:
+        """Keep each BLAS library's count, then set it to ``threads``."""
+        if cls._libraries is None:
+            found = ThreadpoolController().select(user_api="blas")
+            cls._libraries = list(found.lib_controllers)
+        cls._original = [(lib, lib.get_num_threads()) for lib in cls._libraries]
+        for lib, count in cls._original:
+            if count != threads:
+                lib.set_num_threads(threads)
+        cls._owner = threading.current_thread()
+
+    @classmethod
     def _restore(cls) -> None:
-        """Restore the original count from this thread, then release control of OpenBLAS."""
+        """Restore the original counts from this thread, then release control of OpenBLAS."""
         if cls._owner is not threading.current_thread():  # the first run's thread is done
             OpenBLASController.clear_controlling_thread(force=True)
-        cls._limiter.restore_original_limits()
+        for lib, count in cls._original:
+            if count is not None:
+                lib.set_num_threads(count)
         OpenBLASController.clear_controlling_thread()
-        cls._limiter = cls._owner = None
+        cls._original, cls._owner = [], None
 
 
 #: Seconds one reading of the load average is reused (reading it costs about a microsecond).
