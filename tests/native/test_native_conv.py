@@ -417,3 +417,53 @@ def test_fused_pointwise_product_decided_per_shape(activation):
             got, want = (s.run(None, {"x": x, "z": z})[0] for s in sessions)
             assert got.shape == want.shape == out
             assert got.tobytes() == want.tobytes()
+
+
+#: (X shape, W shape, group, strides, pads) of convolutions the direct loop takes, as the PP-OCR
+#: classifiers call them (depthwise 5x5 on two rows, strided depthwise 3x3, a first layer).
+LOOP_CASES = [
+    ((1, 6, 2, 20), (6, 1, 5, 5), 6, [1, 1], [2, 2, 2, 2]),
+    ((1, 4, 7, 19), (4, 1, 3, 3), 4, [2, 1], [1, 1, 1, 1]),
+    ((1, 3, 9, 18), (5, 3, 3, 3), 1, [2, 2], [1, 1, 1, 1]),
+    ((2, 4, 5, 9), (8, 1, 3, 3), 4, [1, 2], [0, 1, 1, 0]),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, group, strides, pads", LOOP_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_stateful_form_reruns_the_loop_without_its_plan(
+    x_shape, w_shape, group, strides, pads, bias, monkeypatch
+):
+    """A Conv the direct loop takes, run again on the same X shape: its stateful form calls the
+    loop it made once (the plan is not looked up again) and gives the compiled form's bits (which
+    test_conv_random_geometry holds to the NumPy form); a new X shape makes a new one."""
+    rng = np.random.default_rng(w_shape[0] * 7 + group)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = dict(group=group, strides=strides, pads=pads)
+    names = ["x", "w", "b"] if bias else ["x", "w"]
+    node = helper.make_node("Conv", names, ["y"], **attrs)
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")][: len(names) - 1]
+    graph = helper.make_graph([node], "conv", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    compiled_form = conv_direct.compiled_conv(conv)
+    xs = [rng.standard_normal(x_shape).astype(np.float32) for _ in range(3)]
+    for x in xs[:2]:
+        kept.run(None, {"x": x})
+
+    def no_plan(*args: object) -> tuple:
+        raise AssertionError("the kept loop looked its plan up again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(conv_direct, "_cached_plan", no_plan)
+        got = kept.run(None, {"x": xs[2]})[0]
+    want = compiled_form(xs[2], w, b if bias else None, **attrs)
+    assert got.tobytes() == want.tobytes()
+    longer = (*x_shape[:-1], x_shape[-1] + 3)
+    for _ in range(3):
+        x = rng.standard_normal(longer).astype(np.float32)
+        y = kept.run(None, {"x": x})[0]
+        assert y.tobytes() == compiled_form(x, w, b if bias else None, **attrs).tobytes()

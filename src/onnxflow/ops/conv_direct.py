@@ -443,14 +443,43 @@ def _columns_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dic
     return _Columns((x.shape, w, b), index, wm, bias, (1, w.shape[0], *out))
 
 
+class _Loop(NamedTuple):
+    """A float32 convolution that the direct loop takes (depthwise, small-channel), made once
+    for the X shape, W and B of ``key``: the loop's own call, without the plan's key, lookup and
+    checks at every call (a PP-OCR classifier's dozen depthwise Convs, 2-3 us of glue each)."""
+
+    key: tuple[Any, ...]  # X's shape, W, B (the arrays, compared by identity)
+    shape: tuple[int, ...]  # Y's
+    group: int
+    grid: tuple[Sequence[int], Sequence[int], Sequence[int]]  # strides, dilations, begin pads
+    how: str
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The loop's convolution of ``x``, as :func:`direct` runs it."""
+        _, w, b = self.key
+        return _run_loop(x, w, b, None, self.shape, self.group, self.grid, self.how, NO_ACTIVATION)
+
+
+def _loop_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dict) -> Any:
+    """The :class:`_Loop` of this convolution, or None where the loop does not take it (as
+    :func:`direct` decides: then it returns None too)."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+        return None
+    plan = _cached_plan(x, w, attrs)
+    if plan[0] != "loop" or not _fits(b, None, plan[1]):
+        return None
+    return _Loop((x.shape, w, b), plan[1], attrs.get("group", 1), plan[2:5], plan[5])
+
+
 class _PreparedConv:
     """Conv's compiled stateful form: the compiled form, and for a node that runs the same W
-    and B twice in a row on one float32 image, the NumPy form's GEMM path made once
-    (:class:`_Columns`), its geometry and column index then not looked up at every call."""
+    and B twice in a row on one float32 image, the path it takes made once: the NumPy form's
+    GEMM (:class:`_Columns`), its geometry and column index then not looked up at every call,
+    or the direct loop's call (:class:`_Loop`)."""
 
     def __init__(self, form: Callable[..., np.ndarray]) -> None:
         self.form = form
-        self.plan: _Columns | None = None
+        self.plan: _Columns | _Loop | None = None
         self.last: tuple[Any, ...] = ()
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, **attrs: Any) -> np.ndarray:
@@ -464,7 +493,7 @@ class _PreparedConv:
         key = (x.shape, w, b)
         last, self.last = self.last, key
         if len(last) == 3 and last[0] == key[0] and last[1] is w and last[2] is b:
-            self.plan = _columns_plan(x, w, b, attrs)
+            self.plan = _columns_plan(x, w, b, attrs) or _loop_plan(x, w, b, attrs)
         return y
 
 
