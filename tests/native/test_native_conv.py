@@ -467,3 +467,51 @@ def test_stateful_form_reruns_the_loop_without_its_plan(
         x = rng.standard_normal(longer).astype(np.float32)
         y = kept.run(None, {"x": x})[0]
         assert y.tobytes() == compiled_form(x, w, b if bias else None, **attrs).tobytes()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, group, strides, pads", LOOP_CASES)
+@pytest.mark.parametrize("activation", ["Relu", "HardSigmoid"])
+def test_fused_conv_reruns_the_loop_without_its_plan(
+    x_shape, w_shape, group, strides, pads, activation, monkeypatch
+):
+    """A FusedConv the direct loop takes, run again on the same X shape: it calls the loop with
+    the plan it kept (not looked up again) and gives the bits of :func:`conv_direct.direct`
+    (which test_fused_conv_activations holds to the NumPy form); a new X shape makes a new one."""
+    rng = np.random.default_rng(w_shape[0] * 5 + group)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = dict(group=group, strides=strides, pads=pads)
+    params = ACTIVATIONS[activation][0]
+    fused = {"activation": activation, **({"activation_params": params} if params else {})}
+    node = helper.make_node(
+        "FusedConv", ["x", "w", "b", "z"], ["y"], domain="com.microsoft", **attrs, **fused
+    )
+    infos = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in "xzy"]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph([node], "fused", infos[:2], infos[2:], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    data = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    act = conv_direct.loop_activation(activation, params)
+
+    def feeds(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = conv_direct._plan(x, w, attrs)[1]
+        return {"x": x, "z": rng.standard_normal(out).astype(np.float32)}
+
+    def want(f: dict[str, np.ndarray]) -> bytes:
+        return conv_direct.direct(f["x"], w, b, f["z"], attrs, act).tobytes()
+
+    runs = [feeds(x_shape) for _ in range(3)]
+    for f in runs[:2]:
+        assert kept.run(None, f)[0].tobytes() == want(f)
+
+    def no_plan(*args: object) -> tuple:
+        raise AssertionError("the kept loop looked its plan up again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(conv_direct, "_cached_plan", no_plan)
+        got = kept.run(None, runs[2])[0]
+    assert got.tobytes() == want(runs[2])
+    f = feeds((*x_shape[:-1], x_shape[-1] + 3))
+    assert kept.run(None, f)[0].tobytes() == want(f)

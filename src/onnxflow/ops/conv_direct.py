@@ -326,14 +326,14 @@ def compiled_fused_conv(numpy_builder: Callable[..., Any]) -> Callable[..., Any]
     def fused_conv_compiled(node: Any, **attrs: Any) -> Callable[..., np.ndarray]:
         numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
         act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
-        one_product = _OneProduct(attrs, act)
+        one_product, loop = _OneProduct(attrs, act), _KeptLoop(attrs, act)
 
         def run(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
         ) -> np.ndarray:
             y = one_product(x, w, b, z)
             if y is None:
-                y = direct(x, w, b, z, attrs, act)
+                y = loop(x, w, b, z)
             if y is None:
                 y = by_blas(x, w, b, z, attrs, act)
             return numpy_run(x, w, b, z) if y is None else y
@@ -386,6 +386,31 @@ class _OneProduct:
             self.shapes.clear()
         self.shapes[(x.shape, w.shape)] = taken
         return taken
+
+
+class _KeptLoop:
+    """:func:`direct` for a fused node, which keeps the loop's plan of the last X shape and W it
+    took: when they come back (each run of a session), the loop is called without the plan's
+    key, lookup and checks again."""
+
+    def __init__(self, attrs: dict[str, Any], activation: tuple[int, float, float]) -> None:
+        self.attrs, self.activation = attrs, activation
+        self.kept: tuple[Any, ...] = ()  # X's shape, W (by identity), the loop's plan
+
+    def __call__(
+        self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
+    ) -> np.ndarray | None:
+        """``act(conv(x, w) + b + z)`` by the loop, or None when it does not take it."""
+        kept = self.kept
+        if kept and x.shape == kept[0] and w is kept[1] and x.dtype == np.float32:
+            plan = kept[2]
+            if _fits(b, z, plan[1]):
+                group = self.attrs.get("group", 1)
+                return _run_loop(x, w, b, z, plan[1], group, plan[2:5], plan[5], self.activation)
+        y = direct(x, w, b, z, self.attrs, self.activation)
+        if y is not None:  # direct checked the dtypes and ranks, and made and kept the plan
+            self.kept = (x.shape, w, _cached_plan(x, w, self.attrs))
+        return y
 
 
 def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
