@@ -420,12 +420,14 @@ def test_fused_pointwise_product_decided_per_shape(activation):
 
 
 #: (X shape, W shape, group, strides, pads) of convolutions the direct loop takes, as the PP-OCR
-#: classifiers call them (depthwise 5x5 on two rows, strided depthwise 3x3, a first layer).
+#: classifiers call them (depthwise 5x5 on two rows, strided depthwise 3x3, a first layer), and
+#: an audio model's long 1-D row.
 LOOP_CASES = [
     ((1, 6, 2, 20), (6, 1, 5, 5), 6, [1, 1], [2, 2, 2, 2]),
     ((1, 4, 7, 19), (4, 1, 3, 3), 4, [2, 1], [1, 1, 1, 1]),
     ((1, 3, 9, 18), (5, 3, 3, 3), 1, [2, 2], [1, 1, 1, 1]),
     ((2, 4, 5, 9), (8, 1, 3, 3), 4, [1, 2], [0, 1, 1, 0]),
+    ((1, 2, 100), (3, 2, 20), 1, [2], [3, 3]),  # a long 1-D kernel row
 ]
 
 
