@@ -517,3 +517,35 @@ def test_fused_conv_reruns_the_loop_without_its_plan(
     assert got.tobytes() == want(runs[2])
     f = feeds((*x_shape[:-1], x_shape[-1] + 3))
     assert kept.run(None, f)[0].tobytes() == want(f)
+
+
+def test_stateful_gemm_adds_its_bias_in_the_compiled_pass(monkeypatch):
+    """The GEMM path a Conv's stateful form keeps adds B by the loop's compiled pass (NumPy's
+    add of a (M, 1) column went through a buffer an element at a time), with the NumPy form's
+    bits."""
+    calls, module = [], conv_direct._CONV
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(module, name)
+
+        def epilogue_f32(self, *args: object) -> None:
+            calls.append(args[0].shape)
+            module.epilogue_f32(*args)
+
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((8, 12, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"])
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph([node], "conv", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    monkeypatch.setattr(conv_direct, "_CONV", Counting())
+    for _ in range(4):
+        feeds = {"x": rng.standard_normal((1, 12, 3, 5)).astype(np.float32)}
+        assert kept.run(None, feeds)[0].tobytes() == numpy_form.run(None, feeds)[0].tobytes()
+    assert calls == [(1, 8, 15)] * 2  # the third and fourth runs: the kept path

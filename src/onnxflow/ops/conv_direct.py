@@ -427,11 +427,13 @@ class _Columns(NamedTuple):
     key: tuple[Any, ...]  # X's shape, W, B (the arrays, compared by identity)
     index: np.ndarray | None
     wm: np.ndarray  # (M, C*K): W's rows
-    bias: np.ndarray | None  # (M, 1)
+    bias: np.ndarray | None  # (M,), float32
     shape: tuple[int, ...]  # Y's
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The NumPy form's columns, product and bias add (the same calls), over ``x``."""
+        """The NumPy form's columns and product (the same calls) over ``x``, then its bias add
+        as the loop's compiled pass (the same float32 sums: NumPy's add of a (M, 1) bias
+        copied it to a buffer element by element, 4 instructions an output)."""
         if self.index is None:
             cols = x.reshape(x.shape[1], -1)
         else:
@@ -441,7 +443,7 @@ class _Columns(NamedTuple):
             cols = flat.take(self.index)
         y = self.wm @ cols
         if self.bias is not None:
-            y += self.bias
+            _CONV.epilogue_f32(y.reshape(1, *y.shape), self.bias, None)  # type: ignore[union-attr]
         return y.reshape(self.shape)
 
 
@@ -463,7 +465,7 @@ def _columns_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dic
     index = None
     if path == "columns":
         index = _column_index(x.shape[1:], kernel, out, strides, dilations, begin)
-    bias = None if b is None else b.reshape(-1, 1)
+    bias = None if b is None else np.ascontiguousarray(b.reshape(-1))
     wm = w.reshape(w.shape[0], -1)
     return _Columns((x.shape, w, b), index, wm, bias, (1, w.shape[0], *out))
 
