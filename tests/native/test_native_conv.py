@@ -479,3 +479,135 @@ def test_gathered_columns_are_takes_copy():
     assert got.tobytes() == padded.take(index).reshape(-1).tobytes()
     with pytest.raises(ValueError, match="index 22 outside 0..21"):
         conv_direct._CONV.gather_columns_f32(x.reshape(-1), np.array([0, 22], np.intp), got[:2])
+
+
+#: (X shape, W shape, group, strides, pads) of convolutions the direct loop takes, as the PP-OCR
+#: classifiers call them (depthwise 5x5 on two rows, strided depthwise 3x3, a first layer), and
+#: an audio model's long 1-D row.
+LOOP_CASES = [
+    ((1, 6, 2, 20), (6, 1, 5, 5), 6, [1, 1], [2, 2, 2, 2]),
+    ((1, 4, 7, 19), (4, 1, 3, 3), 4, [2, 1], [1, 1, 1, 1]),
+    ((1, 3, 9, 18), (5, 3, 3, 3), 1, [2, 2], [1, 1, 1, 1]),
+    ((2, 4, 5, 9), (8, 1, 3, 3), 4, [1, 2], [0, 1, 1, 0]),
+    ((1, 2, 100), (3, 2, 20), 1, [2], [3, 3]),  # a long 1-D kernel row
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, group, strides, pads", LOOP_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_stateful_form_reruns_the_loop_without_its_plan(
+    x_shape, w_shape, group, strides, pads, bias, monkeypatch
+):
+    """A Conv the direct loop takes, run again on the same X shape: its stateful form calls the
+    loop it made once (the plan is not looked up again) and gives the compiled form's bits (which
+    test_conv_random_geometry holds to the NumPy form); a new X shape makes a new one."""
+    rng = np.random.default_rng(w_shape[0] * 7 + group)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = dict(group=group, strides=strides, pads=pads)
+    names = ["x", "w", "b"] if bias else ["x", "w"]
+    node = helper.make_node("Conv", names, ["y"], **attrs)
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")][: len(names) - 1]
+    graph = helper.make_graph([node], "conv", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    compiled_form = conv_direct.compiled_conv(conv)
+    xs = [rng.standard_normal(x_shape).astype(np.float32) for _ in range(3)]
+    for x in xs[:2]:
+        kept.run(None, {"x": x})
+
+    def no_plan(*args: object) -> tuple:
+        raise AssertionError("the kept loop looked its plan up again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(conv_direct, "_cached_plan", no_plan)
+        got = kept.run(None, {"x": xs[2]})[0]
+    want = compiled_form(xs[2], w, b if bias else None, **attrs)
+    assert got.tobytes() == want.tobytes()
+    longer = (*x_shape[:-1], x_shape[-1] + 3)
+    for _ in range(3):
+        x = rng.standard_normal(longer).astype(np.float32)
+        y = kept.run(None, {"x": x})[0]
+        assert y.tobytes() == compiled_form(x, w, b if bias else None, **attrs).tobytes()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, group, strides, pads", LOOP_CASES)
+@pytest.mark.parametrize("activation", ["Relu", "HardSigmoid"])
+def test_fused_conv_reruns_the_loop_without_its_plan(
+    x_shape, w_shape, group, strides, pads, activation, monkeypatch
+):
+    """A FusedConv the direct loop takes, run again on the same X shape: it calls the loop with
+    the plan it kept (not looked up again) and gives the bits of :func:`conv_direct.direct`
+    (which test_fused_conv_activations holds to the NumPy form); a new X shape makes a new one."""
+    rng = np.random.default_rng(w_shape[0] * 5 + group)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = dict(group=group, strides=strides, pads=pads)
+    params = ACTIVATIONS[activation][0]
+    fused = {"activation": activation, **({"activation_params": params} if params else {})}
+    node = helper.make_node(
+        "FusedConv", ["x", "w", "b", "z"], ["y"], domain="com.microsoft", **attrs, **fused
+    )
+    infos = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in "xzy"]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph([node], "fused", infos[:2], infos[2:], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    data = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    act = conv_direct.loop_activation(activation, params)
+
+    def feeds(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = conv_direct._plan(x, w, attrs)[1]
+        return {"x": x, "z": rng.standard_normal(out).astype(np.float32)}
+
+    def want(f: dict[str, np.ndarray]) -> bytes:
+        return conv_direct.direct(f["x"], w, b, f["z"], attrs, act).tobytes()
+
+    runs = [feeds(x_shape) for _ in range(3)]
+    for f in runs[:2]:
+        assert kept.run(None, f)[0].tobytes() == want(f)
+
+    def no_plan(*args: object) -> tuple:
+        raise AssertionError("the kept loop looked its plan up again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(conv_direct, "_cached_plan", no_plan)
+        got = kept.run(None, runs[2])[0]
+    assert got.tobytes() == want(runs[2])
+    f = feeds((*x_shape[:-1], x_shape[-1] + 3))
+    assert kept.run(None, f)[0].tobytes() == want(f)
+
+
+def test_stateful_gemm_adds_its_bias_in_the_compiled_pass(monkeypatch):
+    """The GEMM path a Conv's stateful form keeps adds B by the loop's compiled pass (NumPy's
+    add of a (M, 1) column went through a buffer an element at a time), with the NumPy form's
+    bits."""
+    calls, module = [], conv_direct._CONV
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(module, name)
+
+        def epilogue_f32(self, *args: object) -> None:
+            calls.append(args[0].shape)
+            module.epilogue_f32(*args)
+
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((8, 12, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"])
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)
+    y_info = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph([node], "conv", [x_info], [y_info], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    kept = onnxflow.InferenceSession(data)
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    monkeypatch.setattr(conv_direct, "_CONV", Counting())
+    for _ in range(4):
+        feeds = {"x": rng.standard_normal((1, 12, 3, 5)).astype(np.float32)}
+        assert kept.run(None, feeds)[0].tobytes() == numpy_form.run(None, feeds)[0].tobytes()
+    assert calls == [(1, 8, 15)] * 2  # the third and fourth runs: the kept path

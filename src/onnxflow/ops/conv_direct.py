@@ -331,7 +331,7 @@ def compiled_fused_conv(
     def fused_conv_compiled(node: Any, **attrs: Any) -> Built:
         numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
         act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
-        one_product = _OneProduct(attrs, act)
+        one_product, loop = _OneProduct(attrs, act), _KeptLoop(attrs, act)
 
         def run(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
@@ -340,7 +340,7 @@ def compiled_fused_conv(
                 b = b.reshape(-1)
             y = one_product(x, w, b, z)
             if y is None:
-                y = direct(x, w, b, z, attrs, act)
+                y = loop(x, w, b, z)
             if y is None:
                 y = by_blas(x, w, b, z, attrs, act)
             return numpy_run(x, w, b, z) if y is None else y
@@ -398,6 +398,31 @@ class _OneProduct:
         return taken
 
 
+class _KeptLoop:
+    """:func:`direct` for a fused node, which keeps the loop's plan of the last X shape and W it
+    took: when they come back (each run of a session), the loop is called without the plan's
+    key, lookup and checks again."""
+
+    def __init__(self, attrs: dict[str, Any], activation: tuple[int, float, float]) -> None:
+        self.attrs, self.activation = attrs, activation
+        self.kept: tuple[Any, ...] = ()  # X's shape, W (by identity), the loop's plan
+
+    def __call__(
+        self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
+    ) -> np.ndarray | None:
+        """``act(conv(x, w) + b + z)`` by the loop, or None when it does not take it."""
+        kept = self.kept
+        if kept and x.shape == kept[0] and w is kept[1] and x.dtype == np.float32:
+            plan = kept[2]
+            if _fits(b, z, plan[1]):
+                group = self.attrs.get("group", 1)
+                return _run_loop(x, w, b, z, plan[1], group, plan[2:5], plan[5], self.activation)
+        y = direct(x, w, b, z, self.attrs, self.activation)
+        if y is not None:  # direct checked the dtypes and ranks, and made and kept the plan
+            self.kept = (x.shape, w, _cached_plan(x, w, self.attrs))
+        return y
+
+
 def if_built(form: Callable[..., Any]) -> Callable[..., Any] | None:
     """The compiled form ``form``, or None when the loop it calls was not built."""
     return form if _CONV is not None else None
@@ -412,12 +437,14 @@ class _Columns(NamedTuple):
     key: tuple[Any, ...]  # X's shape, W, B (the arrays, compared by identity)
     index: np.ndarray | None
     wm: np.ndarray  # (M, C*K): W's rows
-    bias: np.ndarray | None  # (M, 1)
+    bias: np.ndarray | None  # (M,), float32
     shape: tuple[int, ...]  # Y's
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The NumPy form's columns (the same values, gathered in one compiled pass), product
-        and bias add (the same calls), over ``x``."""
+        """The NumPy form's columns (the same values, gathered in one compiled pass) and
+        product (the same call) over ``x``, then its bias add as the loop's compiled pass (the
+        same float32 sums: NumPy's add of a (M, 1) bias copied it to a buffer element by
+        element, 4 instructions an output)."""
         if self.index is None:
             cols = x.reshape(x.shape[1], -1)
         else:  # what take makes from x with a zero after it, in one compiled pass
@@ -425,7 +452,7 @@ class _Columns(NamedTuple):
             _CONV.gather_columns_f32(x.reshape(-1), self.index.reshape(-1), cols.reshape(-1))
         y = self.wm @ cols
         if self.bias is not None:
-            y += self.bias
+            _CONV.epilogue_f32(y.reshape(1, *y.shape), self.bias, None)  # type: ignore[union-attr]
         return y.reshape(self.shape)
 
 
@@ -447,19 +474,48 @@ def _columns_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dic
     index = None
     if path == "columns":
         index = _column_index(x.shape[1:], kernel, out, strides, dilations, begin)
-    bias = None if b is None else b.reshape(-1, 1)
+    bias = None if b is None else np.ascontiguousarray(b.reshape(-1))
     wm = w.reshape(w.shape[0], -1)
     return _Columns((x.shape, w, b), index, wm, bias, (1, w.shape[0], *out))
 
 
+class _Loop(NamedTuple):
+    """A float32 convolution that the direct loop takes (depthwise, small-channel), made once
+    for the X shape, W and B of ``key``: the loop's own call, without the plan's key, lookup and
+    checks at every call (a PP-OCR classifier's dozen depthwise Convs, 2-3 us of glue each)."""
+
+    key: tuple[Any, ...]  # X's shape, W, B (the arrays, compared by identity)
+    shape: tuple[int, ...]  # Y's
+    group: int
+    grid: tuple[Sequence[int], Sequence[int], Sequence[int]]  # strides, dilations, begin pads
+    how: str
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The loop's convolution of ``x``, as :func:`direct` runs it."""
+        _, w, b = self.key
+        return _run_loop(x, w, b, None, self.shape, self.group, self.grid, self.how, NO_ACTIVATION)
+
+
+def _loop_plan(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: dict) -> Any:
+    """The :class:`_Loop` of this convolution, or None where the loop does not take it (as
+    :func:`direct` decides: then it returns None too)."""
+    if _CONV is None or x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != w.ndim:
+        return None
+    plan = _cached_plan(x, w, attrs)
+    if plan[0] != "loop" or not _fits(b, None, plan[1]):
+        return None
+    return _Loop((x.shape, w, b), plan[1], attrs.get("group", 1), plan[2:5], plan[5])
+
+
 class _PreparedConv:
     """Conv's compiled stateful form: the compiled form, and for a node that runs the same W
-    and B twice in a row on one float32 image, the NumPy form's GEMM path made once
-    (:class:`_Columns`), its geometry and column index then not looked up at every call."""
+    and B twice in a row on one float32 image, the path it takes made once: the NumPy form's
+    GEMM (:class:`_Columns`), its geometry and column index then not looked up at every call,
+    or the direct loop's call (:class:`_Loop`)."""
 
     def __init__(self, form: Callable[..., np.ndarray]) -> None:
         self.form = form
-        self.plan: _Columns | None = None
+        self.plan: _Columns | _Loop | None = None
         self.last: tuple[Any, ...] = ()
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, **attrs: Any) -> np.ndarray:
@@ -473,7 +529,7 @@ class _PreparedConv:
         key = (x.shape, w, b)
         last, self.last = self.last, key
         if len(last) == 3 and last[0] == key[0] and last[1] is w and last[2] is b:
-            self.plan = _columns_plan(x, w, b, attrs)
+            self.plan = _columns_plan(x, w, b, attrs) or _loop_plan(x, w, b, attrs)
         return y
 
 
