@@ -5,7 +5,7 @@ inner values are read by the chain alone."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
@@ -118,3 +118,30 @@ def outside_inputs(chain: Sequence[NodeProto], first: Sequence[str]) -> list[str
     found = dict.fromkeys(first)
     found.update((i, None) for n in chain for i in n.input if i and i not in made)
     return list(found)
+
+
+#: A chain a fusion found, in graph order, and the node that replaces it.
+Found = tuple[list[NodeProto], NodeProto]
+
+
+def replace_chains(
+    view: GraphView, find: Callable[[Chains, NodeProto], Found | None]
+) -> list[NodeProto] | None:
+    """The nodes of ``view`` with each chain ``find`` makes of a node (its chain and the node
+    replacing it) as that node, in the place of the chain's last node; a chain sharing a node
+    with one found before it is left as written. None when ``find`` finds none."""
+    walk = Chains(view)
+    fused: dict[int, NodeProto] = {}
+    dropped: set[int] = set()
+    for node in view.nodes:
+        if id(node) in dropped:
+            continue
+        made = find(walk, node)
+        if made is None or any(id(n) in dropped or id(n) in fused for n in made[0]):
+            continue
+        chain, fused_node = made
+        fused[id(chain[-1])] = fused_node
+        dropped.update(id(n) for n in chain[:-1])
+    if not fused:
+        return None
+    return [fused.get(id(n), n) for n in view.nodes if id(n) not in dropped]

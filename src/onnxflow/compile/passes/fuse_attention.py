@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from onnx import NodeProto, helper
 
-from onnxflow.compile.passes.chains import Chains, body, outside_inputs
+from onnxflow.compile.passes.chains import Chains, Found, body, outside_inputs, replace_chains
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.domains import is_onnx_op
 from onnxflow.ops.pass_made import ATTENTION_ROLES, FUSED_DOMAIN, SCALED_DOT_PRODUCT_ATTENTION
@@ -44,19 +44,12 @@ def fuse_attention(view: GraphView) -> list[NodeProto] | None:
         return None
     if not any(is_onnx_op(n, "Softmax") for n in view.nodes):
         return None
-    walk = Chains(view)
-    fused: dict[int, NodeProto] = {}
-    dropped: set[int] = set()
-    for node in view.nodes:
-        made = _attention(walk, node) if is_onnx_op(node, "Softmax") else None
-        if made is None or any(id(n) in dropped or id(n) in fused for n in made[0]):
-            continue
-        chain, fused_node = made
-        fused[id(chain[-1])] = fused_node
-        dropped.update(id(n) for n in chain[:-1])
-    if not fused:
-        return None
-    return [fused.get(id(n), n) for n in view.nodes if id(n) not in dropped]
+    return replace_chains(view, _attention_at)
+
+
+def _attention_at(walk: Chains, node: NodeProto) -> Found | None:
+    """The attention core whose Softmax is ``node``, or None."""
+    return _attention(walk, node) if is_onnx_op(node, "Softmax") else None
 
 
 class _Match:

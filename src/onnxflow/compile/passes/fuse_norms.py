@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from onnx import NodeProto, TensorProto, helper
 
-from onnxflow.compile.passes.chains import Chains, body, outside_inputs
+from onnxflow.compile.passes.chains import Chains, Found, body, outside_inputs, replace_chains
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.domains import is_onnx_op
 from onnxflow.ops.pass_made import FUSED_DOMAIN, PRIMITIVE_LAYER_NORM, PRIMITIVE_RMS_NORM
@@ -34,24 +34,7 @@ def fuse_norms(view: GraphView) -> list[NodeProto] | None:
     there is none."""
     if not any(is_onnx_op(n, "ReduceMean") for n in view.nodes):
         return None
-    walk = Chains(view)
-    fused: dict[int, NodeProto] = {}
-    dropped: set[int] = set()
-    for node in view.nodes:
-        if id(node) in dropped:
-            continue
-        made = _layer_norm(walk, node) or _rms_norm(walk, node)
-        if made is None or any(id(n) in dropped or id(n) in fused for n in made[0]):
-            continue
-        chain, fused_node = made
-        fused[id(chain[-1])] = fused_node
-        dropped.update(id(n) for n in chain[:-1])
-    if not fused:
-        return None
-    return [fused.get(id(n), n) for n in view.nodes if id(n) not in dropped]
-
-
-Found = tuple[list[NodeProto], NodeProto]
+    return replace_chains(view, lambda walk, node: _layer_norm(walk, node) or _rms_norm(walk, node))
 
 
 def _last_axis_mean(walk: Chains, node: NodeProto | None) -> bool:
