@@ -331,22 +331,32 @@ def compiled_fused_conv(
     def fused_conv_compiled(node: Any, **attrs: Any) -> Built:
         numpy_run = numpy_builder(node, **attrs)  # checks the attributes and the activation
         act = loop_activation(attrs.pop("activation", None), attrs.pop("activation_params", None))
-        one_product, loop = _OneProduct(attrs, act), _KeptLoop(attrs, act)
+        one_product = _OneProduct(attrs, act)
 
-        def run(
-            x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None
-        ) -> np.ndarray:
-            if flat_bias and b is not None:
-                b = b.reshape(-1)
-            y = one_product(x, w, b, z)
-            if y is None:
-                y = loop(x, w, b, z)
-            if y is None:
-                y = by_blas(x, w, b, z, attrs, act)
-            return numpy_run(x, w, b, z) if y is None else y
+        def steps(loop: Callable[..., np.ndarray | None]) -> Callable[..., np.ndarray]:
+            """The step trying the one product, then ``loop``, then BLAS, then NumPy."""
 
-        def stateful() -> _PreparedFused:
-            return _PreparedFused(run, attrs, act)
+            def run(
+                x: np.ndarray,
+                w: np.ndarray,
+                b: np.ndarray | None = None,
+                z: np.ndarray | None = None,
+            ) -> np.ndarray:
+                if flat_bias and b is not None:
+                    b = b.reshape(-1)
+                y = one_product(x, w, b, z)
+                if y is None:
+                    y = loop(x, w, b, z)
+                if y is None:
+                    y = by_blas(x, w, b, z, attrs, act)
+                return numpy_run(x, w, b, z) if y is None else y
+
+            return run
+
+        run = steps(lambda x, w, b, z: direct(x, w, b, z, attrs, act))
+
+        def stateful() -> _PreparedFused:  # the loop's plan kept per generated function
+            return _PreparedFused(steps(_KeptLoop(attrs, act)), attrs, act)
 
         return Built(run, node.traits.replace(stateful=stateful))
 
@@ -399,9 +409,10 @@ class _OneProduct:
 
 
 class _KeptLoop:
-    """:func:`direct` for a fused node, which keeps the loop's plan of the last X shape and W it
-    took: when they come back (each run of a session), the loop is called without the plan's
-    key, lookup and checks again."""
+    """:func:`direct` for a fused node's stateful form (one per generated function, so the plan
+    keeps no state), which keeps the loop's plan of the last X shape and W it took: when they
+    come back (each run of a session), the loop is called without the plan's key, lookup and
+    checks again."""
 
     def __init__(self, attrs: dict[str, Any], activation: tuple[int, float, float]) -> None:
         self.attrs, self.activation = attrs, activation
