@@ -62,14 +62,14 @@ class BlasThreads:
 
     @classmethod
     def _bound(cls, threads: int) -> None:
-        """Keep each BLAS library's count, then set it to ``threads``."""
+        """Set each BLAS library's count to ``threads``, keeping the counts it changes."""
         if cls._libraries is None:
             found = ThreadpoolController().select(user_api="blas")
             cls._libraries = list(found.lib_controllers)
-        cls._original = [(lib, lib.get_num_threads()) for lib in cls._libraries]
-        for lib, count in cls._original:
-            if count != threads:
-                lib.set_num_threads(threads)
+        counts = [(lib, lib.get_num_threads()) for lib in cls._libraries]
+        cls._original = [(lib, n) for lib, n in counts if n is not None and n != threads]
+        for lib, _ in cls._original:
+            lib.set_num_threads(threads)
         cls._owner = threading.current_thread()
 
     @classmethod
@@ -77,9 +77,8 @@ class BlasThreads:
         """Restore the original counts from this thread, then release control of OpenBLAS."""
         if cls._owner is not threading.current_thread():  # the first run's thread is done
             OpenBLASController.clear_controlling_thread(force=True)
-        for lib, count in cls._original:
-            if count is not None:
-                lib.set_num_threads(count)
+        for lib, count in cls._original:  # the counts the bound changed
+            lib.set_num_threads(count)
         OpenBLASController.clear_controlling_thread()
         cls._original, cls._owner = [], None
 
