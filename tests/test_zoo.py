@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 import onnxflow
-from onnxflow.bench.zoo import BY_NAME, ZOO, ZooModel
+from onnxflow.bench.zoo import BY_NAME, ROWS, ZOO, ZooModel, at_rows
 from onnxflow.bench.zoo.models import streaming_standin, streaming_standin_feeds
 from onnxflow.bench.zoo.run import ZooRow, geomean, render, run_zoo, select
 from onnxflow.bench.zoo.sources import Built, Unavailable, model_path
@@ -253,3 +253,50 @@ def test_building_the_catboost_model_leaves_no_training_logs_behind(
     catboost_classifier(tmp_path / "catboost.onnx", trees=2)
     assert onnx.load(tmp_path / "catboost.onnx").graph.node
     assert list(workdir.iterdir()) == []
+
+
+def test_a_tree_model_is_timed_at_other_row_counts() -> None:
+    """at_rows cycles a rows model's feeds to the count asked, names the row ``name@rows`` and
+    keeps the model file; a model without a rows axis says so."""
+    model = BY_NAME["xgboost_regressor"]
+    one, many = at_rows(model, 1), at_rows(model, 2500)
+    (x,) = model.feeds().values()
+    (x1,) = one.feeds().values()
+    (xm,) = many.feeds().values()
+    assert (one.name, many.name) == ("xgboost_regressor@1", "xgboost_regressor@2500")
+    assert one.size.endswith("1 row") and many.size.endswith("2,500 rows")
+    np.testing.assert_array_equal(x1, x[:1])
+    np.testing.assert_array_equal(xm[:ROWS], x)
+    np.testing.assert_array_equal(xm[ROWS : 2 * ROWS], x)
+    assert xm.shape == (2500, x.shape[1])
+    assert one.path() == model.path()
+    assert {m.name for m in ZOO if "rows" in m.tags} == {m.name for m in ZOO if m.kind == "trees"}
+    with pytest.raises(ValueError, match="streaming_standin.*no rows axis"):
+        at_rows(BY_NAME["streaming_standin"], 10)
+
+
+def test_the_bench_times_tree_models_by_rows_into_their_readme_section(tmp_path: Path) -> None:
+    """``--zoo --rows`` times each rows model at each count (a bad count is refused), and
+    bench_readme's ``--rows-from-json`` writes that run between the rows markers."""
+    code = "from onnxflow.bench.cli import main; raise SystemExit(main({}))"
+    bad = subprocess.run(
+        [sys.executable, "-c", code.format(["--zoo", "--rows", "0,x"])],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode != 0 and "--rows takes row counts" in bad.stderr
+    out = tmp_path / "rows.json"
+    args = ["--zoo", "--only", "xgboost_regressor", "--rows", "1,3", "--seconds", "0.1"]
+    args += ["--engines", "onnxflow,onnxruntime", "--json", str(out)]
+    proc = subprocess.run([sys.executable, "-c", code.format(args)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    names = [row["name"] for row in json.loads(out.read_text())["rows"]]
+    assert names == ["xgboost_regressor@1", "xgboost_regressor@3"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from bench_readme import ROWS_END, ROWS_START, write_zoo
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"head\n{ROWS_START}\nold\n{ROWS_END}\ntail\n")
+    write_zoo(out, (ROWS_START, ROWS_END), readme)
+    content = readme.read_text()
+    assert "old" not in content and "| xgboost_regressor@3 | trees |" in content

@@ -4,9 +4,11 @@
     python tools/bench_readme.py --from-json out.json  # write the table of a saved run
     python tools/bench_readme.py --repeats 9           # other options go to the bench
     python tools/bench_readme.py --zoo-from-json z.json  # the zoo table of a saved --zoo run
+    python tools/bench_readme.py --rows-from-json r.json  # the trees-by-rows table (--zoo --rows)
 
 The README must already hold ``<!-- bench:start -->`` and ``<!-- bench:end -->`` (and
-``<!-- zoo:start -->`` and ``<!-- zoo:end -->`` for the zoo).
+``<!-- zoo:start -->`` and ``<!-- zoo:end -->`` for the zoo, ``<!-- rows:start -->`` and
+``<!-- rows:end -->`` for the zoo's tree models at other row counts).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from onnxflow.bench.tier import run_bench
 README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 ZOO_START, ZOO_END = "<!-- zoo:start -->", "<!-- zoo:end -->"
+ROWS_START, ROWS_END = "<!-- rows:start -->", "<!-- rows:end -->"
 
 
 def write_section(
@@ -39,6 +42,16 @@ def write_section(
     readme.write_text(f"{head}{start}\n{text}\n{end}{tail}")
 
 
+def write_zoo(saved: Path, markers: tuple[str, str], readme: Path = README) -> None:
+    """Write the table of a saved ``--zoo`` run between the ``markers`` of ``readme``."""
+    from onnxflow.bench.zoo.run import rows_from_json, zoo_text
+
+    data = json.loads(saved.read_text())
+    text = zoo_text(rows_from_json(data), data["machine"], data.get("seconds", 4.0))
+    print(text)
+    write_section(text, readme, markers)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run (or read) a bench report and write its table into the README."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,14 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     parser.add_argument("--zoo-from-json", type=Path, metavar="PATH", help="a saved --zoo run")
+    parser.add_argument(
+        "--rows-from-json", type=Path, metavar="PATH", help="a saved --zoo --rows run"
+    )
     args = parser.parse_args(argv)
-    if args.zoo_from_json:
-        from onnxflow.bench.zoo.run import rows_from_json, zoo_text
-
-        data = json.loads(args.zoo_from_json.read_text())
-        text = zoo_text(rows_from_json(data), data["machine"], data.get("seconds", 4.0))
-        print(text)
-        write_section(text, markers=(ZOO_START, ZOO_END))
+    for saved, markers in (
+        (args.zoo_from_json, (ZOO_START, ZOO_END)),
+        (args.rows_from_json, (ROWS_START, ROWS_END)),
+    ):
+        if saved:
+            write_zoo(saved, markers)
+    if args.zoo_from_json or args.rows_from_json:
         return 0
     if args.from_json:
         report = report_from_json(json.loads(args.from_json.read_text()))

@@ -1,6 +1,7 @@
 """The shown outputs of docs/guide.md, made by running its code: each ```` ```text ```` block
 shows what the code block before it prints, and a comment after a top-level ``print(...)``
-statement that starts like a printed value (``[``, ``{``, ``(``, a quote, a digit, ``-``) shows what that call prints.
+statement that starts like a printed value (``[``, ``{``, ``(``, a quote, a digit, ``-``) shows
+what that call prints.
 A ```` ```text timings ```` block shows times: its numbers with a decimal point vary from run to
 run, and so may the order of its rows.
 

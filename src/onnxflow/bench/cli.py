@@ -69,9 +69,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="zoo: onnxflow's SessionOptions.kernels (numpy: time its NumPy forms)",
     )
     parser.add_argument(
+        "--rows",
+        metavar="N,N",
+        help="zoo: time the models whose inputs are rows (the tree ensembles) at each of these "
+        "row counts instead of the zoo's 1,000",
+    )
+    parser.add_argument(
         "--engines",
         metavar="A,B",
-        help="zoo: only these engines (onnxflow, onnxruntime, tract, reference)",
+        help="zoo: only these engines (onnxflow, onnxruntime, tract, onnx.reference)",
     )
     return parser.parse_args(argv)
 
@@ -99,6 +105,7 @@ def _zoo(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from onnxflow.bench.harness import machine_info
+    from onnxflow.bench.zoo import at_rows
     from onnxflow.bench.zoo.engine import ENGINES
     from onnxflow.bench.zoo.run import run_zoo, zoo_text
     from onnxflow.bench.zoo.run import select as select_models
@@ -108,9 +115,10 @@ def _zoo(args: argparse.Namespace) -> int:
             print(f"{model.name:24} {model.kind:12} {model.size}")
         return 0
     engines = tuple(args.engines.split(",")) if args.engines else tuple(ENGINES)
-    rows = run_zoo(
-        select_models(args.only), args.seconds, engines, threads=args.threads, kernels=args.kernels
-    )
+    models = select_models(args.only)
+    if args.rows:
+        models = [at_rows(m, n) for m in models if "rows" in m.tags for n in _counts(args.rows)]
+    rows = run_zoo(models, args.seconds, engines, threads=args.threads, kernels=args.kernels)
     machine = machine_info()
     machine["tract"] = _version("tract")
     print(zoo_text(rows, machine, args.seconds))
@@ -119,6 +127,17 @@ def _zoo(args: argparse.Namespace) -> int:
         data["threads"] = args.threads
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     return 0
+
+
+def _counts(text: str) -> list[int]:
+    """``--rows``'s row counts: positive integers, comma-separated."""
+    try:
+        counts = [int(part) for part in text.split(",") if part]
+    except ValueError:
+        raise SystemExit(f"--rows takes row counts such as 1,100,10000, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"--rows takes row counts of at least 1, got {text!r}")
+    return counts
 
 
 def _version(package: str) -> str:

@@ -18,7 +18,8 @@ and each reports its session creation and first run, the "first run" columns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -38,14 +39,17 @@ class ZooModel:
     feeds: Feeds
     size: str
     tolerance: tuple[float, float] = (1e-3, 1e-4)
+    #: "ci": small enough for CI's smoke run; "rows": its feeds are rows (axis 0 of every feed,
+    #: ROWS of them), so ``at_rows`` can time it at other row counts.
     tags: tuple[str, ...] = field(default=())
     #: SessionOptions fields onnxflow's session is made with (the other engines have none),
     #: and ``("steps", N)``: every engine times a generation loop of N calls (engine.generation).
     options: tuple[tuple[str, object], ...] = ()
 
     def path(self) -> str:
-        """The model file, made on first use (may raise sources.Unavailable)."""
-        return str(model_path(self.name, self.source))
+        """The model file, made on first use (may raise sources.Unavailable); ``at_rows``'s
+        ``name@rows`` is the same file as ``name``."""
+        return str(model_path(self.name.partition("@")[0], self.source))
 
 
 def _rng() -> np.random.Generator:
@@ -68,8 +72,12 @@ def _magika_feeds() -> dict[str, np.ndarray]:
     return {"bytes": _rng().integers(0, 257, (1, 2048)).astype(np.int32)}
 
 
-def _tree_feeds(name: str = "input") -> dict[str, np.ndarray]:
-    return {name: _rng().standard_normal((1000, builders.TREE_FEATURES)).astype(np.float32)}
+#: The rows a tree model is timed on, unless the bench is asked for others (``--rows``).
+ROWS = 1000
+
+
+def _tree_feeds(name: str = "input", rows: int = ROWS) -> dict[str, np.ndarray]:
+    return {name: _rng().standard_normal((rows, builders.TREE_FEATURES)).astype(np.float32)}
 
 
 def _tokens() -> dict[str, np.ndarray]:
@@ -187,6 +195,7 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.lightgbm_classifier),
         _tree_feeds,
         "100 trees x 3 classes, 1000 rows",
+        tags=("rows",),
     ),
     ZooModel(
         "xgboost_3class",
@@ -194,13 +203,15 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.xgboost_classifier),
         _tree_feeds,
         "100 trees x 3 classes, 1000 rows",
+        tags=("rows",),
     ),
     ZooModel(
         "catboost_3class",
         "trees",
         Built(builders.catboost_classifier),
-        lambda: _tree_feeds("features"),
+        partial(_tree_feeds, "features"),
         "100 trees x 3 classes, 1000 rows, catboost's exporter",
+        tags=("rows",),
     ),
     _hf("bert", "tiny", "torchscript"),
     _hf("bert", "tiny", "dynamo"),
@@ -222,6 +233,7 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.forest_pipeline),
         _tree_feeds,
         "StandardScaler + 100 trees depth 10 x 3 classes, 1000 rows, skl2onnx (ZipMap)",
+        tags=("rows",),
     ),
     ZooModel(
         "xgboost_regressor",
@@ -229,6 +241,7 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.xgboost_regressor),
         _tree_feeds,
         "100 trees depth 6, 1000 rows",
+        tags=("rows",),
     ),
     ZooModel(
         "ppocr_cls_qop",
@@ -288,3 +301,18 @@ ZOO: tuple[ZooModel, ...] = (
 )
 
 BY_NAME = {m.name: m for m in ZOO}
+
+
+def at_rows(model: ZooModel, rows: int) -> ZooModel:
+    """``model`` timed on ``rows`` rows: its feeds' first axis cycled to that length (the
+    first ROWS rows repeat), its name suffixed ``@rows``. Only for models tagged "rows"."""
+    if "rows" not in model.tags:
+        raise ValueError(f"zoo model {model.name!r} has no rows axis (tags {model.tags})")
+    if rows < 1:
+        raise ValueError(f"rows must be at least 1, got {rows}")
+
+    def feeds() -> dict[str, np.ndarray]:
+        return {k: np.take(v, np.arange(rows) % len(v), axis=0) for k, v in model.feeds().items()}
+
+    size = model.size.replace(f"{ROWS} rows", f"{rows:,} row" + ("s" if rows > 1 else ""))
+    return replace(model, name=f"{model.name}@{rows}", feeds=feeds, size=size)
