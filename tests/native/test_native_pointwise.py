@@ -9,6 +9,7 @@ from native_forms import both_forms
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxflow.compile.passes.pointwise import ARITY
+from onnxflow.ops.pass_made import SMALL_POWERS
 
 FORMS_TESTED = [("onnxflow.fused", "Pointwise")]
 
@@ -17,7 +18,8 @@ F = TensorProto.FLOAT
 OPS = {
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min",
     "neg": "Neg", "abs": "Abs", "sqrt": "Sqrt", "reciprocal": "Reciprocal", "relu": "Relu",
-    "erf": "Erf", "sigmoid": "Sigmoid", "clip": "Clip", "half": "HalfRound",
+    "erf": "Erf", "sigmoid": "Sigmoid", "clip": "Clip", "half": "HalfRound", "tanh": "Tanh",
+    "pow": "Pow",
 }  # fmt: skip
 #: Instructions declared by a node the passes make (float16 models' rounding), by domain.
 DOMAINS = {"half": "onnxflow.fused"}
@@ -48,6 +50,7 @@ def _model(code: str, inputs: list[str]):
         [
             numpy_helper.from_array(np.array(-0.75, np.float32), "lo"),
             numpy_helper.from_array(np.array(1.5, np.float32), "hi"),
+            *(numpy_helper.from_array(np.array(n, np.float32), f"n{n}") for n in SMALL_POWERS),
         ],
     )
     imports = [helper.make_opsetid(d, 1) for d in {DOMAINS.get(code, "")} if d]
@@ -61,9 +64,17 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-@pytest.mark.parametrize("code", sorted(ARITY))
-def test_each_instruction_gives_its_nodes_values(code):
-    inputs = {1: [], 2: ["b"], 3: ["lo", "hi"]}[ARITY[code]]
+#: The second operand of each instruction's test: a run-time input, or for pow each of the
+#: constant exponents it admits.
+SECOND = {code: [["b"]] for code in ARITY} | {"pow": [[f"n{n}"] for n in sorted(SMALL_POWERS)]}
+
+
+@pytest.mark.parametrize(
+    "code, second",
+    [(c, s) for c in sorted(ARITY) for s in (SECOND[c] if ARITY[c] == 2 else [[]])],
+)
+def test_each_instruction_gives_its_nodes_values(code, second):
+    inputs = {1: [], 2: second, 3: ["lo", "hi"]}[ARITY[code]]
     feeds = {"x": _values(8192, 0), "b": _values(8192, 1)}
     feeds = {k: v for k, v in feeds.items() if k == "x" or k in inputs}
     (compiled,), (numpy_form,) = both_forms(_model(code, inputs), feeds)

@@ -206,3 +206,69 @@ def test_broadcast_operands_across_chunks(other_shape):
     feeds = {"x": _x((n, 24, 12, 96)), "w": rng.standard_normal(other_shape).astype("f")}
     expected = written.run(None, feeds)[0]
     assert np.array_equal(fused.run(None, feeds)[0], expected)
+
+
+def _gelu_tanh_nodes(exponent: str = "three") -> list:
+    """GELU's tanh form as GPT-2 and torch.onnx's dynamo exporter write it."""
+    return [
+        helper.make_node("Pow", ["x", exponent], ["p"]),
+        helper.make_node("Mul", ["p", "c"], ["pc"]),
+        helper.make_node("Add", ["x", "pc"], ["a"]),
+        helper.make_node("Mul", ["a", "k"], ["u"]),
+        helper.make_node("Tanh", ["u"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["t1"]),
+        helper.make_node("Mul", ["x", "half"], ["xh"]),
+        helper.make_node("Mul", ["xh", "t1"], ["y"]),
+    ]
+
+
+def _gelu_tanh_model(exponent: float) -> object:
+    model = _model(_gelu_tanh_nodes())
+    model.graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(exponent, np.float32), "three"),
+            numpy_helper.from_array(np.array(0.044715, np.float32), "c"),
+            numpy_helper.from_array(np.array(0.7978846, np.float32), "k"),
+        ]
+    )
+    return model
+
+
+@pytest.mark.parametrize("kernels", ["native", "numpy"])
+@pytest.mark.parametrize("exponent", [3.0, -2.0, 4.0, -3.0])
+def test_tanh_gelu_with_a_small_power_is_one_region_with_the_same_bits(kernels, exponent):
+    """Pow by a constant small integer and Tanh join regions: Pow's products in double rounded
+    once, Tanh through NumPy's own float32 tanh loop, so the values are the nodes' bit for bit
+    (the region's NumPy form is those nodes)."""
+    fused, written = _sessions(_gelu_tanh_model(exponent), kernels=kernels)
+    code = fused.source().split("\n\n")[0]
+    assert code.count("for Pointwise") == 1, code
+    assert "for Pow" not in code and "for Tanh" not in code
+    x = _x()
+    x[0, 0, :8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -40.0, 3e12]
+    got, want = fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("exponent", [2.5, 0.5, 5.0, 1.0])
+def test_a_pow_whose_exponent_the_region_does_not_compute_stays(exponent):
+    """Pow joins a region only by a constant exponent among SMALL_POWERS (other powers take
+    NumPy's power, which a region does not reproduce); the Tanh chain after it still joins."""
+    fused, written = _sessions(_gelu_tanh_model(exponent))
+    code = fused.source().split("\n\n")[0]
+    assert "for Pow" in code and code.count("for Pointwise") >= 1
+    x = _x()
+    got, want = fused.run(None, {"x": x})[0], written.run(None, {"x": x})[0]
+    assert np.array_equal(got, want, equal_nan=True)  # negative x to 2.5 or 0.5: NaN
+
+
+def test_a_pow_whose_exponent_is_an_input_stays():
+    nodes = _gelu_tanh_nodes("e")
+    model = _gelu_tanh_model(3.0)
+    model.graph.ClearField("node")
+    model.graph.node.extend(nodes)
+    model.graph.input.append(helper.make_tensor_value_info("e", F, []))
+    fused, written = _sessions(model)
+    assert "for Pow" in fused.source().split("\n\n")[0]
+    feeds = {"x": _x(), "e": np.array(3.0, np.float32)}
+    assert np.array_equal(fused.run(None, feeds)[0], written.run(None, feeds)[0])

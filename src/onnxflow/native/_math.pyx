@@ -21,6 +21,7 @@ cdef extern from "_mathkern.h" nogil:
     void of_swish_f32(const float*, const float*, float*, long, long, double)
     void of_gelu_f32(const float*, const float*, float*, long, long, double)
     void of_gelu_tanh_f32(const float*, const float*, float*, long, long, double)
+    void of_small_power_f32(const float*, float*, long, int)
     int of_softmax_f32(const float*, float*, long, long, int)
     int of_norm_f32(const float*, const float*, long, const float*, const float*, const float*,
                     float*, float*, float*, float*, long, long, double, int)
@@ -220,23 +221,6 @@ def softmax_rows(object x, long axis, bint coerced, bint log_form):
     return out
 
 
-cdef void _power_f32(const float *x, float *out, Py_ssize_t m, int n) noexcept nogil:
-    """out = x ** n for n in (-4, -3, -2, 3, 4): products in double, rounded once (the NumPy
-    form's steps: w * w, times w or squared, 1 / that for negative n)."""
-    cdef Py_ssize_t i
-    cdef double w, o
-    for i in range(m):
-        w = x[i]
-        o = w * w
-        if n == 3 or n == -3:
-            o = o * w
-        elif n == 4 or n == -4:
-            o = o * o
-        if n < 0:
-            o = 1.0 / o
-        out[i] = <float>o
-
-
 def small_power(object x, object y):
     """x ** y for float32 x and a one-element exponent y holding -4, -3, -2, 3 or 4 (of rank
     at most x's, so the result has x's shape), as Pow's NumPy form (``_small_power``) computes
@@ -256,7 +240,7 @@ def small_power(object x, object y):
     x = _contiguous(x)
     cdef const float *px = _data(x)
     with nogil:
-        _power_f32(px, <float *>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out), n)
+        of_small_power_f32(px, <float *>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out), n)
     return out
 
 

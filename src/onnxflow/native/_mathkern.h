@@ -157,6 +157,31 @@ static inline double of_gelu_tanh(double x) {
         }                                                                                     \
     }
 
+/* y = x ** n for n in (-4, -3, -2, 2, 3, 4): products in double (w w, times w or squared),
+ * 1 / that for negative n, rounded once: Pow's small powers (its NumPy form's steps). */
+#define OF_POWER_LOOPS(expr)                                                                  \
+    if (n < 0)                                                                                \
+        for (long i = 0; i < m; i++) {                                                        \
+            double w = x[i];                                                                  \
+            y[i] = (float)(1.0 / (expr));                                                     \
+        }                                                                                     \
+    else                                                                                      \
+        for (long i = 0; i < m; i++) {                                                        \
+            double w = x[i];                                                                  \
+            y[i] = (float)(expr);                                                             \
+        }
+
+OF_CLONES void of_small_power_f32(const float *x, float *y, long m, int n) {
+    int a = n < 0 ? -n : n;
+    if (a == 3) {
+        OF_POWER_LOOPS((w * w) * w)
+    } else if (a == 4) {
+        OF_POWER_LOOPS((w * w) * (w * w))
+    } else {
+        OF_POWER_LOOPS(w * w)
+    }
+}
+
 OF_ELEMENTWISE(of_erf_f32, of_erf(v))
 OF_ELEMENTWISE(of_sigmoid_f32, of_sigmoid(v))
 OF_ELEMENTWISE(of_swish_f32, v / (1.0 + of_exp(-(alpha * v))))

@@ -10,6 +10,7 @@
 #define ONNXFLOW_POINTWISE_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,11 +22,34 @@
 
 #define PW_CHUNK 1024 /* the most elements a chunk holds */
 
+/* A NumPy ufunc's inner loop (PyUFuncGenericFunction, npy_intp being intptr_t): the tanh
+ * instruction runs NumPy's own float32 tanh loop on each chunk, so its values are the Tanh
+ * kernel's (np.tanh) bit for bit. _pointwise.pyx sets it at import. */
+typedef void (*pw_ufunc_loop)(char **args, const intptr_t *dims, const intptr_t *steps,
+                              void *data);
+static pw_ufunc_loop pw_tanh_loop = NULL;
+static void *pw_tanh_data = NULL;
+
+static void pw_set_tanh(pw_ufunc_loop loop, void *data)
+{
+    pw_tanh_loop = loop;
+    pw_tanh_data = data;
+}
+
+static void pw_ufunc(pw_ufunc_loop loop, void *data, const float *a, float *d, long m)
+{
+    char *args[2] = {(char *)a, (char *)d};
+    intptr_t dims[1] = {m}, steps[2] = {sizeof(float), sizeof(float)};
+    loop(args, dims, steps, data);
+}
+
 enum {
     PW_ADD = 0, PW_SUB, PW_MUL, PW_DIV, PW_MAX, PW_MIN,      /* binary */
     PW_NEG, PW_ABS, PW_SQRT, PW_RECIPROCAL, PW_RELU, PW_ERF, PW_SIGMOID, /* unary */
     PW_CLIP,                                                /* x, lo, hi */
     PW_HALF,                                      /* rounded to float16, kept in float32 */
+    PW_TANH,                                                /* unary */
+    PW_POW, /* binary: one exponent, -4, -3, -2, 3 or 4 (the pass admits no other) */
     PW_CODES
 };
 
@@ -56,6 +80,10 @@ static void pw_op(int code, const float *a, const float *b, const float *c, floa
     case PW_RELU: for (i = 0; i < m; i++) d[i] = pw_max(a[i], 0.0f); break;
     case PW_ERF: for (i = 0; i < m; i++) d[i] = (float)of_erf((double)a[i]); break;
     case PW_SIGMOID: for (i = 0; i < m; i++) d[i] = (float)of_sigmoid((double)a[i]); break;
+    case PW_TANH: pw_ufunc(pw_tanh_loop, pw_tanh_data, a, d, m); break;
+    case PW_POW: /* the exponent is one value: the pass admits constant scalar ones only */
+        of_small_power_f32(a, d, m, (int)b[0]);
+        break;
     case PW_CLIP: /* an omitted bound (NULL) does not clip */
         if (b != NULL && c != NULL) { /* two loops: GCC vectorizes neither nested form */
             for (i = 0; i < m; i++) d[i] = pw_max(a[i], b[i]);

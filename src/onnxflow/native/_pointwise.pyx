@@ -2,19 +2,36 @@
 """Pointwise regions: a program of float32 elementwise instructions in one pass (_pointwise.h)."""
 
 cimport numpy as cnp
+import numpy as np
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 cnp.import_array()
 
 cdef extern from "_pointwise.h" nogil:
     int PW_CODES
+    ctypedef void (*pw_ufunc_loop)(char **, const cnp.npy_intp *, const cnp.npy_intp *, void *)
+    void pw_set_tanh(pw_ufunc_loop loop, void *data)
     int pw_run(int n_in, const float **inputs, const long *inner, const long *period,
                int n_ops, const int *ops, float *out, long n)
 
 #: The instructions, by name, in the order of their codes (the header's enum).
 OPCODES = ("add", "sub", "mul", "div", "max", "min", "neg", "abs", "sqrt", "reciprocal",
-           "relu", "erf", "sigmoid", "clip", "half")
+           "relu", "erf", "sigmoid", "clip", "half", "tanh", "pow")
 assert len(OPCODES) == PW_CODES
+
+
+cdef int _set_tanh() except -1:
+    """Give the tanh instruction NumPy's float32 tanh loop (the one np.tanh runs)."""
+    cdef cnp.ufunc tanh = <cnp.ufunc>np.tanh
+    cdef int i
+    for i in range(tanh.ntypes):
+        if tanh.types[2 * i] == cnp.NPY_FLOAT32 and tanh.types[2 * i + 1] == cnp.NPY_FLOAT32:
+            pw_set_tanh(<pw_ufunc_loop>tanh.functions[i], tanh.data[i])
+            return 0
+    raise ImportError("numpy.tanh has no float32 loop for the pointwise region's tanh")
+
+
+_set_tanh()
 
 cdef enum:
     MAX_IN = 16  # the most inputs a region's call reads without its fallback

@@ -25,6 +25,7 @@ import numpy as np
 from onnxflow.ops import compiled
 from onnxflow.ops._common import clamp
 from onnxflow.ops.memo import Memo
+from onnxflow.ops.pass_made import SMALL_POWERS
 from onnxflow.ops.registry import op
 from onnxflow.traits import WIDEN_LIMIT, Built, NumpyCall, Traits, native_form, ufunc_traits
 
@@ -361,7 +362,8 @@ _COMPILED_UNARY = {"Erf": compiled.loops(_MATH, float32="erf_f32", float64="erf_
 
 #: The unary operators that are an instruction of a compiled pointwise region (Traits.pointwise).
 _POINTWISE_UNARY = {
-    "Neg": "neg", "Abs": "abs", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Erf": "erf"
+    "Neg": "neg", "Abs": "abs", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Erf": "erf",
+    "Tanh": "tanh",
 }  # fmt: skip
 
 for _name, _fn, _versions in _UNARY:
@@ -423,12 +425,9 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.power(x.astype(np.float64), y).astype(x.dtype)
     if y.size == 1 and x.dtype.itemsize <= 4 and x.dtype.kind in "fV":
         n = y.item()
-        if n in _SMALL_POWERS:
+        if n in SMALL_POWERS:
             return _small_power(x, int(n))
     return np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
-
-
-_SMALL_POWERS = frozenset((-4, -3, -2, 3, 4))
 
 
 def _small_power(x: np.ndarray, n: int) -> np.ndarray:
@@ -470,7 +469,8 @@ _BINARY: tuple[tuple[str, Binary, tuple[int, ...], tuple[int, ...]], ...] = (
 )
 
 #: The binary operators that are an instruction of a compiled pointwise region (Traits.pointwise).
-_POINTWISE_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+#: Pow is an instruction for its small constant exponents only (SMALL_POWERS: the pass checks).
+_POINTWISE_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
 
 
 def _power_compiled(x: np.ndarray, y: np.ndarray) -> np.ndarray:

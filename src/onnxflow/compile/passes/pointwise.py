@@ -29,15 +29,16 @@ from collections import Counter
 
 from onnx import NodeProto, TensorProto, TypeProto, helper
 
+from onnxflow.compile.passes.chains import Chains
 from onnxflow.compile.passes.graph_view import GraphView
 from onnxflow.ir.walk import scope_types
-from onnxflow.ops.pass_made import FUSED_DOMAIN, POINTWISE
+from onnxflow.ops.pass_made import FUSED_DOMAIN, POINTWISE, SMALL_POWERS
 
 #: The most inputs each instruction reads (Clip's bounds may be omitted).
 ARITY = {
     "add": 2, "sub": 2, "mul": 2, "div": 2, "max": 2, "min": 2, "clip": 3,
     "neg": 1, "abs": 1, "sqrt": 1, "reciprocal": 1, "relu": 1, "erf": 1, "sigmoid": 1,
-    "half": 1,
+    "half": 1, "tanh": 1, "pow": 2,
 }  # fmt: skip
 #: Groups of fewer nodes stay as written.
 MIN_NODES = 2
@@ -56,7 +57,8 @@ def fuse_pointwise(view: GraphView) -> list[NodeProto] | None:
     if not view.main:
         return None
     types = _float32_types(view)
-    members = [n for n in view.nodes if _instruction(view, n, types) is not None]
+    chains = Chains(view)
+    members = [n for n in view.nodes if _instruction(view, n, types, chains) is not None]
     if len(members) < MIN_NODES:
         return None
     fused: dict[int, NodeProto] = {}
@@ -86,7 +88,9 @@ def _float32_types(view: GraphView) -> dict[str, TypeProto]:
     return found
 
 
-def _instruction(view: GraphView, node: NodeProto, types: dict[str, TypeProto]) -> str | None:
+def _instruction(
+    view: GraphView, node: NodeProto, types: dict[str, TypeProto], chains: Chains
+) -> str | None:
     """The region instruction ``node`` is, or None when it cannot join a region."""
     traits = view.traits(node)
     code = traits.pointwise if traits is not None else None
@@ -97,7 +101,15 @@ def _instruction(view: GraphView, node: NodeProto, types: dict[str, TypeProto]) 
         return None
     if ARITY[code] == 2 and len(ins) != 2:
         return None
-    return code if all(n in types for n in (*ins, node.output[0])) else None
+    if not all(n in types for n in (*ins, node.output[0])):
+        return None
+    return code if _computes(code, node, chains) else None
+
+
+def _computes(code: str, node: NodeProto, chains: Chains) -> bool:
+    """Whether the instruction computes ``node``'s operands: a Pow's exponent must be a
+    constant among SMALL_POWERS (the instruction's products)."""
+    return code != "pow" or chains.scalar(node.input[1]) in SMALL_POWERS
 
 
 def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:

@@ -38,6 +38,10 @@ from __future__ import annotations
 #: The private domain of the nodes the passes make (never in a model).
 FUSED_DOMAIN = "onnxflow.fused"
 
+#: The exponents Pow computes by products in double (ops/elementwise.py), the ones a
+#: ``Pointwise`` region's "pow" instruction computes: the pass admits a Pow by these alone.
+SMALL_POWERS = frozenset((-4, -3, -2, 3, 4))
+
 ROW_SQUARED_DISTANCES = "RowSquaredDistances"
 FAKE_QUANTIZE = "FakeQuantize"
 SHAPE_MEMO = "ShapeMemo"
