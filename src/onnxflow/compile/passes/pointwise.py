@@ -24,8 +24,10 @@ one node; ``SessionOptions(optimize=False)`` keeps the nodes as written.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 
 from onnx import NodeProto, TensorProto, TypeProto, helper
 
@@ -57,7 +59,7 @@ def fuse_pointwise(view: GraphView) -> list[NodeProto] | None:
     if not view.main:
         return None
     types = _float32_types(view)
-    chains = Chains(view)
+    chains = functools.cache(lambda: Chains(view))  # read only for a Pow's exponent
     members = [n for n in view.nodes if _instruction(view, n, types, chains) is not None]
     if len(members) < MIN_NODES:
         return None
@@ -89,7 +91,7 @@ def _float32_types(view: GraphView) -> dict[str, TypeProto]:
 
 
 def _instruction(
-    view: GraphView, node: NodeProto, types: dict[str, TypeProto], chains: Chains
+    view: GraphView, node: NodeProto, types: dict[str, TypeProto], chains: Callable[[], Chains]
 ) -> str | None:
     """The region instruction ``node`` is, or None when it cannot join a region."""
     traits = view.traits(node)
@@ -106,10 +108,10 @@ def _instruction(
     return code if _computes(code, node, chains) else None
 
 
-def _computes(code: str, node: NodeProto, chains: Chains) -> bool:
+def _computes(code: str, node: NodeProto, chains: Callable[[], Chains]) -> bool:
     """Whether the instruction computes ``node``'s operands: a Pow's exponent must be a
     constant among SMALL_POWERS (the instruction's products)."""
-    return code != "pow" or chains.scalar(node.input[1]) in SMALL_POWERS
+    return code != "pow" or chains().scalar(node.input[1]) in SMALL_POWERS
 
 
 def _groups(view: GraphView, members: list[NodeProto]) -> list[list[NodeProto]]:
