@@ -18,6 +18,10 @@
         uint32_t lt = takes_no & 1, eq = (takes_no >> 1) & 1, gt = (takes_no >> 2) & 1;        \
         uint32_t un = (takes_no >> 3) & 1;                                                     \
         long i;                                                                                \
+        if (t != t) { /* a NaN threshold: every value unordered */                             \
+            for (i = 0; i < n; i++) index[i] = (index[i] << 1) | un;                           \
+            return;                                                                            \
+        }                                                                                      \
         for (i = 0; i < n; i++) {                                                              \
             real v = column[i];                                                                \
             index[i] = (index[i] << 1) | ((uint32_t)(v < t) & lt) | ((uint32_t)(v == t) & eq)  \
