@@ -28,8 +28,11 @@ next unit of rows until none is left; a row's sums are the same whichever thread
 post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
 """
 
+cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
+
+cnp.import_array()
 
 ctypedef fused real:
     float
@@ -540,12 +543,17 @@ cdef class Post:
 
     cdef check(self, Py_ssize_t n, Py_ssize_t targets, float[:, ::1] out, int64_t[::1] top):
         """Raise ValueError unless an [n, targets] aggregate fits this post and its outputs."""
-        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
-        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or (
-            out.shape[0] != n or out.shape[1] != self.width
-        ):
+        if out.shape[0] != n:
             raise ValueError("an aggregate or output of the wrong shape")
-        if self.mode != REGRESSION and top.shape[0] != n:
+        self.check_rows(n, targets, out.shape[1], top.shape[0])
+
+    cdef check_rows(self, Py_ssize_t n, Py_ssize_t targets, Py_ssize_t width, Py_ssize_t labels):
+        """:meth:`check` of n rows of ``targets`` sums into n rows of ``width`` scores and
+        ``labels`` labels."""
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or width != self.width:
+            raise ValueError("an aggregate or output of the wrong shape")
+        if self.mode != REGRESSION and labels != n:
             raise ValueError("one top label per row")
 
     cdef void finish_rows(
@@ -774,9 +782,19 @@ cdef class PackedForest:
         self._predict(x, post, average, out, top)
 
     cdef _predict(self, const real[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
-        cdef Py_ssize_t n = x.shape[0], i, targets = self.weights.shape[1]
+        cdef Py_ssize_t n = x.shape[0], targets = self.weights.shape[1]
         self._check(n, x.shape[1], words(<real>0), n, targets, targets)
         post.check(n, targets, out, top)
+        if n:
+            self._predict_rows(&x[0, 0], n, x.shape[1], post, average, &out[0, 0], &top[0] if top.shape[0] else NULL)
+
+    cdef _predict_rows(
+        self, const real* x, Py_ssize_t n, Py_ssize_t n_features, Post post, bint average,
+        float* out, int64_t* top,
+    ):
+        """:meth:`predict_f32` of n > 0 rows at x into out and top (NULL: no labels), the
+        shapes checked by the caller."""
+        cdef Py_ssize_t i, targets = self.weights.shape[1]
         cdef double* summed = <double*>malloc(max(n * targets, 1) * sizeof(double))
         cdef double* row = <double*>malloc(max(targets, 2) * sizeof(double))
         if summed == NULL or row == NULL:
@@ -784,22 +802,25 @@ cdef class PackedForest:
             free(row)
             raise MemoryError()
         try:
-            if n:
-                self._sums_into(x, summed)
-                with nogil:
-                    for i in range(n * targets if average else 0):
-                        summed[i] = summed[i] / <double>self.f.trees
-                    post.finish_rows(summed, targets, n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+            self._sums_rows(x, n, n_features, summed)
+            with nogil:
+                for i in range(n * targets if average else 0):
+                    summed[i] = summed[i] / <double>self.f.trees
+                post.finish_rows(summed, targets, n, out, top, row)
         finally:
             free(summed)
             free(row)
 
     cdef _sums_into(self, const real[:, ::1] x, double* out):
-        """out[r * targets + j] = :meth:`sums` of x (n > 0 rows), over up to ``threads``
-        threads when the rows times trees reach ``min_work``."""
+        """out[r * targets + j] = :meth:`sums` of x (n > 0 rows)."""
+        self._sums_rows(&x[0, 0], x.shape[0], x.shape[1], out)
+
+    cdef _sums_rows(self, const real* x, Py_ssize_t n, Py_ssize_t n_features, double* out):
+        """:meth:`_sums_into` of n rows at x, over up to ``threads`` threads when the rows
+        times trees reach ``min_work``."""
         cdef Job job
-        job.f, job.x, job.single = &self.f, &x[0, 0], real is float
-        job.n_features, job.n, job.chunk = x.shape[1], x.shape[0], self.chunk
+        job.f, job.x, job.single = &self.f, x, real is float
+        job.n_features, job.n, job.chunk = n_features, n, self.chunk
         job.weights, job.targets, job.out = &self.weights[0, 0], self.weights.shape[1], out
         job.next, job.done = 0, 0
         cdef Py_ssize_t threads = 1
@@ -820,3 +841,65 @@ cdef class PackedForest:
     ):
         if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
             raise ValueError("input of the wrong float type, no features, or output of the wrong shape")
+
+
+cdef class Predict:
+    """A tree ensemble kernel's [N, F] -> result in one call: the sums of its packed forests
+    (``f32`` for a float32 input, ``f64`` for a float64 one) finished by ``post`` into new
+    arrays: the [N, cols] float32 scores, or (labels, scores) for a classifier (``labels``:
+    None where the Post writes int64 labels, else the labels its class indices pick). Any other
+    input (another type or rank, not contiguous, no rows, too few features) goes to
+    ``fallback``."""
+
+    cdef PackedForest f32, f64
+    cdef Post post
+    cdef bint average, classifier
+    cdef object labels, fallback
+    cdef cnp.npy_intp cols
+    cdef Py_ssize_t top_feature
+
+    def __init__(
+        self, PackedForest f32, PackedForest f64, Post post, bint average, bint classifier,
+        labels, Py_ssize_t cols, Py_ssize_t top_feature, fallback,
+    ):
+        if f32.width != 4 or f64.width != 6 or f32.weights.shape[1] != f64.weights.shape[1]:
+            raise ValueError("a float32 and a float64 pack of one forest")
+        self.f32, self.f64, self.post, self.average = f32, f64, post, average
+        self.classifier, self.labels, self.fallback = classifier, labels, fallback
+        self.cols, self.top_feature = cols, top_feature
+
+    def __call__(self, x):
+        cdef cnp.ndarray a, out, top
+        cdef cnp.npy_intp dims[2]
+        cdef int kind
+        if type(x) is not cnp.ndarray:
+            return self.fallback(x)
+        a = <cnp.ndarray>x
+        kind = cnp.PyArray_TYPE(a)
+        if (
+            cnp.PyArray_NDIM(a) != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+            or (kind != cnp.NPY_FLOAT32 and kind != cnp.NPY_FLOAT64)
+            or a.shape[0] == 0 or a.shape[1] <= self.top_feature
+        ):
+            return self.fallback(x)
+        dims[0], dims[1] = a.shape[0], self.cols
+        out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_FLOAT32, 0)
+        dims[0] = a.shape[0] if self.classifier else 0
+        top = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        self.post.check_rows(a.shape[0], self.f32.weights.shape[1], self.cols, dims[0])
+        if kind == cnp.NPY_FLOAT32:
+            self.f32._predict_rows(
+                <const float*>cnp.PyArray_DATA(a), a.shape[0], a.shape[1], self.post,
+                self.average, <float*>cnp.PyArray_DATA(out), self.labels_out(top),
+            )
+        else:
+            self.f64._predict_rows(
+                <const double*>cnp.PyArray_DATA(a), a.shape[0], a.shape[1], self.post,
+                self.average, <float*>cnp.PyArray_DATA(out), self.labels_out(top),
+            )
+        if not self.classifier:
+            return out
+        return (top if self.labels is None else self.labels[top]), out
+
+    cdef int64_t* labels_out(self, cnp.ndarray top):
+        return <int64_t*>cnp.PyArray_DATA(top) if self.classifier else NULL

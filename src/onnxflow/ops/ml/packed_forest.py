@@ -235,7 +235,7 @@ def compiled_finish(
     finish = _Finish(post, cols, mode != _REGRESSION, None if ints else labels)
     if not isinstance(score, CompiledScores) or score.how not in ("SUM", "AVERAGE"):
         return lambda x: finish.aggregate(score(x))
-    return _fused(score, finish)
+    return _fused(mod, score, finish)
 
 
 @dataclass(frozen=True)
@@ -266,19 +266,12 @@ class _Finish:
         return self.result(out, top)
 
 
-def _fused(score: CompiledScores, finish: _Finish) -> Callable[[np.ndarray], Any]:
-    """[N, F] -> result in one call of the packed forest (walk, sums, Post) for a contiguous
-    float32 or float64 input with the features the forest tests; else in two steps."""
-    walkers = {np.dtype(t): (w.predict_f32 if t == np.float32 else w.predict_f64)
-               for t, w in score.packed.items()}  # fmt: skip
-    average, top_feature = score.how == "AVERAGE", score.top_feature
-
-    def run(x: np.ndarray) -> Any:
-        predict = walkers.get(x.dtype)
-        if predict is None or not x.flags.c_contiguous or x.shape[1] <= top_feature or not len(x):
-            return finish.aggregate(score(x))
-        out, top = finish.outputs(len(x))
-        predict(x, finish.post, average, out, top)
-        return finish.result(out, top)
-
-    return run
+def _fused(mod: ModuleType, score: CompiledScores, finish: _Finish) -> Callable[[np.ndarray], Any]:
+    """[N, F] -> result in one call of ``mod.Predict`` (walk, sums, Post, new outputs) for a
+    contiguous float32 or float64 input with the features the forest tests; else in two
+    steps."""
+    return mod.Predict(
+        score.packed[np.float32], score.packed[np.float64], finish.post, score.how == "AVERAGE",
+        finish.classifier, finish.labels, finish.cols, score.top_feature,
+        lambda x: finish.aggregate(score(x)),
+    )  # fmt: skip
