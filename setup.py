@@ -6,6 +6,7 @@ Everything else about the package is in ``pyproject.toml``. The flags keep the b
 that would change results between machines).
 """
 
+import sys
 from pathlib import Path
 
 import numpy
@@ -14,6 +15,8 @@ from setuptools import Extension, setup
 
 NATIVE = Path("src/onnxflow/native")
 FLAGS = ["-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-fno-math-errno"]
+#: POSIX threads (_threads.h) where there are any; Windows builds walk on the caller's thread.
+THREADS = [] if sys.platform == "win32" else ["-pthread"]
 
 extensions = [
     Extension(
@@ -21,7 +24,8 @@ extensions = [
         [str(pyx)],
         include_dirs=[str(NATIVE), numpy.get_include()],
         depends=[str(h) for h in sorted(NATIVE.glob("*.h"))],  # rebuilt when a header changes
-        extra_compile_args=FLAGS,
+        extra_compile_args=FLAGS + THREADS,
+        extra_link_args=THREADS,
         define_macros=[
             ("CYTHON_CLINE_IN_TRACEBACK", "0"),
             ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),

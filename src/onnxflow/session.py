@@ -173,6 +173,7 @@ class InferenceSession(OrtSessionAPI):
             loop_condition=self.options.loop_condition,
             float16_rounding=self.options.float16_rounding,
             kernels=self.options.kernels,
+            threads=int(self.options.intra_op_num_threads or 0),
             registry=self._registry,
         )
 

@@ -66,6 +66,9 @@ class Compiler:
     float16_rounding: str = "each_op"
     #: SessionOptions.kernels: ``"native"`` binds a kernel's compiled form where it has one.
     kernels: str = "native"
+    #: SessionOptions.intra_op_num_threads: the most threads a compiled kernel may run on
+    #: (0: as many as the process may use).
+    threads: int = 0
     missing: list[tuple[str, str, int]] = field(default_factory=list)
     #: The last main graph whose types strict inference checked, and the answer: a session
     #: compiling its graph twice checks it once.
@@ -191,6 +194,11 @@ class _GraphBuilder:
     def loop_condition(self) -> str:
         """SessionOptions.loop_condition."""
         return self.compiler.loop_condition
+
+    @property
+    def threads(self) -> int:
+        """SessionOptions.intra_op_num_threads."""
+        return self.compiler.threads
 
     def constant(self, name: str) -> Any:
         """The value of ``name`` when it is a constant of this graph (never an input the

@@ -7,6 +7,7 @@ implements :class:`BuildScope`, and each node it compiles with a builder kernel 
 
 from __future__ import annotations
 
+import os
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -24,6 +25,14 @@ from onnxflow.ir.walk import scope_types
 from onnxflow.traits import NONE, Traits
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity here (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
 class BuildScope(Protocol):
     """The scope a node is compiled in, as its :class:`NodeContext` reads it."""
 
@@ -38,6 +47,10 @@ class BuildScope(Protocol):
     @property
     def loop_condition(self) -> str:
         """SessionOptions.loop_condition."""
+
+    @property
+    def threads(self) -> int:
+        """SessionOptions.intra_op_num_threads."""
 
     def constant(self, name: str) -> Any:
         """The value of ``name`` when it is a constant of this scope (None otherwise)."""
@@ -142,6 +155,13 @@ class NodeContext:
     def loop_condition(self) -> str:
         """SessionOptions.loop_condition: ``"spec"`` or ``"always"``."""
         return self._scope.loop_condition
+
+    @property
+    def threads(self) -> int:
+        """The most threads a compiled kernel of this node may run on: the session's
+        ``intra_op_num_threads``, or when that is 0 the CPUs this process may use."""
+        asked = int(getattr(self._scope, "threads", 0) or 0)
+        return asked if asked > 0 else usable_cpus()
 
     @property
     def graph(self) -> GraphProto:

@@ -13,20 +13,39 @@ unequal depths waste no steps). In a forest without membership nodes, 8 lanes at
 their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
 under 8 rows, one row through 8 trees taken in order of depth.
 
+An oblivious forest (every tree tests one feature and threshold per level, as catboost's do)
+is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
+at the tree's levels, one bit each, looked up in the tree's table of leaf slots (no step waits
+for the one before).
+
 Rows go in blocks: a block is walked through all trees, then its leaf weights are summed per
 row in tree order, the way NumPy's ``sum(axis=0)`` of a [trees, rows] array sums them (one after
 the other from 0.0; pairwise, as NumPy does, when its chunk holds one row), four rows at a time.
+Many rows go over plain threads (``_threads.h``, up to the forest's ``threads``): each takes the
+next unit of rows until none is left; a row's sums are the same whichever thread takes it.
 
 :class:`Post` finishes the sums of a tree ensemble kernel in one pass (base values, top class,
 post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
 """
 
+cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
+
+cnp.import_array()
 
 ctypedef fused real:
     float
     double
+
+cdef extern from "_threads.h" nogil:
+    int of_parallel(void* (*fn)(void*) noexcept nogil, void* arg, int n)
+    long of_next(long* counter)
+    void of_add(long* counter, long value)
+
+cdef extern from "_trees.h" nogil:
+    void of_level_f32(const float* column, float t, uint32_t takes_no, uint32_t* index, long n)
+    void of_level_f64(const double* column, double t, uint32_t takes_no, uint32_t* index, long n)
 
 cdef enum:
     FEATURE = (1 << 27) - 1
@@ -34,6 +53,9 @@ cdef enum:
     LANES = 32  # (row, tree) pairs walked in lock step
     BLOCK = 256  # rows walked through all trees before their sums
     GROUP = 8  # rows walked together, their nodes in registers (forests without sets)
+    LEVELS = 16  # the most levels of an oblivious tree
+    UNIT = 64  # rows a thread takes at a time
+    PARALLEL_WORK = 40000  # rows x trees from which more threads than one walk
 
 
 cdef struct Forest:
@@ -47,6 +69,11 @@ cdef struct Forest:
     bint even  # all trees of one depth
     bint members  # some node tests set membership
     const int32_t* order  # the trees by depth, shallowest first
+    bint oblivious  # one test per level of each tree: walked by walk_oblivious
+    const int32_t* level_node  # per tree, from level_start[t]: a node of each of its levels
+    const int32_t* level_start
+    const int32_t* table  # per tree, from table_start[t]: the leaf slot of each outcome index
+    const int32_t* table_start
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -246,11 +273,83 @@ cdef void walk_rows(
             out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
 
 
+cdef void walk_oblivious(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows of an
+    oblivious forest: each level's outcome is one bit of the leaf's index in the tree's table
+    (1: the level's test takes ``no``), the first level the highest bit. From GROUP rows on,
+    the rows are first turned into columns, so that a level tests consecutive values of one
+    feature, many rows at a time (SIMD)."""
+    cdef real* columns = NULL
+    cdef Py_ssize_t r, j
+    if nr >= GROUP:
+        columns = <real*>malloc(nr * n_features * sizeof(real))
+    if columns == NULL:
+        for r in range(nr):
+            oblivious_row(f, x + r * n_features, out + r * f.trees)
+        return
+    for r in range(nr):
+        for j in range(n_features):
+            columns[j * nr + r] = x[r * n_features + j]
+    oblivious_columns(f, columns, nr, out)
+    free(columns)
+
+
+cdef void oblivious_row(const Forest* f, const real* row, int32_t* out) noexcept nogil:
+    """out[t] = the leaf slot the row reaches in tree t of an oblivious forest."""
+    cdef Py_ssize_t t, d, k = sizeof(real) // 4
+    cdef const int32_t* nd
+    cdef const int32_t* level
+    cdef uint32_t index, code, fm
+    cdef real v, threshold
+    for t in range(f.trees):
+        level = f.level_node + f.level_start[t]
+        index = 0
+        for d in range(f.depth[t]):
+            nd = f.nodes + level[d] * words(<real>0)
+            threshold = (<const real*>nd)[0]
+            fm = <uint32_t>nd[k]
+            v = row[fm & FEATURE]
+            code = (v > threshold) + (v >= threshold) + 3 * (v != v)
+            index = (index << 1) | ((fm >> (28 + code)) & 1)
+        out[t] = f.table[f.table_start[t] + index]
+
+
+cdef void oblivious_columns(
+    const Forest* f, const real* columns, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """:func:`oblivious_row` of nr rows given as columns (feature j of row r at
+    columns[j * nr + r]): level by level, each level's bit of every row in one loop
+    (``_trees.h``)."""
+    cdef uint32_t index[BLOCK]
+    cdef Py_ssize_t t, d, r, k = sizeof(real) // 4
+    cdef const int32_t* nd
+    cdef const int32_t* table
+    cdef uint32_t fm
+    for t in range(f.trees):
+        for r in range(nr):
+            index[r] = 0
+        for d in range(f.depth[t]):
+            nd = f.nodes + f.level_node[f.level_start[t] + d] * words(<real>0)
+            fm = <uint32_t>nd[k]
+            if real is float:
+                of_level_f32(columns + (fm & FEATURE) * nr, (<const float*>nd)[0], fm >> 28, index, nr)
+            else:
+                of_level_f64(columns + (fm & FEATURE) * nr, (<const double*>nd)[0], fm >> 28, index, nr)
+        table = f.table + f.table_start[t]
+        for r in range(nr):
+            out[r * f.trees + t] = table[index[r]]
+
+
 cdef void walk_block(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
+    if f.oblivious:
+        walk_oblivious(f, x, n_features, nr, out)
+        return
     if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
         walk_rows(f, x, n_features, nr, out)
         return
@@ -444,12 +543,17 @@ cdef class Post:
 
     cdef check(self, Py_ssize_t n, Py_ssize_t targets, float[:, ::1] out, int64_t[::1] top):
         """Raise ValueError unless an [n, targets] aggregate fits this post and its outputs."""
-        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
-        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or (
-            out.shape[0] != n or out.shape[1] != self.width
-        ):
+        if out.shape[0] != n:
             raise ValueError("an aggregate or output of the wrong shape")
-        if self.mode != REGRESSION and top.shape[0] != n:
+        self.check_rows(n, targets, out.shape[1], top.shape[0])
+
+    cdef check_rows(self, Py_ssize_t n, Py_ssize_t targets, Py_ssize_t width, Py_ssize_t labels):
+        """:meth:`check` of n rows of ``targets`` sums into n rows of ``width`` scores and
+        ``labels`` labels."""
+        cdef Py_ssize_t cols = 1 if self.mode == ONE_SCORE else self.base.shape[0]
+        if (targets < cols if self.mode == ONE_SCORE else targets != cols) or width != self.width:
+            raise ValueError("an aggregate or output of the wrong shape")
+        if self.mode != REGRESSION and labels != n:
             raise ValueError("one top label per row")
 
     cdef void finish_rows(
@@ -486,6 +590,57 @@ cdef class Post:
             row[0], row[1] = -p, p
 
 
+cdef struct Job:  # the sums of n rows, taken ``unit`` rows at a time by each thread's work()
+    const Forest* f
+    const void* x  # float (single) or double rows
+    bint single
+    Py_ssize_t n_features, n, chunk, unit, targets
+    const double* weights
+    double* out
+    long next  # the next unit to take
+    long done  # rows summed
+
+
+cdef void* work(void* arg) noexcept nogil:
+    """Take units of a :class:`Job` until none is left (a thread's whole work)."""
+    cdef Job* job = <Job*>arg
+    cdef int32_t* block = <int32_t*>malloc(job.unit * job.f.trees * sizeof(int32_t))
+    cdef double* scratch = <double*>malloc(job.f.trees * sizeof(double))
+    cdef Py_ssize_t r0, nr
+    while block != NULL and scratch != NULL:  # out of memory: take nothing (others may)
+        r0 = of_next(&job.next) * job.unit
+        if r0 >= job.n:
+            break
+        nr = min(job.unit, job.n - r0)
+        if job.single:
+            sum_block(job, <const float*>job.x, r0, nr, block, scratch)
+        else:
+            sum_block(job, <const double*>job.x, r0, nr, block, scratch)
+        of_add(&job.done, nr)
+    free(block)
+    free(scratch)
+    return NULL
+
+
+cdef void sum_block(
+    const Job* job, const real* x, Py_ssize_t r0, Py_ssize_t nr, int32_t* block, double* scratch
+) noexcept nogil:
+    """The sums of rows r0..r0+nr of the job (``block``: nr * trees slots, ``scratch``: trees
+    values), each row's as :meth:`PackedForest.sums` takes it."""
+    cdef Py_ssize_t r = 0, n = job.n, trees = job.f.trees, targets = job.targets
+    walk_block(job.f, x + r0 * job.n_features, job.n_features, nr, block)
+    while r < nr:
+        if r + 4 <= nr and chunk_rows(r0 + r + 3, n, job.chunk) > 1:
+            sum_rows4(block + r * trees, trees, job.weights, targets, job.out + (r0 + r) * targets)
+            r += 4
+            continue
+        sum_row(
+            block + r * trees, trees, job.weights, targets,
+            chunk_rows(r0 + r, n, job.chunk) == 1, job.out + (r0 + r) * targets, scratch,
+        )
+        r += 1
+
+
 cdef int32_t* by_depth(const int32_t[::1] depth):
     """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
     out of memory."""
@@ -511,14 +666,18 @@ cdef int32_t* by_depth(const int32_t[::1] depth):
 
 cdef class PackedForest:
     """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
-    the arrays it is made of are kept, not copied."""
+    the arrays it is made of are kept, not copied. Its sums take up to ``threads`` threads
+    for an input of at least ``min_work`` rows times trees."""
 
     cdef Forest f
     cdef const int32_t[::1] nodes, roots, depth, member_start, member_end
+    cdef const int32_t[::1] level_node, level_start, table, table_start
     cdef const unsigned char[::1] member_values
     cdef const double[:, ::1] weights
     cdef Py_ssize_t chunk, width
     cdef int32_t* order
+    cdef public int threads
+    cdef public Py_ssize_t min_work
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -541,6 +700,7 @@ cdef class PackedForest:
         self.f.member_values = &member_values[0]
         self.f.even = True
         self.f.members = False
+        self.f.oblivious = False
         for i in range(width // 2 - 1, nodes.shape[0], width):  # the fm word of each node
             self.f.members = self.f.members or (<uint32_t>nodes[i] & MEMBER) != 0
         for i in range(depth.shape[0]):
@@ -549,6 +709,36 @@ cdef class PackedForest:
         if self.order == NULL:
             raise MemoryError()
         self.f.order = self.order
+        self.threads, self.min_work = 1, PARALLEL_WORK
+
+    def walk_oblivious(
+        self, const int32_t[::1] level_node, const int32_t[::1] level_start,
+        const int32_t[::1] table, const int32_t[::1] table_start,
+    ):
+        """Walk the forest as oblivious: tree t tests, at its level d, what node
+        ``level_node[level_start[t] + d]`` tests (every node of that level tests the same),
+        and outcome index i (a bit per level, the first level highest, 1 where the test takes
+        ``no``) reaches leaf slot ``table[table_start[t] + i]``."""
+        cdef Py_ssize_t t, i, trees = self.f.trees, nodes = self.nodes.shape[0] // self.width
+        cdef bint fits = (
+            not self.f.members and level_start.shape[0] == trees + 1
+            and table_start.shape[0] == trees + 1 and level_start[trees] <= level_node.shape[0]
+            and table_start[trees] <= table.shape[0]
+        )
+        for t in range(trees if fits else 0):
+            fits = fits and self.depth[t] <= LEVELS and level_start[t] >= 0 and table_start[t] >= 0
+            fits = fits and level_start[t + 1] - level_start[t] == self.depth[t]
+            fits = fits and table_start[t + 1] - table_start[t] == 1 << self.depth[t]
+        for i in range(level_start[trees] if fits else 0):
+            fits = fits and 0 <= level_node[i] < nodes
+        for i in range(table_start[trees] if fits else 0):
+            fits = fits and 0 <= table[i] < self.weights.shape[0]
+        if not fits:
+            raise ValueError("levels or tables that do not fit the forest")
+        self.level_node, self.level_start, self.table, self.table_start = level_node, level_start, table, table_start
+        self.f.level_node, self.f.level_start = &level_node[0], &level_start[0]
+        self.f.table, self.f.table_start = &table[0], &table_start[0]
+        self.f.oblivious = True
 
     def __dealloc__(self):
         free(self.order)
@@ -592,9 +782,19 @@ cdef class PackedForest:
         self._predict(x, post, average, out, top)
 
     cdef _predict(self, const real[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
-        cdef Py_ssize_t n = x.shape[0], i, targets = self.weights.shape[1]
+        cdef Py_ssize_t n = x.shape[0], targets = self.weights.shape[1]
         self._check(n, x.shape[1], words(<real>0), n, targets, targets)
         post.check(n, targets, out, top)
+        if n:
+            self._predict_rows(&x[0, 0], n, x.shape[1], post, average, &out[0, 0], &top[0] if top.shape[0] else NULL)
+
+    cdef _predict_rows(
+        self, const real* x, Py_ssize_t n, Py_ssize_t n_features, Post post, bint average,
+        float* out, int64_t* top,
+    ):
+        """:meth:`predict_f32` of n > 0 rows at x into out and top (NULL: no labels), the
+        shapes checked by the caller."""
+        cdef Py_ssize_t i, targets = self.weights.shape[1]
         cdef double* summed = <double*>malloc(max(n * targets, 1) * sizeof(double))
         cdef double* row = <double*>malloc(max(targets, 2) * sizeof(double))
         if summed == NULL or row == NULL:
@@ -602,44 +802,38 @@ cdef class PackedForest:
             free(row)
             raise MemoryError()
         try:
-            if n:
-                self._sums_into(x, summed)
-                with nogil:
-                    for i in range(n * targets if average else 0):
-                        summed[i] = summed[i] / <double>self.f.trees
-                    post.finish_rows(summed, targets, n, &out[0, 0], &top[0] if top.shape[0] else NULL, row)
+            self._sums_rows(x, n, n_features, summed)
+            with nogil:
+                for i in range(n * targets if average else 0):
+                    summed[i] = summed[i] / <double>self.f.trees
+                post.finish_rows(summed, targets, n, out, top, row)
         finally:
             free(summed)
             free(row)
 
     cdef _sums_into(self, const real[:, ::1] x, double* out):
         """out[r * targets + j] = :meth:`sums` of x (n > 0 rows)."""
-        cdef Py_ssize_t n = x.shape[0], r0 = 0, r, nr, trees = self.f.trees
-        cdef Py_ssize_t targets = self.weights.shape[1]
-        cdef int32_t* block = <int32_t*>malloc(BLOCK * trees * sizeof(int32_t))
-        cdef double* scratch = <double*>malloc(trees * sizeof(double))
-        if block == NULL or scratch == NULL:
-            free(block)
-            free(scratch)
-            raise MemoryError()
+        self._sums_rows(&x[0, 0], x.shape[0], x.shape[1], out)
+
+    cdef _sums_rows(self, const real* x, Py_ssize_t n, Py_ssize_t n_features, double* out):
+        """:meth:`_sums_into` of n rows at x, over up to ``threads`` threads when the rows
+        times trees reach ``min_work``."""
+        cdef Job job
+        job.f, job.x, job.single = &self.f, x, real is float
+        job.n_features, job.n, job.chunk = n_features, n, self.chunk
+        job.weights, job.targets, job.out = &self.weights[0, 0], self.weights.shape[1], out
+        job.next, job.done = 0, 0
+        cdef Py_ssize_t threads = 1
+        if self.threads > 1 and job.n * self.f.trees >= self.min_work and job.n > UNIT:
+            threads = min(<Py_ssize_t>self.threads, (job.n + UNIT - 1) // UNIT)
+        job.unit = UNIT if threads > 1 else BLOCK
         with nogil:
-            while r0 < n:
-                nr = min(<Py_ssize_t>BLOCK, n - r0)
-                walk_block(&self.f, &x[r0, 0], x.shape[1], nr, block)
-                r = 0
-                while r < nr:
-                    if r + 4 <= nr and chunk_rows(r0 + r + 3, n, self.chunk) > 1:
-                        sum_rows4(block + r * trees, trees, &self.weights[0, 0], targets, out + (r0 + r) * targets)
-                        r += 4
-                        continue
-                    sum_row(
-                        block + r * trees, trees, &self.weights[0, 0], targets,
-                        chunk_rows(r0 + r, n, self.chunk) == 1, out + (r0 + r) * targets, scratch,
-                    )
-                    r += 1
-                r0 += BLOCK
-        free(block)
-        free(scratch)
+            if threads > 1:
+                of_parallel(work, &job, <int>threads)
+            else:
+                work(&job)
+        if job.done < job.n:
+            raise MemoryError()
 
     cdef _check(
         self, Py_ssize_t n, Py_ssize_t features, Py_ssize_t width, Py_ssize_t out_rows,
@@ -647,3 +841,65 @@ cdef class PackedForest:
     ):
         if width != self.width or out_rows != n or out_cols != cols or (n and features == 0):
             raise ValueError("input of the wrong float type, no features, or output of the wrong shape")
+
+
+cdef class Predict:
+    """A tree ensemble kernel's [N, F] -> result in one call: the sums of its packed forests
+    (``f32`` for a float32 input, ``f64`` for a float64 one) finished by ``post`` into new
+    arrays: the [N, cols] float32 scores, or (labels, scores) for a classifier (``labels``:
+    None where the Post writes int64 labels, else the labels its class indices pick). Any other
+    input (another type or rank, not contiguous, no rows, too few features) goes to
+    ``fallback``."""
+
+    cdef PackedForest f32, f64
+    cdef Post post
+    cdef bint average, classifier
+    cdef object labels, fallback
+    cdef cnp.npy_intp cols
+    cdef Py_ssize_t top_feature
+
+    def __init__(
+        self, PackedForest f32, PackedForest f64, Post post, bint average, bint classifier,
+        labels, Py_ssize_t cols, Py_ssize_t top_feature, fallback,
+    ):
+        if f32.width != 4 or f64.width != 6 or f32.weights.shape[1] != f64.weights.shape[1]:
+            raise ValueError("a float32 and a float64 pack of one forest")
+        self.f32, self.f64, self.post, self.average = f32, f64, post, average
+        self.classifier, self.labels, self.fallback = classifier, labels, fallback
+        self.cols, self.top_feature = cols, top_feature
+
+    def __call__(self, x):
+        cdef cnp.ndarray a, out, top
+        cdef cnp.npy_intp dims[2]
+        cdef int kind
+        if type(x) is not cnp.ndarray:
+            return self.fallback(x)
+        a = <cnp.ndarray>x
+        kind = cnp.PyArray_TYPE(a)
+        if (
+            cnp.PyArray_NDIM(a) != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+            or (kind != cnp.NPY_FLOAT32 and kind != cnp.NPY_FLOAT64)
+            or a.shape[0] == 0 or a.shape[1] <= self.top_feature
+        ):
+            return self.fallback(x)
+        dims[0], dims[1] = a.shape[0], self.cols
+        out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_FLOAT32, 0)
+        dims[0] = a.shape[0] if self.classifier else 0
+        top = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        self.post.check_rows(a.shape[0], self.f32.weights.shape[1], self.cols, dims[0])
+        if kind == cnp.NPY_FLOAT32:
+            self.f32._predict_rows(
+                <const float*>cnp.PyArray_DATA(a), a.shape[0], a.shape[1], self.post,
+                self.average, <float*>cnp.PyArray_DATA(out), self.labels_out(top),
+            )
+        else:
+            self.f64._predict_rows(
+                <const double*>cnp.PyArray_DATA(a), a.shape[0], a.shape[1], self.post,
+                self.average, <float*>cnp.PyArray_DATA(out), self.labels_out(top),
+            )
+        if not self.classifier:
+            return out
+        return (top if self.labels is None else self.labels[top]), out
+
+    cdef int64_t* labels_out(self, cnp.ndarray top):
+        return <int64_t*>cnp.PyArray_DATA(top) if self.classifier else NULL

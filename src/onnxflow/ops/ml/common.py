@@ -18,6 +18,8 @@ POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
 def as_2d(x: np.ndarray) -> np.ndarray:
     """Return ``x`` as an [N, F] matrix: a vector is one row, more dims are flattened per row."""
+    if x.ndim == 2:
+        return x
     if x.ndim == 0:
         return x.reshape(1, 1)
     if x.ndim == 1:

@@ -37,11 +37,14 @@ class _Members:
     values: np.ndarray
 
 
-def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] | None:
+def pack(
+    mod: ModuleType, forest: Forest, chunk_values: int, threads: int = 1
+) -> dict[type, Any] | None:
     """``forest`` packed for ``mod`` (:mod:`onnxflow.native._trees`), one form per float type
     of the input; None when it does not fit the words (2**27 features, 2**28 nodes) or has no
     trees. ``chunk_values``: the NumPy aggregate's gathered values per chunk (its rows per
-    chunk decide the order it sums in)."""
+    chunk decide the order it sums in); ``threads``: the most threads its sums take. An
+    oblivious forest (:func:`oblivious_levels`) is walked by its levels."""
     n = len(forest.feature)
     n_trees = len(forest.roots)
     if not n_trees or n >= 1 << 28 or (n and forest.feature.max() >= _MAX_FEATURES):
@@ -49,8 +52,8 @@ def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] 
     table = forest.next.reshape(n, 4)
     yes = table[:, 0]
     takes_no = table != yes[:, None]
-    no = np.where(forest.interior, table[np.arange(n), np.argmax(takes_no, axis=1)], 0)
-    no = np.where(forest.interior, no, forest.leaf_slot)
+    child = np.where(forest.interior, table[np.arange(n), np.argmax(takes_no, axis=1)], yes)
+    no = np.where(forest.interior, child, forest.leaf_slot)
     shifts = np.arange(_CODE_SHIFT, _CODE_SHIFT + 4, dtype=np.uint64)
     member = np.zeros(n, bool) if forest.memberships is None else forest.memberships[0].slot >= 0
     # a NaN threshold leaves every comparison unordered: all codes take code 3's child
@@ -63,6 +66,7 @@ def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] 
     depth = _tree_depths(table, forest.interior, forest.roots, forest.depth)
     chunk = max(1, chunk_values // max(1, n_trees * forest.weights.shape[1]))
     weights = np.ascontiguousarray(forest.weights, np.float64)
+    levels = oblivious_levels(forest, (yes, child), fm.astype(np.uint32), depth)
     packed = {}
     for dtype, thresholds, pad in ((np.float32, forest.thresholds[1], 0),
                                    (np.float64, forest.thresholds[0], 1)):  # fmt: skip
@@ -71,7 +75,53 @@ def pack(mod: ModuleType, forest: Forest, chunk_values: int) -> dict[type, Any] 
             _words(thresholds, words, pad), _WIDTH[dtype], roots, depth, members.start,
             members.end, members.values.view(np.uint8), weights, chunk,
         )  # fmt: skip
+        packed[dtype].threads = max(1, threads)
+        if levels is not None:
+            packed[dtype].walk_oblivious(*levels)
     return packed
+
+
+#: The most levels of a tree the oblivious walk takes (its table holds 2**levels leaf slots).
+OBLIVIOUS_LEVELS = 12
+
+
+def oblivious_levels(
+    forest: Forest, children: tuple[np.ndarray, np.ndarray], fm: np.ndarray, depth: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The levels and leaf tables of an oblivious forest, for ``PackedForest.walk_oblivious``:
+    each interior node of a tree's level tests what the level's first does (the same ``fm``
+    word, ``children``' (yes, no) taken on the same outcomes, and the same thresholds as
+    float64 and float32); None when one does not, a node tests set membership, or a tree is
+    deeper than :data:`OBLIVIOUS_LEVELS`."""
+    top, trees = int(depth.max(initial=0)), len(forest.roots)
+    if top > OBLIVIOUS_LEVELS or (fm & _MEMBER_BIT).any():
+        return None
+    yes, no = children
+    same = (fm, forest.thresholds[0].view(np.int64), forest.thresholds[1].view(np.int32))
+    first = np.zeros((trees, top), np.int64)
+    tree, node = np.arange(trees), forest.roots
+    for d in range(top):
+        inner = forest.interior[node]
+        tree, node = tree[inner], node[inner]
+        first[tree[::-1], d] = node[::-1]  # the first interior node of each tree's level
+        if any((a[node] != a[first[tree, d]]).any() for a in same):
+            return None
+        tree, node = np.concatenate([tree, tree]), np.concatenate([yes[node], no[node]])
+    index = np.arange(1 << top)
+    node = np.repeat(forest.roots[:, None], 1 << top, axis=1)
+    for d in range(top):  # every outcome index walked: bit d (from the top) takes ``no``
+        taken = np.where((index >> (top - 1 - d)) & 1, no[node], yes[node])
+        node = np.where(forest.interior[node], taken, node)
+    slots = forest.leaf_slot[node]
+    table = [slots[t, :: 1 << (top - int(depth[t]))] for t in range(trees)]
+    starts = [np.zeros(1, np.int64), np.cumsum(depth), np.cumsum(1 << depth.astype(np.int64))]
+    level_node = first[np.arange(top) < depth[:, None]]
+    return (
+        level_node.astype(np.int32),
+        np.concatenate(starts[:2]).astype(np.int32),
+        np.concatenate(table).astype(np.int32),
+        np.concatenate([starts[0], starts[2]]).astype(np.int32),
+    )
 
 
 def _words(thresholds: np.ndarray, words: list[np.ndarray], pad: int) -> np.ndarray:
@@ -185,7 +235,7 @@ def compiled_finish(
     finish = _Finish(post, cols, mode != _REGRESSION, None if ints else labels)
     if not isinstance(score, CompiledScores) or score.how not in ("SUM", "AVERAGE"):
         return lambda x: finish.aggregate(score(x))
-    return _fused(score, finish)
+    return _fused(mod, score, finish)
 
 
 @dataclass(frozen=True)
@@ -216,19 +266,12 @@ class _Finish:
         return self.result(out, top)
 
 
-def _fused(score: CompiledScores, finish: _Finish) -> Callable[[np.ndarray], Any]:
-    """[N, F] -> result in one call of the packed forest (walk, sums, Post) for a contiguous
-    float32 or float64 input with the features the forest tests; else in two steps."""
-    walkers = {np.dtype(t): (w.predict_f32 if t == np.float32 else w.predict_f64)
-               for t, w in score.packed.items()}  # fmt: skip
-    average, top_feature = score.how == "AVERAGE", score.top_feature
-
-    def run(x: np.ndarray) -> Any:
-        predict = walkers.get(x.dtype)
-        if predict is None or not x.flags.c_contiguous or x.shape[1] <= top_feature or not len(x):
-            return finish.aggregate(score(x))
-        out, top = finish.outputs(len(x))
-        predict(x, finish.post, average, out, top)
-        return finish.result(out, top)
-
-    return run
+def _fused(mod: ModuleType, score: CompiledScores, finish: _Finish) -> Callable[[np.ndarray], Any]:
+    """[N, F] -> result in one call of ``mod.Predict`` (walk, sums, Post, new outputs) for a
+    contiguous float32 or float64 input with the features the forest tests; else in two
+    steps."""
+    return mod.Predict(
+        score.packed[np.float32], score.packed[np.float64], finish.post, score.how == "AVERAGE",
+        finish.classifier, finish.labels, finish.cols, score.top_feature,
+        lambda x: finish.aggregate(score(x)),
+    )  # fmt: skip

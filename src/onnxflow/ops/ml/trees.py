@@ -15,6 +15,7 @@ Each kernel takes how it scores rows as its positional-only ``scores``: the NumP
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -175,10 +176,11 @@ def forest_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray
     return scores
 
 
-def packed_scores(forest: Forest, how: str) -> Callable[[np.ndarray], np.ndarray]:
+def packed_scores(forest: Forest, how: str, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
     """The compiled form (:mod:`onnxflow.native._trees`): the forest packed once, each row
-    walked once per tree; the NumPy form where the forest does not pack."""
-    packed = None if _TREES is None else packed_forest.pack(_TREES, forest, _CHUNK)
+    walked once per tree, many rows over up to ``threads`` threads; the NumPy form where the
+    forest does not pack."""
+    packed = None if _TREES is None else packed_forest.pack(_TREES, forest, _CHUNK, threads)
     if packed is None:
         return forest_scores(forest, how)
     return packed_forest.compiled_scores(packed, forest, how, forest_scores(forest, how))
@@ -242,7 +244,8 @@ def _compiled(builder: Callable[[], Callable[..., Any]]) -> Traits:
         return Traits()
 
     def form(node: NodeContext, **attrs: Any) -> Any:
-        step = builder()(node, packed_scores, packed_finish, **attrs)
+        scores = functools.partial(packed_scores, threads=node.threads)
+        step = builder()(node, scores, packed_finish, **attrs)
         fn = getattr(step, "fn", step)  # a Built, or the step itself
         if hasattr(fn, "__qualname__"):  # named apart from the NumPy form's in `onnxflow code`
             fn.__name__ = "run_compiled"
