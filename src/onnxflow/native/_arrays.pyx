@@ -88,3 +88,138 @@ cdef class Reshape:
         cdef cnp.PyArray_Dims newshape
         newshape.ptr, newshape.len = dims, rank
         return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
+
+
+cdef class Axes:
+    """Squeeze's (``insert`` False) or Unsqueeze's (True) compiled form from opset 13, whose
+    axes are an input: ``data`` (an ndarray, not a subclass) viewed in C with the size-1 dims
+    at ``axes`` dropped or inserted, the NumPy form's ``data.reshape(dims)``, when ``axes`` is
+    a one-dimensional int64 ndarray of distinct axes in range (and, to drop, of size 1); other
+    inputs (no axes, errors to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef bint insert
+    cdef object signature
+
+    def __init__(self, fallback, bint insert):
+        self.fallback, self.insert = fallback, insert
+        self.signature = signature(fallback)
+
+    @property
+    def __signature__(self):
+        """The fallback's signature."""
+        return self.signature
+
+    def __call__(self, data, axes=None):
+        if (type(data) is not cnp.ndarray or type(axes) is not cnp.ndarray
+                or cnp.PyArray_NDIM(<cnp.ndarray>axes) != 1
+                or cnp.PyArray_TYPE(<cnp.ndarray>axes) != cnp.NPY_INT64
+                or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>axes)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>axes)):
+            return self.fallback(data, axes)
+        cdef cnp.npy_intp dims[64]
+        cdef char marked[64]
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data)
+        cdef Py_ssize_t count = cnp.PyArray_SIZE(<cnp.ndarray>axes)
+        cdef int wide = rank + count if self.insert else rank, d, k = 0
+        cdef const cnp.int64_t *values = <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>axes)
+        cdef cnp.int64_t a
+        cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(<cnp.ndarray>data)
+        if wide > 64 or (count == 0 and not self.insert):  # no axes: every size-1 dim goes
+            return self.fallback(data, axes)
+        for d in range(wide):
+            marked[d] = 0
+        for d in range(count):
+            a = values[d] + wide if values[d] < 0 else values[d]
+            if a < 0 or a >= wide or marked[a] or (not self.insert and shape[a] != 1):
+                return self.fallback(data, axes)  # out of range, repeated, not of size 1
+            marked[a] = 1
+        cdef cnp.PyArray_Dims newshape
+        newshape.ptr, newshape.len = dims, 0
+        for d in range(wide):
+            if self.insert:
+                dims[d] = 1 if marked[d] else shape[k]
+                k += 0 if marked[d] else 1
+            elif not marked[d]:
+                dims[newshape.len] = shape[d]
+                newshape.len += 1
+        if self.insert:
+            newshape.len = wide
+        return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
+
+
+cdef inline bint _ints64(object a):
+    """Whether ``a`` is a one-dimensional, C-ordered ndarray of native int64."""
+    return (type(a) is cnp.ndarray and cnp.PyArray_NDIM(<cnp.ndarray>a) == 1
+            and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_INT64
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
+
+
+cdef inline const cnp.int64_t *_values(object a):
+    return <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef class Slice:
+    """Slice's compiled form from opset 10, whose bounds are inputs: the index of ``data`` (an
+    ndarray, not a subclass) clamped as ONNX says in C, then ``data[index]``, the NumPy form's
+    view, when starts, ends and the axes and steps given are one-dimensional int64 ndarrays of
+    one length, the axes distinct and in range, no step 0; other inputs (other dtypes, errors
+    to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+        self.signature = signature(fallback)
+
+    @property
+    def __signature__(self):
+        """The fallback's signature."""
+        return self.signature
+
+    def __call__(self, data, starts, ends, axes=None, steps=None):
+        if (type(data) is not cnp.ndarray or not _ints64(starts) or not _ints64(ends)
+                or (axes is not None and not _ints64(axes))
+                or (steps is not None and not _ints64(steps))):
+            return self.fallback(data, starts, ends, axes, steps)
+        index = self._index(<cnp.ndarray>data, starts, ends, axes, steps)
+        if index is None:
+            return self.fallback(data, starts, ends, axes, steps)
+        return data[index]
+
+    cdef object _index(self, cnp.ndarray data, starts, ends, axes, steps):
+        """The NumPy form's index (``shape._slice_index``), or None where it would raise."""
+        cdef int rank = cnp.PyArray_NDIM(data), d
+        cdef Py_ssize_t count = cnp.PyArray_SIZE(<cnp.ndarray>starts), i
+        cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(data)
+        cdef cnp.int64_t a, start, end, step, dim
+        cdef char marked[64]
+        if (rank > 64 or cnp.PyArray_SIZE(<cnp.ndarray>ends) != count
+                or (axes is None and count > rank)
+                or (axes is not None and cnp.PyArray_SIZE(<cnp.ndarray>axes) != count)
+                or (steps is not None and cnp.PyArray_SIZE(<cnp.ndarray>steps) != count)):
+            return None
+        for d in range(rank):
+            marked[d] = 0
+        index = [slice(None)] * rank
+        for i in range(count):
+            a = i if axes is None else _values(axes)[i]
+            step = 1 if steps is None else _values(steps)[i]
+            if a < -rank or a >= rank or step == 0:
+                return None
+            a = a + rank if a < 0 else a
+            if marked[a]:
+                return None
+            marked[a] = 1
+            dim, start, end = shape[a], _values(starts)[i], _values(ends)[i]
+            start += dim if start < 0 else 0
+            end += dim if end < 0 else 0
+            if step > 0:
+                start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+                index[a] = slice(start, end, step)
+            else:
+                start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+                index[a] = slice(start, end if end >= 0 else None, step)
+        return tuple(index)

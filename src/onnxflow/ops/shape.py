@@ -161,7 +161,25 @@ def squeeze_v1(data: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray
     return _squeeze(data, axes)
 
 
-@op("Squeeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("squeeze")))
+#: Squeeze's and Unsqueeze's compiled forms (from opset 13): the dims dropped or inserted in C
+#: (``_arrays.Axes``), other inputs to the NumPy forms (defined below).
+_SQUEEZE_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Axes(lambda data, axes=None: squeeze(data, axes), False)
+)
+_UNSQUEEZE_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Axes(lambda data, axes: unsqueeze(data, axes), True)
+)
+
+
+@op(
+    "Squeeze",
+    *(13, 21, 23, 24, 25),
+    traits=Traits(
+        selects=True,
+        numpy=_axes_numpy("squeeze"),
+        native=native_form(_SQUEEZE_COMPILED),
+    ),
+)
 def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, None if axes is None else _ints(axes))
@@ -190,7 +208,15 @@ def unsqueeze_v1(data: np.ndarray, *, axes: list[int]) -> np.ndarray:
     return _unsqueeze(data, axes)
 
 
-@op("Unsqueeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("unsqueeze")))
+@op(
+    "Unsqueeze",
+    *(13, 21, 23, 24, 25),
+    traits=Traits(
+        selects=True,
+        numpy=_axes_numpy("unsqueeze"),
+        native=native_form(_UNSQUEEZE_COMPILED),
+    ),
+)
 def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, _ints(axes))
@@ -365,7 +391,22 @@ def slice_v1(
     return _slice(data, starts, ends, axes, None)
 
 
-@op("Slice", 10, 11, 13, traits=Traits(selects=True, numpy=_slice_numpy))
+#: Slice's compiled form (from opset 10): the index clamped in C (``_arrays.Slice``), other
+#: inputs to the NumPy form (defined below).
+_SLICE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Slice(
+        lambda data, starts, ends, axes=None, steps=None: slice_(data, starts, ends, axes, steps)
+    )
+)
+
+
+@op(
+    "Slice",
+    *(10, 11, 13),
+    traits=Traits(selects=True, numpy=_slice_numpy, native=native_form(_SLICE_COMPILED)),
+)
 def slice_(
     data: np.ndarray,
     starts: np.ndarray,
