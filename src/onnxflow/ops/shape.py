@@ -495,9 +495,9 @@ def _pad(
 ) -> np.ndarray:
     if mode not in _PAD_MODES:
         raise ValueError(f"unknown pad mode {mode!r}, expected one of {sorted(_PAD_MODES)}")
-    data, widths = _cropped_and_widths(data, pads, axes)
     if mode != "constant":
-        return _pad_by_copies(data, widths, mode)
+        return _pad_by_copies(data, tuple(pads), None if axes is None else tuple(axes), mode)
+    data, widths = _cropped_and_widths(data, pads, axes)
     return _pad_constant(data, widths, value)
 
 
@@ -546,20 +546,42 @@ def _pad_constant(data: np.ndarray, widths: list[tuple[int, int]], value: object
     return out
 
 
-def _pad_by_copies(data: np.ndarray, widths: list[tuple[int, int]], mode: str) -> np.ndarray:
-    """``np.pad(data, widths, mode)`` for reflect, edge and wrap (a new array): one gather per
-    padded axis while the pads take at most one reflection or wrap of it, else np.pad."""
-    for n, (b, e) in zip(data.shape, widths):
+def _pad_by_copies(
+    data: np.ndarray, pads: tuple[int, ...], axes: tuple[int, ...] | None, mode: str
+) -> np.ndarray:
+    """``data`` cropped by the negative pads, then ``np.pad(data, widths, mode)`` for reflect,
+    edge and wrap (a new array): one gather per padded axis while the pads take at most one
+    reflection or wrap of it, else np.pad."""
+    crop, takes, widths = _copies(data.shape, pads, axes, mode)
+    data = data[crop]
+    if takes is None:
+        return np.pad(data, widths, mode=mode)  # type: ignore[call-overload]
+    for axis, index in takes:
+        data = data.take(index, axis=axis)
+    return data if takes else data.copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _copies(
+    shape: tuple[int, ...], pads: tuple[int, ...], axes: tuple[int, ...] | None, mode: str
+) -> tuple[
+    tuple[slice, ...], tuple[tuple[int, np.ndarray], ...] | None, tuple[tuple[int, int], ...]
+]:
+    """:func:`_pad_by_copies`' crop, its (axis, positions) gathers (None: np.pad does it) and
+    the widths, for a tensor of ``shape``, remembered: a stream pads one shape each call (the
+    per-axis checks, the index look-ups and the crop's arithmetic are made once)."""
+    crop, widths = _crop_and_widths(shape, pads, axes)
+    cropped = [len(range(n)[c]) for n, c in zip(shape, crop)]
+    for n, (b, e) in zip(cropped, widths):
         limit = {"reflect": n - 1, "wrap": n, "edge": n and max(b, e)}[mode]
         if max(b, e) > limit:
-            return np.pad(data, widths, mode=mode)  # type: ignore[call-overload]
-    padded = False
-    for axis, (b, e) in enumerate(widths):
-        if not (b or e):
-            continue
-        data = data.take(_pad_index(data.shape[axis], b, e, mode), axis=axis)
-        padded = True
-    return data if padded else data.copy()
+            return crop, None, widths
+    takes = tuple(
+        (axis, _pad_index(cropped[axis], b, e, mode))
+        for axis, (b, e) in enumerate(widths)
+        if b or e
+    )
+    return crop, takes, widths
 
 
 @functools.lru_cache(maxsize=256)
