@@ -1,7 +1,7 @@
-"""Squeeze's, Unsqueeze's and Slice's compiled forms (onnxflow.native._arrays.Axes, Slice):
-the dims dropped or inserted, and the slice clamped, in C give the NumPy form's very view
-(shape, strides, base) of the same data; whatever the NumPy form would refuse goes to it and
-raises its error."""
+"""Squeeze's, Unsqueeze's, Slice's and Gather's compiled forms (onnxflow.native._arrays.Axes,
+Slice, Gather): the dims dropped or inserted, the slice clamped, and take called, in C give the
+NumPy form's very result (for views: shape, strides, base) of the same data; whatever the NumPy
+form would refuse goes to it and raises its error."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
-from onnxflow.ops import shape
+from onnxflow.ops import indexing, shape
 
-FORMS_TESTED = [("", "Squeeze"), ("", "Unsqueeze"), ("", "Slice")]
+FORMS_TESTED = [("", "Squeeze"), ("", "Unsqueeze"), ("", "Slice"), ("", "Gather")]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
 
@@ -31,8 +31,9 @@ def _same_outcome(compiled: Any, numpy_form: Any, *args: Any) -> None:
     try:
         want = numpy_form(*args)
     except Exception as exc:  # the compiled form must hand these to the NumPy form
-        with pytest.raises(type(exc), match=None):
+        with pytest.raises(type(exc)) as raised:
             compiled(*args)
+        assert str(raised.value) == str(exc)
         return
     got = compiled(*args)
     assert got.__class__ is want.__class__
@@ -96,6 +97,35 @@ SLICE_CASES = [
 def test_slice_is_the_numpy_form(data, starts, ends, axes, steps):
     """Every bound: the same view, or the NumPy form's error."""
     _same_outcome(shape._SLICE_COMPILED, shape.slice_, data, starts, ends, axes, steps)
+
+
+GATHER_CASES = [
+    (np.array([1, 128, 1], np.int64), np.array(2, np.int64), 0),  # a shape's dim
+    (np.array([1, 128, 1], np.int64), np.array([0, -1], np.int64), 0),
+    (GRID, np.array(1, np.int64), 0),  # a state's layer
+    (GRID, np.array([[3, 0], [-5, 4]], np.int32), -1),
+    (GRID[:, ::2, ::-1], np.array([1, 0], np.int64), 2),
+    (GRID, np.array([3], np.int64), 0),  # out of range: the NumPy form's words
+    (GRID, np.array([-6], np.int64), 2),
+    (GRID, np.array([0], np.int64), 3),  # an axis out of range
+    (GRID, np.array([0], np.uint64), 0),  # another dtype: the NumPy form's
+    (np.array(4.0), np.array(0, np.int64), 0),  # a scalar: the NumPy form's error
+    (np.array(["a", "b"]), np.array([1, 1], np.int64), 0),
+    (np.zeros((0, 3), np.float32), np.array([], np.int64), 0),
+]
+
+
+@pytest.mark.parametrize("data, indices, axis", GATHER_CASES)
+def test_gather_is_the_numpy_form(data, indices, axis):
+    """Every index: the same values, shape and dtype, or the NumPy form's error."""
+
+    def compiled(*args: Any) -> Any:
+        return indexing._GATHER_COMPILED(*args, axis=axis)
+
+    def numpy_form(*args: Any) -> Any:
+        return indexing.gather(*args, axis=axis)
+
+    _same_outcome(compiled, numpy_form, data, indices)
 
 
 def test_sessions_run_the_compiled_glue_with_the_numpy_forms_results():

@@ -223,3 +223,42 @@ cdef class Slice:
                 start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
                 index[a] = slice(start, end if end >= 0 else None, step)
         return tuple(index)
+
+
+cdef extern from "numpy/arrayobject.h":
+    # the output array as a pointer, so that no output (NULL) can be passed
+    object _take_from "PyArray_TakeFrom"(cnp.ndarray, object, int, void *, cnp.NPY_CLIPMODE)
+
+
+cdef class Gather:
+    """Gather's compiled form: ``data.take(indices, axis)`` called in C, the NumPy form's very
+    call (a 0-d result as a 0-d array, as the NumPy form returns it), when data is an ndarray
+    (not a subclass) of rank 1 or more, indices an ndarray of a signed integer dtype and
+    ``axis`` in range; other inputs, and indices out of range (errors to report in words), go
+    to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+        self.signature = signature(fallback)
+
+    @property
+    def __signature__(self):
+        """The fallback's signature (the attributes a node may bind)."""
+        return self.signature
+
+    def __call__(self, data, indices, *, int axis=0):
+        if type(data) is not cnp.ndarray or type(indices) is not cnp.ndarray:
+            return self.fallback(data, indices, axis=axis)
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data)
+        cdef int t = cnp.PyArray_TYPE(<cnp.ndarray>indices)
+        cdef int a = axis + rank if axis < 0 else axis
+        if (rank == 0 or a < 0 or a >= rank or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>indices)
+                or (t != cnp.NPY_INT64 and t != cnp.NPY_INT32)):
+            return self.fallback(data, indices, axis=axis)
+        try:
+            return _take_from(<cnp.ndarray>data, indices, a, NULL, cnp.NPY_RAISE)
+        except IndexError:
+            return self.fallback(data, indices, axis=axis)
