@@ -103,11 +103,12 @@ cdef class Axes:
 
     def __init__(self, fallback, bint insert):
         self.fallback, self.insert = fallback, insert
-        self.signature = signature(fallback)
 
     @property
     def __signature__(self):
-        """The fallback's signature."""
+        """The fallback's signature (read when asked: not at import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
         return self.signature
 
     def __call__(self, data, axes=None):
@@ -172,11 +173,12 @@ cdef class Slice:
 
     def __init__(self, fallback):
         self.fallback = fallback
-        self.signature = signature(fallback)
 
     @property
     def __signature__(self):
-        """The fallback's signature."""
+        """The fallback's signature (read when asked: not at import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
         return self.signature
 
     def __call__(self, data, starts, ends, axes=None, steps=None):
@@ -242,11 +244,13 @@ cdef class Gather:
 
     def __init__(self, fallback):
         self.fallback = fallback
-        self.signature = signature(fallback)
 
     @property
     def __signature__(self):
-        """The fallback's signature (the attributes a node may bind)."""
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
         return self.signature
 
     def __call__(self, data, indices, *, int axis=0):
