@@ -1,7 +1,8 @@
-"""Squeeze's, Unsqueeze's, Slice's and Gather's compiled forms (onnxflow.native._arrays.Axes,
-Slice, Gather): the dims dropped or inserted, the slice clamped, and take called, in C give the
-NumPy form's very result (for views: shape, strides, base) of the same data; whatever the NumPy
-form would refuse goes to it and raises its error."""
+"""Squeeze's, Unsqueeze's, Slice's, Gather's and Concat's compiled forms
+(onnxflow.native._arrays.Axes, Slice, Gather, Concat): the dims dropped or inserted, the slice
+clamped, take and concatenate called, in C give the NumPy form's very result (for views: shape,
+strides, base) of the same data; whatever the NumPy form would refuse goes to it and raises its
+error."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxflow
 from onnxflow.ops import indexing, shape
 
-FORMS_TESTED = [("", "Squeeze"), ("", "Unsqueeze"), ("", "Slice"), ("", "Gather")]
+FORMS_TESTED = [("", "Squeeze"), ("", "Unsqueeze"), ("", "Slice"), ("", "Gather"), ("", "Concat")]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
 
@@ -126,6 +127,36 @@ def test_gather_is_the_numpy_form(data, indices, axis):
         return indexing.gather(*args, axis=axis)
 
     _same_outcome(compiled, numpy_form, data, indices)
+
+
+CONCAT_CASES = [
+    ((np.ones((1, 1, 128), np.float32), np.zeros((1, 1, 128), np.float32)), 0),  # LSTM states
+    ((GRID, GRID[:, :2], GRID[:, ::-2]), 1),
+    ((GRID, GRID), -1),
+    ((GRID,), 2),  # one input: a copy
+    ((np.array(["a"]), np.array(["bc", "d"])), 0),  # strings
+    ((np.zeros((0, 4, 5), np.float32), GRID), 0),  # an empty input
+    ((GRID, GRID[0]), 0),  # ranks differ: the NumPy form's error
+    ((GRID, GRID[:, :2]), 0),  # other dims differ
+    ((GRID, GRID), 3),  # an axis out of range
+    ((np.array(1.0), np.array(2.0)), 0),  # scalars
+]
+
+
+@pytest.mark.parametrize("inputs, axis", CONCAT_CASES)
+def test_concat_is_the_numpy_form(inputs, axis):
+    """Every set of inputs: a new array of the same values, shape and dtype, or the NumPy
+    form's error."""
+
+    def compiled(*args: Any) -> Any:
+        return shape._CONCAT_COMPILED(*args, axis=axis)
+
+    def numpy_form(*args: Any) -> Any:
+        return shape.concat(*args, axis=axis)
+
+    _same_outcome(compiled, numpy_form, *inputs)
+    if len(inputs) == 1:
+        assert not np.shares_memory(compiled(*inputs), inputs[0])
 
 
 def test_sessions_run_the_compiled_glue_with_the_numpy_forms_results():

@@ -266,3 +266,39 @@ cdef class Gather:
             return _take_from(<cnp.ndarray>data, indices, a, NULL, cnp.NPY_RAISE)
         except IndexError:
             return self.fallback(data, indices, axis=axis)
+
+
+cdef class Concat:
+    """Concat's compiled form: ``np.concatenate(inputs, axis)`` called in C
+    (``PyArray_Concatenate``, what np.concatenate calls with no ``out`` or dtype), when the
+    inputs are ndarrays (not subclasses) of one rank of at least 1 and ``axis`` is in range;
+    other inputs (errors to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, *inputs, int axis):
+        cdef Py_ssize_t i, count = PyTuple_GET_SIZE(inputs)
+        cdef int rank, a
+        if count == 0 or type(<object>PyTuple_GET_ITEM(inputs, 0)) is not cnp.ndarray:
+            return self.fallback(*inputs, axis=axis)
+        rank = cnp.PyArray_NDIM(<cnp.ndarray>PyTuple_GET_ITEM(inputs, 0))
+        a = axis + rank if axis < 0 else axis
+        if rank == 0 or a < 0 or a >= rank:
+            return self.fallback(*inputs, axis=axis)
+        for i in range(1, count):
+            x = <object>PyTuple_GET_ITEM(inputs, i)
+            if type(x) is not cnp.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>x) != rank:
+                return self.fallback(*inputs, axis=axis)
+        return cnp.PyArray_Concatenate(inputs, a)

@@ -232,7 +232,23 @@ def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     return concat(*inputs, axis=axis)
 
 
-@op("Concat", 4, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_concat_numpy))
+#: Concat's compiled form (from opset 4): np.concatenate called in C (``_arrays.Concat``),
+#: other inputs and errors to the NumPy form (defined below).
+_CONCAT_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Concat(lambda *inputs, axis: concat(*inputs, axis=axis))
+)
+
+
+@op(
+    "Concat",
+    *(4, 11, 13),
+    traits=Traits(
+        static_shape=True,
+        selects=True,
+        numpy=_concat_numpy,
+        native=native_form(_CONCAT_COMPILED),
+    ),
+)
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
     if not inputs:
