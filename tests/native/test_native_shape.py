@@ -1,8 +1,8 @@
-"""Squeeze's, Unsqueeze's, Slice's, Gather's and Concat's compiled forms
-(onnxflow.native._arrays.Axes, Slice, Gather, Concat): the dims dropped or inserted, the slice
-clamped, take and concatenate called, in C give the NumPy form's very result (for views: shape,
-strides, base) of the same data; whatever the NumPy form would refuse goes to it and raises its
-error."""
+"""Shape's, Squeeze's, Unsqueeze's, Slice's, Gather's and Concat's compiled forms
+(onnxflow.native._arrays.Shape, Axes, Slice, Gather, Concat): the dims read, dropped or
+inserted, the slice clamped, take and concatenate called, in C give the NumPy form's very result
+(for views: shape, strides, base) of the same data; whatever the NumPy form would refuse goes to
+it and raises its error."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxflow
 from onnxflow.ops import indexing, shape
 
-FORMS_TESTED = [("", "Squeeze"), ("", "Unsqueeze"), ("", "Slice"), ("", "Gather"), ("", "Concat")]
+FORMS_TESTED = [
+    ("", "Shape"),
+    ("", "Squeeze"),
+    ("", "Unsqueeze"),
+    ("", "Slice"),
+    ("", "Gather"),
+    ("", "Concat"),
+]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
 
@@ -157,6 +164,24 @@ def test_concat_is_the_numpy_form(inputs, axis):
     _same_outcome(compiled, numpy_form, *inputs)
     if len(inputs) == 1:
         assert not np.shares_memory(compiled(*inputs), inputs[0])
+
+
+@pytest.mark.parametrize("data", [DATA, DATA[:, :, ::2], np.array(2.0), np.zeros((0, 3))])
+@pytest.mark.parametrize(
+    "start, end",
+    [(0, None), (1, 3), (-2, None), (-9, 2), (3, 1), (2, -1), (7, None), (0, 1 << 70), (True, 2)],
+)
+def test_shape_is_the_numpy_form(data, start, end):
+    """Every slice of the dims (negatives from the back, clamped, empty): a new int64 array of
+    the same values."""
+
+    def compiled(x: Any) -> Any:
+        return shape._SHAPE_COMPILED(x, start=start, end=end)
+
+    def numpy_form(x: Any) -> Any:
+        return shape.shape(x, start=start, end=end)
+
+    _same_outcome(compiled, numpy_form, data)
 
 
 def test_sessions_run_the_compiled_glue_with_the_numpy_forms_results():

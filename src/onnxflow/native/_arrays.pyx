@@ -302,3 +302,51 @@ cdef class Concat:
             if type(x) is not cnp.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>x) != rank:
                 return self.fallback(*inputs, axis=axis)
         return cnp.PyArray_Concatenate(inputs, a)
+
+
+cdef class Shape:
+    """Shape's compiled form: dims ``start:end`` of ``data``'s shape (an ndarray, not a
+    subclass; Python's slice clamping, as ONNX's) written into a new int64 array in C, the
+    NumPy form's ``np.array(data.shape[start:end], dtype=np.int64)``; anything else goes to
+    ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, data, *, start=0, end=None):
+        if type(data) is not cnp.ndarray or type(start) is not int or (
+                end is not None and type(end) is not int):
+            return self.fallback(data, start=start, end=end)
+        cdef Py_ssize_t rank = cnp.PyArray_NDIM(<cnp.ndarray>data), i, first, last
+        try:
+            first = _clamped(start, rank)
+            last = rank if end is None else _clamped(end, rank)
+        except OverflowError:  # a bound past a C long long: Python's slice clamps it
+            return self.fallback(data, start=start, end=end)
+        cdef cnp.npy_intp count = last - first if last > first else 0
+        cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>data)
+        out = cnp.PyArray_EMPTY(1, &count, cnp.NPY_INT64, 0)
+        cdef cnp.int64_t *values = <cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>out)
+        for i in range(count):
+            values[i] = dims[first + i]
+        return out
+
+
+cdef inline Py_ssize_t _clamped(object bound, Py_ssize_t rank) except? -1:
+    """A slice bound of a sequence of ``rank`` items as Python reads it: negatives from the
+    back, then held to 0..rank."""
+    cdef long long b = bound
+    if b < 0:
+        b += rank
+    return 0 if b < 0 else (rank if b > rank else b)

@@ -32,15 +32,32 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     return [int(v) for v in array.reshape(-1)]
 
 
+_ARRAYS = compiled.module("_arrays")
+
+
 def _shape_numpy(f: NumpyCall) -> str:
     cut = f"[{f.arg('start', 0)}:{f.arg('end', None)}]" if f.attrs else ""
     return f"np.array({f.ins[0]}.shape{cut}, dtype=np.int64)"
 
 
+#: Shape's compiled form: the dims written into an int64 array in C (``_arrays.Shape``), other
+#: inputs to the NumPy form (defined below).
+_SHAPE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Shape(lambda data, *, start=0, end=None: shape(data, start=start, end=end))
+)
+
+
 @op(
     "Shape",
     *(1, 13, 15, 19, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, from_shape=True, numpy=_shape_numpy),
+    traits=Traits(
+        static_shape=True,
+        from_shape=True,
+        numpy=_shape_numpy,
+        native=native_form(_SHAPE_COMPILED),
+    ),
 )
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
@@ -89,7 +106,6 @@ def reshape_v1(
     return _reshape(data, shape, 0)
 
 
-_ARRAYS = compiled.module("_arrays")
 #: Reshape's compiled form: positive dims and at most one -1 reshaped in C, others to
 #: :func:`reshape` (:class:`onnxflow.native._arrays.Reshape`); None when not built.
 _RESHAPE_COMPILED = (
