@@ -481,6 +481,49 @@ def test_gathered_columns_are_takes_copy():
         conv_direct._CONV.gather_columns_f32(x.reshape(-1), np.array([0, 22], np.intp), got[:2])
 
 
+@pytest.mark.parametrize("activation", [None, "Relu", "Sigmoid", "HardSigmoid"])
+@pytest.mark.parametrize("pointwise", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_columns_product_is_the_numpy_forms_gather_product_and_pass(activation, pointwise, bias):
+    """The GEMM path in one compiled call gives the bits of its steps run from Python (take's
+    columns, NumPy's matmul, the compiled bias and activation pass), NaN, -0.0 and infinities
+    included; any other X (shape, dtype, layout), W or B object, or an addend Z, gives None."""
+    from onnxflow.ops.im2col import _column_index
+
+    rng = np.random.default_rng(len(activation or "") + 2 * pointwise + bias)
+    c, m, length = 5, 7, 9
+    x = rng.standard_normal((1, c, length)).astype(np.float32)
+    x[0, 0, :3] = [np.nan, -0.0, np.inf]
+    w = rng.standard_normal((m, c, 1 if pointwise else 3)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    if pointwise:
+        index, out, cols = None, (1, m, length), x.reshape(c, -1)
+    else:  # kernel 3, stride 2, one pad before and after: windows on the zero past X
+        index = _column_index(x.shape[1:], (3,), (5,), (2,), (1,), (1,))
+        out = (1, m, 5)
+        cols = np.concatenate([x.reshape(-1), np.zeros(1, np.float32)]).take(index)
+    act = conv_direct.loop_activation(activation, [0.2, 0.5])
+    wm = w.reshape(m, -1)
+    product = conv_direct._CONV.ColumnsProduct(x.shape, w, b, index, wm, b, out, *act)
+    want = wm @ cols
+    no_bias = np.empty(0, np.float32)
+    conv_direct._CONV.epilogue_f32(want.reshape(1, m, -1), no_bias if b is None else b, None, *act)
+    assert product(x, w, b).tobytes() == want.reshape(out).tobytes()
+    assert product(x, w, b).shape == out
+    other = np.ascontiguousarray(np.asfortranarray(x)[..., ::-1][..., ::-1])
+    assert product(other, w, b) is not None  # another array of the same shape
+    strided = np.empty((1, c, 2 * length), np.float32)[..., ::2]
+    for args in [
+        (x[..., :-1], w, b),
+        (x.astype(np.float64), w, b),
+        (strided, w, b),
+        (x, w.copy(), b),
+        (x, w, None if bias else np.zeros(m, np.float32)),
+        (x, w, b, x),
+    ]:
+        assert product(*args) is None
+
+
 #: (X shape, W shape, group, strides, pads) of convolutions the direct loop takes, as the PP-OCR
 #: classifiers call them (depthwise 5x5 on two rows, strided depthwise 3x3, a first layer), and
 #: an audio model's long 1-D row.
@@ -582,18 +625,24 @@ def test_fused_conv_reruns_the_loop_without_its_plan(
 
 
 def test_stateful_gemm_adds_its_bias_in_the_compiled_pass(monkeypatch):
-    """The GEMM path a Conv's stateful form keeps adds B by the loop's compiled pass (NumPy's
-    add of a (M, 1) column went through a buffer an element at a time), with the NumPy form's
-    bits."""
+    """The GEMM path a Conv's stateful form keeps runs as one compiled call, which adds B in the
+    loop's compiled pass (NumPy's add of a (M, 1) column went through a buffer an element at a
+    time), with the NumPy form's bits."""
     calls, module = [], conv_direct._CONV
 
     class Counting:
         def __getattr__(self, name: str) -> object:
             return getattr(module, name)
 
-        def epilogue_f32(self, *args: object) -> None:
-            calls.append(args[0].shape)
-            module.epilogue_f32(*args)
+        def ColumnsProduct(self, *args: object) -> object:
+            made = module.ColumnsProduct(*args)
+
+            def call(*operands: object) -> object:
+                y = made(*operands)
+                calls.append(None if y is None else y.shape)
+                return y
+
+            return call
 
     rng = np.random.default_rng(11)
     w = rng.standard_normal((8, 12, 1, 1)).astype(np.float32)
@@ -610,4 +659,4 @@ def test_stateful_gemm_adds_its_bias_in_the_compiled_pass(monkeypatch):
     for _ in range(4):
         feeds = {"x": rng.standard_normal((1, 12, 3, 5)).astype(np.float32)}
         assert kept.run(None, feeds)[0].tobytes() == numpy_form.run(None, feeds)[0].tobytes()
-    assert calls == [(1, 8, 15)] * 2  # the third and fourth runs: the kept path
+    assert calls == [(1, 8, 3, 5)] * 2  # the third and fourth runs: the kept path

@@ -1,5 +1,6 @@
 """Compiled means against the NumPy forms: the compiled row mean sums in NumPy's own pairwise
-order and divides in float32, so the two forms agree bit for bit."""
+order and divides as the NumPy form does (GlobalAveragePool in float32, ReduceMean as NumPy
+promotes its float64 count), so the two forms agree bit for bit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from native_forms import node_forms
 
 from onnxflow.native import module
 
-FORMS_TESTED = [("", "GlobalAveragePool")]
+FORMS_TESTED = [("", "GlobalAveragePool"), ("", "ReduceMean")]
 
 #: Row lengths on each side of the pairwise sum's turns (8, 128 and the halving above it) and
 #: a large image.
@@ -57,3 +58,47 @@ def test_global_average_pool_of_empty_and_non_contiguous_inputs():
     strided = _rows(6, 40, 3).reshape(2, 3, 8, 5).transpose(0, 1, 3, 2)
     (compiled,), (numpy_form,) = node_forms("GlobalAveragePool", [strided], 22)
     assert np.array_equal(compiled, numpy_form)
+
+
+#: (shape, axes, keepdims) of ReduceMeans: over the last axis (the compiled pass), and others
+#: (the NumPy form, through the compiled form's fallback).
+MEAN_CASES = [
+    ((1, 1), [1], 0),  # a streaming decoder's last mean
+    ((1, 1), [-1], 1),
+    ((3, 9), [1], 0),
+    ((2, 3, 129), [2], 1),
+    ((4, 1000), [-1], 0),
+    ((5,), [0], 0),  # a vector to a scalar
+    ((3, 9), [0], 0),  # not the last axis
+    ((2, 3, 4), [1, 2], 1),  # two axes
+    ((2, 3, 0), [2], 1),  # empty rows
+    ((3, 9), None, 0),  # all axes
+]
+
+
+@pytest.mark.parametrize("shape, axes, keepdims", MEAN_CASES)
+@pytest.mark.parametrize("opset", [13, 18])  # axes an attribute, then an input
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_mean_forms_agree_bit_for_bit(shape, axes, keepdims, opset, dtype):
+    rows = int(np.prod(shape[:-1])) if shape else 1
+    x = _rows(max(rows, 1), max(shape[-1], 1), sum(shape))[:rows, : shape[-1]]
+    x = x.reshape(shape).astype(dtype)
+    if opset >= 18:
+        given = None if axes is None else np.array(axes, np.int64)
+        (compiled,), (numpy_form,) = node_forms("ReduceMean", [x, given], 18, keepdims=keepdims)
+    else:
+        extra = {} if axes is None else {"axes": axes}
+        (compiled,), (numpy_form,) = node_forms("ReduceMean", [x], 13, keepdims=keepdims, **extra)
+    assert compiled.dtype == numpy_form.dtype == dtype
+    assert compiled.shape == numpy_form.shape
+    assert compiled.tobytes() == numpy_form.tobytes()
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_wide_row_means_are_the_numpy_forms_sum_and_division(n):
+    """The compiled ReduceMean's rows: NumPy's float32 sum divided by a float64 count."""
+    x = _rows(3, n, n + 1)
+    out = np.empty(3, np.float32)
+    module("_math").row_means_wide_f32(x.reshape(-1), out)
+    want = np.true_divide(np.add.reduce(x, axis=1), np.float64(n)).astype(np.float32)
+    assert out.tobytes() == want.tobytes()

@@ -96,11 +96,13 @@ def _python_calls(sess: onnxflow.InferenceSession, feeds: dict) -> int:
 
 
 @pytest.mark.parametrize("then, other", [(["x"], ["x"]), (["y"], ["x", "z"]), (["z", "x"], ["y"])])
-def test_if_run_makes_few_python_calls(then, other):
+@pytest.mark.parametrize("cond_shape", [(), (1,), (1, 1)])
+def test_if_run_makes_few_python_calls(then, other, cond_shape):
     """Ten more If nodes (one-node branches) cost at most IF_CALLS Python calls each per run:
-    no call to read a scalar condition or to pick the branch's captured values."""
+    no call to read a condition of one element (a scalar, or the [1] an exported Equal of
+    shapes gives) or to pick the branch's captured values."""
     few, many = (_model(("Sum", then), ("Sum", other), ifs=n) for n in (2, 12))
-    feeds = {"c": np.array(True), **FEEDS}
+    feeds = {"c": np.full(cond_shape, True), **FEEDS}
     extra = _python_calls(onnxflow.InferenceSession(many), feeds) - _python_calls(
         onnxflow.InferenceSession(few), feeds
     )

@@ -88,3 +88,265 @@ cdef class Reshape:
         cdef cnp.PyArray_Dims newshape
         newshape.ptr, newshape.len = dims, rank
         return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
+
+
+cdef class Axes:
+    """Squeeze's (``insert`` False) or Unsqueeze's (True) compiled form from opset 13, whose
+    axes are an input: ``data`` (an ndarray, not a subclass) viewed in C with the size-1 dims
+    at ``axes`` dropped or inserted, the NumPy form's ``data.reshape(dims)``, when ``axes`` is
+    a one-dimensional int64 ndarray of distinct axes in range (and, to drop, of size 1); other
+    inputs (no axes, errors to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef bint insert
+    cdef object signature
+
+    def __init__(self, fallback, bint insert):
+        self.fallback, self.insert = fallback, insert
+
+    @property
+    def __signature__(self):
+        """The fallback's signature (read when asked: not at import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, data, axes=None):
+        if (type(data) is not cnp.ndarray or type(axes) is not cnp.ndarray
+                or cnp.PyArray_NDIM(<cnp.ndarray>axes) != 1
+                or cnp.PyArray_TYPE(<cnp.ndarray>axes) != cnp.NPY_INT64
+                or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>axes)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>axes)):
+            return self.fallback(data, axes)
+        cdef cnp.npy_intp dims[64]
+        cdef char marked[64]
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data)
+        cdef Py_ssize_t count = cnp.PyArray_SIZE(<cnp.ndarray>axes)
+        cdef int wide = rank + count if self.insert else rank, d, k = 0
+        cdef const cnp.int64_t *values = <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>axes)
+        cdef cnp.int64_t a
+        cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(<cnp.ndarray>data)
+        if wide > 64 or (count == 0 and not self.insert):  # no axes: every size-1 dim goes
+            return self.fallback(data, axes)
+        for d in range(wide):
+            marked[d] = 0
+        for d in range(count):
+            a = values[d] + wide if values[d] < 0 else values[d]
+            if a < 0 or a >= wide or marked[a] or (not self.insert and shape[a] != 1):
+                return self.fallback(data, axes)  # out of range, repeated, not of size 1
+            marked[a] = 1
+        cdef cnp.PyArray_Dims newshape
+        newshape.ptr, newshape.len = dims, 0
+        for d in range(wide):
+            if self.insert:
+                dims[d] = 1 if marked[d] else shape[k]
+                k += 0 if marked[d] else 1
+            elif not marked[d]:
+                dims[newshape.len] = shape[d]
+                newshape.len += 1
+        if self.insert:
+            newshape.len = wide
+        return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
+
+
+cdef inline bint _ints64(object a):
+    """Whether ``a`` is a one-dimensional, C-ordered ndarray of native int64."""
+    return (type(a) is cnp.ndarray and cnp.PyArray_NDIM(<cnp.ndarray>a) == 1
+            and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_INT64
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
+
+
+cdef inline const cnp.int64_t *_values(object a):
+    return <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef class Slice:
+    """Slice's compiled form from opset 10, whose bounds are inputs: the index of ``data`` (an
+    ndarray, not a subclass) clamped as ONNX says in C, then ``data[index]``, the NumPy form's
+    view, when starts, ends and the axes and steps given are one-dimensional int64 ndarrays of
+    one length, the axes distinct and in range, no step 0; other inputs (other dtypes, errors
+    to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature (read when asked: not at import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, data, starts, ends, axes=None, steps=None):
+        if (type(data) is not cnp.ndarray or not _ints64(starts) or not _ints64(ends)
+                or (axes is not None and not _ints64(axes))
+                or (steps is not None and not _ints64(steps))):
+            return self.fallback(data, starts, ends, axes, steps)
+        index = self._index(<cnp.ndarray>data, starts, ends, axes, steps)
+        if index is None:
+            return self.fallback(data, starts, ends, axes, steps)
+        return data[index]
+
+    cdef object _index(self, cnp.ndarray data, starts, ends, axes, steps):
+        """The NumPy form's index (``shape._slice_index``), or None where it would raise."""
+        cdef int rank = cnp.PyArray_NDIM(data), d
+        cdef Py_ssize_t count = cnp.PyArray_SIZE(<cnp.ndarray>starts), i
+        cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(data)
+        cdef cnp.int64_t a, start, end, step, dim
+        cdef char marked[64]
+        if (rank > 64 or cnp.PyArray_SIZE(<cnp.ndarray>ends) != count
+                or (axes is None and count > rank)
+                or (axes is not None and cnp.PyArray_SIZE(<cnp.ndarray>axes) != count)
+                or (steps is not None and cnp.PyArray_SIZE(<cnp.ndarray>steps) != count)):
+            return None
+        for d in range(rank):
+            marked[d] = 0
+        index = [slice(None)] * rank
+        for i in range(count):
+            a = i if axes is None else _values(axes)[i]
+            step = 1 if steps is None else _values(steps)[i]
+            if a < -rank or a >= rank or step == 0:
+                return None
+            a = a + rank if a < 0 else a
+            if marked[a]:
+                return None
+            marked[a] = 1
+            dim, start, end = shape[a], _values(starts)[i], _values(ends)[i]
+            start += dim if start < 0 else 0
+            end += dim if end < 0 else 0
+            if step > 0:
+                start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+                index[a] = slice(start, end, step)
+            else:
+                start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+                index[a] = slice(start, end if end >= 0 else None, step)
+        return tuple(index)
+
+
+cdef extern from "numpy/arrayobject.h":
+    # the output array as a pointer, so that no output (NULL) can be passed
+    object _take_from "PyArray_TakeFrom"(cnp.ndarray, object, int, void *, cnp.NPY_CLIPMODE)
+
+
+cdef class Gather:
+    """Gather's compiled form: ``data.take(indices, axis)`` called in C, the NumPy form's very
+    call (a 0-d result as a 0-d array, as the NumPy form returns it), when data is an ndarray
+    (not a subclass) of rank 1 or more, indices an ndarray of a signed integer dtype and
+    ``axis`` in range; other inputs, and indices out of range (errors to report in words), go
+    to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, data, indices, *, int axis=0):
+        if type(data) is not cnp.ndarray or type(indices) is not cnp.ndarray:
+            return self.fallback(data, indices, axis=axis)
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data)
+        cdef int t = cnp.PyArray_TYPE(<cnp.ndarray>indices)
+        cdef int a = axis + rank if axis < 0 else axis
+        if (rank == 0 or a < 0 or a >= rank or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>indices)
+                or (t != cnp.NPY_INT64 and t != cnp.NPY_INT32)):
+            return self.fallback(data, indices, axis=axis)
+        try:
+            return _take_from(<cnp.ndarray>data, indices, a, NULL, cnp.NPY_RAISE)
+        except IndexError:
+            return self.fallback(data, indices, axis=axis)
+
+
+cdef class Concat:
+    """Concat's compiled form: ``np.concatenate(inputs, axis)`` called in C
+    (``PyArray_Concatenate``, what np.concatenate calls with no ``out`` or dtype), when the
+    inputs are ndarrays (not subclasses) of one rank of at least 1 and ``axis`` is in range;
+    other inputs (errors to report) go to ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, *inputs, int axis):
+        cdef Py_ssize_t i, count = PyTuple_GET_SIZE(inputs)
+        cdef int rank, a
+        if count == 0 or type(<object>PyTuple_GET_ITEM(inputs, 0)) is not cnp.ndarray:
+            return self.fallback(*inputs, axis=axis)
+        rank = cnp.PyArray_NDIM(<cnp.ndarray>PyTuple_GET_ITEM(inputs, 0))
+        a = axis + rank if axis < 0 else axis
+        if rank == 0 or a < 0 or a >= rank:
+            return self.fallback(*inputs, axis=axis)
+        for i in range(1, count):
+            x = <object>PyTuple_GET_ITEM(inputs, i)
+            if type(x) is not cnp.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>x) != rank:
+                return self.fallback(*inputs, axis=axis)
+        return cnp.PyArray_Concatenate(inputs, a)
+
+
+cdef class Shape:
+    """Shape's compiled form: dims ``start:end`` of ``data``'s shape (an ndarray, not a
+    subclass; Python's slice clamping, as ONNX's) written into a new int64 array in C, the
+    NumPy form's ``np.array(data.shape[start:end], dtype=np.int64)``; anything else goes to
+    ``fallback``, the NumPy form."""
+
+    cdef readonly object fallback
+    cdef object signature
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    @property
+    def __signature__(self):
+        """The fallback's signature, the attributes a node may bind (read when asked: not at
+        import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
+        return self.signature
+
+    def __call__(self, data, *, start=0, end=None):
+        if type(data) is not cnp.ndarray or type(start) is not int or (
+                end is not None and type(end) is not int):
+            return self.fallback(data, start=start, end=end)
+        cdef Py_ssize_t rank = cnp.PyArray_NDIM(<cnp.ndarray>data), i, first, last
+        try:
+            first = _clamped(start, rank)
+            last = rank if end is None else _clamped(end, rank)
+        except OverflowError:  # a bound past a C long long: Python's slice clamps it
+            return self.fallback(data, start=start, end=end)
+        cdef cnp.npy_intp count = last - first if last > first else 0
+        cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>data)
+        out = cnp.PyArray_EMPTY(1, &count, cnp.NPY_INT64, 0)
+        cdef cnp.int64_t *values = <cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>out)
+        for i in range(count):
+            values[i] = dims[first + i]
+        return out
+
+
+cdef inline Py_ssize_t _clamped(object bound, Py_ssize_t rank) except? -1:
+    """A slice bound of a sequence of ``rank`` items as Python reads it: negatives from the
+    back, then held to 0..rank."""
+    cdef long long b = bound
+    if b < 0:
+        b += rank
+    return 0 if b < 0 else (rank if b > rank else b)

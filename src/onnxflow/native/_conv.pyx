@@ -8,7 +8,18 @@ output geometry; this module only runs the loop. Also the one-pass gather of an 
 columns for the convolutions left to BLAS (``gather_columns_f32``).
 """
 
+cimport numpy as cnp
 from libc.stdlib cimport calloc, free
+
+import numpy as np
+
+cnp.import_array()
+
+cdef object _MATMUL = np.matmul
+
+#: The highest rank of X that :class:`ColumnsProduct` keeps.
+cdef enum:
+    MAX_RANK = 8
 
 cdef extern from "_conv.h" nogil:
     enum: CONV_MAX_K
@@ -171,3 +182,109 @@ def gather_columns_f32(const float[::1] x, const Py_ssize_t[::1] index, float[::
             out[i] = 0
         else:
             raise ValueError(f"gather_columns_f32: index {j} outside 0..{n}")
+
+
+cdef class ColumnsProduct:
+    """A float32 convolution of one image run as one GEMM over its im2col columns, made once
+    for an X shape, W and B (W and B compared by identity): ``(x, w, b, z)`` gathers the
+    columns (as :func:`gather_columns_f32`; a pointwise one reads X's rows), calls NumPy's
+    matmul of W's rows by them (the NumPy form's very call) and adds the bias and applies the
+    activation in one pass (as :func:`epilogue_f32`), in one call from Python. It returns None
+    for any other X (shape, dtype, layout), W, B, or an addend Z: the caller runs its own path.
+    """
+
+    cdef Py_ssize_t rank, n_x, m, p
+    cdef Py_ssize_t dims[MAX_RANK]
+    cdef object w, b, wm
+    cdef cnp.ndarray index  # flat positions in X (n_x: a zero), or None: pointwise
+    cdef cnp.ndarray bias  # M float32 values, or None
+    cdef tuple cols_shape, out_shape
+    cdef conv_geom g
+
+    def __init__(
+        self,
+        tuple x_shape,
+        w,
+        b,
+        index,
+        wm,
+        bias,
+        tuple out_shape,
+        int act=0,
+        float alpha=0,
+        float beta=0,
+    ):
+        """``index``: the (C*K, P) column index (None: pointwise); ``wm``: W's (M, C*K) rows;
+        ``bias``: M float32 values or None; ``out_shape``: Y's, M*P values."""
+        cdef Py_ssize_t i, n = 1
+        if len(x_shape) > MAX_RANK or len(x_shape) < 3:
+            raise ValueError(f"ColumnsProduct: X of rank {len(x_shape)}, expected 3..{MAX_RANK}")
+        self.rank = len(x_shape)
+        for i in range(self.rank):
+            self.dims[i] = x_shape[i]
+            n *= x_shape[i]
+        self.n_x, self.w, self.b, self.wm = n, w, b, wm
+        self.m = wm.shape[0]
+        if index is None:
+            self.index = None
+            self.cols_shape = (x_shape[1], n // x_shape[1])
+        else:
+            flat = np.ascontiguousarray(index, np.intp).reshape(-1)
+            if flat.size and (flat.min() < 0 or flat.max() > n):
+                raise ValueError(f"ColumnsProduct: an index outside 0..{n}")
+            self.index, self.cols_shape = flat, tuple(index.shape)
+        self.p = self.cols_shape[1]
+        if bias is not None and (bias.dtype != np.float32 or bias.shape != (self.m,)):
+            raise ValueError(f"ColumnsProduct: bias must be {self.m} float32 values, or None")
+        self.bias = None if bias is None else np.ascontiguousarray(bias)
+        if self.m * self.p != np.prod(out_shape, dtype=np.intp):
+            raise ValueError(f"ColumnsProduct: Y's shape {out_shape} is not M * P values")
+        self.out_shape = out_shape
+        self.g.act, self.g.alpha, self.g.beta = act, alpha, beta
+
+    def __call__(self, x, w, b=None, z=None):
+        """Y, or None when this product was not made for these operands."""
+        if z is not None or w is not self.w or b is not self.b or type(x) is not cnp.ndarray:
+            return None
+        cdef cnp.ndarray xa = <cnp.ndarray>x
+        cdef Py_ssize_t i
+        if (cnp.PyArray_TYPE(xa) != cnp.NPY_FLOAT32 or not cnp.PyArray_ISNOTSWAPPED(xa)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(xa) or cnp.PyArray_NDIM(xa) != self.rank):
+            return None
+        cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(xa)
+        for i in range(self.rank):
+            if dims[i] != self.dims[i]:
+                return None
+        cols = self._columns(xa)
+        y = _MATMUL(self.wm, cols)
+        self._epilogue(<cnp.ndarray>y)
+        return cnp.PyArray_Reshape(<cnp.ndarray>y, self.out_shape)
+
+    cdef object _columns(self, cnp.ndarray xa):
+        """X's columns: its rows viewed (pointwise), or gathered, a zero past X's end."""
+        if self.index is None:
+            return cnp.PyArray_Reshape(xa, self.cols_shape)
+        cols = np.empty(self.cols_shape, np.float32)
+        cdef const float *px = <const float *>cnp.PyArray_DATA(xa)
+        cdef float *pc = <float *>cnp.PyArray_DATA(<cnp.ndarray>cols)
+        cdef const Py_ssize_t *pi = <const Py_ssize_t *>cnp.PyArray_DATA(self.index)
+        cdef Py_ssize_t i, j, n = self.n_x, count = cnp.PyArray_SIZE(self.index)
+        with nogil:
+            for i in range(count):
+                j = pi[i]
+                pc[i] = px[j] if j < n else 0
+        return cols
+
+    cdef void _epilogue(self, cnp.ndarray y):
+        """y (M, P) = act(y + bias) in place, row by row (nothing to do: nothing done)."""
+        cdef float *py = <float *>cnp.PyArray_DATA(y)
+        cdef const float *pb = NULL
+        cdef Py_ssize_t r
+        if self.bias is not None:
+            pb = <const float *>cnp.PyArray_DATA(self.bias)
+        elif self.g.act == 0:
+            return
+        with nogil:
+            for r in range(self.m):
+                conv_epilogue(py + r * self.p, NULL if pb == NULL else pb + r, NULL, self.p,
+                              &self.g)

@@ -527,10 +527,16 @@ class _PreparedConv:
     def __init__(self, form: Callable[..., np.ndarray]) -> None:
         self.form = form
         self.plan: _Columns | _Loop | None = None
+        self.fast: Any = None  # a GEMM plan's compiled call (_compiled_columns), or None
         self.last: tuple[Any, ...] = ()
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, **attrs: Any) -> np.ndarray:
         """Y for X, W, B and the node's attributes."""
+        fast = self.fast
+        if fast is not None:
+            y = fast(x, w, b)
+            if y is not None:
+                return y
         plan = self.plan
         if plan is not None:
             key = plan.key
@@ -541,6 +547,7 @@ class _PreparedConv:
         last, self.last = self.last, key
         if len(last) == 3 and last[0] == key[0] and last[1] is w and last[2] is b:
             self.plan = _columns_plan(x, w, b, attrs) or _loop_plan(x, w, b, attrs)
+            self.fast = _compiled_columns(self.plan, None, NO_ACTIVATION)
         return y
 
 
@@ -561,11 +568,17 @@ class _PreparedFused:
     ) -> None:
         self.step, self.attrs, self.act = step, attrs, act
         self.plan: _Columns | None = None
+        self.fast: Any = None  # the plan's compiled call (_compiled_columns), or None
         self.bias = _NO_BIAS
         self.last: tuple[Any, ...] = ()
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: Any = None, z: Any = None) -> np.ndarray:
         """Y for X, W, B (read flat) and Z."""
+        fast = self.fast
+        if fast is not None:
+            y = fast(x, w, b, z)
+            if y is not None:
+                return y
         plan = self.plan
         if plan is not None and z is None:
             key = plan.key
@@ -589,3 +602,16 @@ class _PreparedFused:
         if plan is not None and math.prod(plan.shape):
             self.bias = _NO_BIAS if flat is None else np.ascontiguousarray(flat)
             self.plan = plan._replace(key=(x.shape, w, b))
+            self.fast = _compiled_columns(self.plan, None if flat is None else self.bias, self.act)
+
+
+def _compiled_columns(plan: Any, bias: np.ndarray | None, act: tuple[int, float, float]) -> Any:
+    """The compiled call (``_conv.ColumnsProduct``) running a :class:`_Columns` plan, then its
+    bias (or ``bias``) and the activation ``act``, in one call from Python: the same gather,
+    the same matmul and the same one pass after it, without the Python between them. None for
+    another plan (a loop's) or none."""
+    if plan.__class__ is not _Columns:
+        return None
+    shape, w, b = plan.key
+    bias = plan.bias if bias is None else bias
+    return _CONV.ColumnsProduct(shape, w, b, plan.index, plan.wm, bias, plan.shape, *act)

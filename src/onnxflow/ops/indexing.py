@@ -12,9 +12,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import normalize_axis
 from onnxflow.ops.registry import op
-from onnxflow.traits import NumpyCall, Traits
+from onnxflow.traits import NumpyCall, Traits, native_form
+
+_ARRAYS = compiled.module("_arrays")
 
 
 def _check_bounds(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
@@ -49,7 +52,25 @@ def _gather_numpy(f: NumpyCall) -> str:
     return f"np.take({f.ins[0]}, {f.ins[1]}, axis={f.arg('axis', 0)})"
 
 
-@op("Gather", 1, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_gather_numpy))
+#: Gather's compiled form: ndarray.take called in C (``_arrays.Gather``), other inputs and
+#: errors to the NumPy form (defined below).
+_GATHER_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Gather(lambda data, indices, *, axis=0: gather(data, indices, axis=axis))
+)
+
+
+@op(
+    "Gather",
+    *(1, 11, 13),
+    traits=Traits(
+        static_shape=True,
+        selects=True,
+        numpy=_gather_numpy,
+        native=native_form(_GATHER_COMPILED),
+    ),
+)
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Return the slices of data at ``indices`` along ``axis``: rank q + r - 1."""
     axis = normalize_axis(axis, data.ndim)

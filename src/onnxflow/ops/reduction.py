@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.ops import compiled
 from onnxflow.ops._common import PerDtype, accumulation_dtype
 from onnxflow.ops.registry import op
-from onnxflow.traits import NumpyCall, Traits
+from onnxflow.traits import NumpyCall, Traits, native_form
+
+_MATH = compiled.module("_math")
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
@@ -67,15 +70,18 @@ def _reduce(
     noop: int,
 ) -> np.ndarray:
     """Apply ``fn`` over the given axes; no or empty axes mean all axes, or none with ``noop``."""
-    if axes is None or len(axes) == 0:
-        picked = () if noop else _ALL_AXES[x.ndim]
-    else:
-        given = axes.tolist() if axes.__class__ is np.ndarray else axes
-        picked = _normalized(tuple(given) if isinstance(given, (list, tuple)) else (given,), x.ndim)
-    y = fn(x, picked, bool(keepdims))
+    y = fn(x, _picked(x, axes, noop), bool(keepdims))
     if y.__class__ is np.ndarray and y.dtype == x.dtype:
         return y
     return np.asarray(y).astype(x.dtype, copy=False)
+
+
+def _picked(x: np.ndarray, axes: Sequence[int] | np.ndarray | None, noop: int) -> tuple[int, ...]:
+    """The axes a reduction of ``x`` runs over, sorted and non-negative (raising for bad ones)."""
+    if axes is None or len(axes) == 0:
+        return () if noop else _ALL_AXES[x.ndim]
+    given = axes.tolist() if axes.__class__ is np.ndarray else axes
+    return _normalized(tuple(given) if isinstance(given, (list, tuple)) else (given,), x.ndim)
 
 
 #: rank -> (0, 1, ..., rank - 1), for every rank NumPy allows.
@@ -128,6 +134,52 @@ def _mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     total = np.add.reduce(w, axis=axes, keepdims=keep)
     count = math.prod([w.shape[a] for a in axes])
     return np.true_divide(total, np.float64(count)).astype(w.dtype, copy=False)
+
+
+#: Whether :func:`_mean` divides a float32 sum by its float64 count in double (NumPy 2's
+#: promotion) or in float32 (NumPy 1's, which casts the scalar down): its compiled form
+#: divides as it does.
+_WIDE_MEAN = np.true_divide(np.ones(1, np.float32), np.float64(3)).dtype == np.float64
+
+
+def _row_means(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray | None:
+    """:func:`_mean` of a C-ordered float32 ``x`` over its last axis alone (rows not empty)
+    in one compiled pass (``_math``: NumPy's pairwise sum, then its division), or None."""
+    if x.dtype != np.float32 or axes != (x.ndim - 1,) or not x.flags.c_contiguous:
+        return None
+    if not x.shape[-1]:
+        return None
+    out = np.empty((*x.shape[:-1], 1) if keep else x.shape[:-1], np.float32)
+    means = _MATH.row_means_wide_f32 if _WIDE_MEAN else _MATH.row_means_f32  # type: ignore[union-attr]
+    means(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def _mean_attribute_compiled(
+    data: np.ndarray, *, axes: list[int] | None = None, keepdims: int = 1
+) -> np.ndarray:
+    """ReduceMean's compiled form (axes an attribute): :func:`_row_means`, else the NumPy form."""
+    y = _row_means(data, _picked(data, axes, 0), bool(keepdims))
+    return _reduce(_mean, data, axes, keepdims, 0) if y is None else y
+
+
+def _mean_input_compiled(
+    data: np.ndarray,
+    axes: np.ndarray | None = None,
+    *,
+    keepdims: int = 1,
+    noop_with_empty_axes: int = 0,
+) -> np.ndarray:
+    """ReduceMean's compiled form (axes an input): :func:`_row_means`, else the NumPy form."""
+    y = _row_means(data, _picked(data, axes, noop_with_empty_axes), bool(keepdims))
+    return _reduce(_mean, data, axes, keepdims, noop_with_empty_axes) if y is None else y
+
+
+#: ReduceMean's compiled forms (None: ``_math`` not built), by where its axes are given.
+_COMPILED_MEAN = {
+    "attribute": compiled.when(_MATH, _mean_attribute_compiled),
+    "input": compiled.when(_MATH, _mean_input_compiled),
+}
 
 
 def _prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
@@ -208,6 +260,9 @@ def _register(
     ):
         if how is not None:
             traits = traits.replace(numpy=_reduce_numpy(how, versions is input_versions))
+        if name == "ReduceMean":
+            where = "input" if versions is input_versions else "attribute"
+            traits = traits.replace(native=native_form(_COMPILED_MEAN[where]))
         kernel.__doc__ = f"{name}: reduce ``data`` over ``axes`` ({fn.__name__.strip('_')})."
         kernel.__qualname__ = f"{name}.{kernel.__name__}"
         op(name, *versions, traits=traits)(kernel)

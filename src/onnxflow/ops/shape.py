@@ -32,15 +32,32 @@ def _ints(values: np.ndarray | Sequence[int] | None) -> list[int]:
     return [int(v) for v in array.reshape(-1)]
 
 
+_ARRAYS = compiled.module("_arrays")
+
+
 def _shape_numpy(f: NumpyCall) -> str:
     cut = f"[{f.arg('start', 0)}:{f.arg('end', None)}]" if f.attrs else ""
     return f"np.array({f.ins[0]}.shape{cut}, dtype=np.int64)"
 
 
+#: Shape's compiled form: the dims written into an int64 array in C (``_arrays.Shape``), other
+#: inputs to the NumPy form (defined below).
+_SHAPE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Shape(lambda data, *, start=0, end=None: shape(data, start=start, end=end))
+)
+
+
 @op(
     "Shape",
     *(1, 13, 15, 19, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, from_shape=True, numpy=_shape_numpy),
+    traits=Traits(
+        static_shape=True,
+        from_shape=True,
+        numpy=_shape_numpy,
+        native=native_form(_SHAPE_COMPILED),
+    ),
 )
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Return dims ``start:end`` (clamped, negatives from the back) of data's shape as int64."""
@@ -89,7 +106,6 @@ def reshape_v1(
     return _reshape(data, shape, 0)
 
 
-_ARRAYS = compiled.module("_arrays")
 #: Reshape's compiled form: positive dims and at most one -1 reshaped in C, others to
 #: :func:`reshape` (:class:`onnxflow.native._arrays.Reshape`); None when not built.
 _RESHAPE_COMPILED = (
@@ -161,7 +177,25 @@ def squeeze_v1(data: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray
     return _squeeze(data, axes)
 
 
-@op("Squeeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("squeeze")))
+#: Squeeze's and Unsqueeze's compiled forms (from opset 13): the dims dropped or inserted in C
+#: (``_arrays.Axes``), other inputs to the NumPy forms (defined below).
+_SQUEEZE_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Axes(lambda data, axes=None: squeeze(data, axes), False)
+)
+_UNSQUEEZE_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Axes(lambda data, axes: unsqueeze(data, axes), True)
+)
+
+
+@op(
+    "Squeeze",
+    *(13, 21, 23, 24, 25),
+    traits=Traits(
+        selects=True,
+        numpy=_axes_numpy("squeeze"),
+        native=native_form(_SQUEEZE_COMPILED),
+    ),
+)
 def squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """Return data without the size-1 dims listed in ``axes`` (all size-1 dims if absent)."""
     return _squeeze(data, None if axes is None else _ints(axes))
@@ -190,7 +224,15 @@ def unsqueeze_v1(data: np.ndarray, *, axes: list[int]) -> np.ndarray:
     return _unsqueeze(data, axes)
 
 
-@op("Unsqueeze", 13, 21, 23, 24, 25, traits=Traits(selects=True, numpy=_axes_numpy("unsqueeze")))
+@op(
+    "Unsqueeze",
+    *(13, 21, 23, 24, 25),
+    traits=Traits(
+        selects=True,
+        numpy=_axes_numpy("unsqueeze"),
+        native=native_form(_UNSQUEEZE_COMPILED),
+    ),
+)
 def unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Return data with size-1 dims inserted at ``axes`` (positions in the output)."""
     return _unsqueeze(data, _ints(axes))
@@ -206,7 +248,23 @@ def concat_v1(*inputs: np.ndarray, axis: int = 1) -> np.ndarray:
     return concat(*inputs, axis=axis)
 
 
-@op("Concat", 4, 11, 13, traits=Traits(static_shape=True, selects=True, numpy=_concat_numpy))
+#: Concat's compiled form (from opset 4): np.concatenate called in C (``_arrays.Concat``),
+#: other inputs and errors to the NumPy form (defined below).
+_CONCAT_COMPILED = (
+    None if _ARRAYS is None else _ARRAYS.Concat(lambda *inputs, axis: concat(*inputs, axis=axis))
+)
+
+
+@op(
+    "Concat",
+    *(4, 11, 13),
+    traits=Traits(
+        static_shape=True,
+        selects=True,
+        numpy=_concat_numpy,
+        native=native_form(_CONCAT_COMPILED),
+    ),
+)
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Return the inputs joined along ``axis`` (strings and empty tensors included)."""
     if not inputs:
@@ -365,7 +423,22 @@ def slice_v1(
     return _slice(data, starts, ends, axes, None)
 
 
-@op("Slice", 10, 11, 13, traits=Traits(selects=True, numpy=_slice_numpy))
+#: Slice's compiled form (from opset 10): the index clamped in C (``_arrays.Slice``), other
+#: inputs to the NumPy form (defined below).
+_SLICE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Slice(
+        lambda data, starts, ends, axes=None, steps=None: slice_(data, starts, ends, axes, steps)
+    )
+)
+
+
+@op(
+    "Slice",
+    *(10, 11, 13),
+    traits=Traits(selects=True, numpy=_slice_numpy, native=native_form(_SLICE_COMPILED)),
+)
 def slice_(
     data: np.ndarray,
     starts: np.ndarray,
@@ -454,9 +527,9 @@ def _pad(
 ) -> np.ndarray:
     if mode not in _PAD_MODES:
         raise ValueError(f"unknown pad mode {mode!r}, expected one of {sorted(_PAD_MODES)}")
-    data, widths = _cropped_and_widths(data, pads, axes)
     if mode != "constant":
-        return _pad_by_copies(data, widths, mode)
+        return _pad_by_copies(data, tuple(pads), None if axes is None else tuple(axes), mode)
+    data, widths = _cropped_and_widths(data, pads, axes)
     return _pad_constant(data, widths, value)
 
 
@@ -505,20 +578,42 @@ def _pad_constant(data: np.ndarray, widths: list[tuple[int, int]], value: object
     return out
 
 
-def _pad_by_copies(data: np.ndarray, widths: list[tuple[int, int]], mode: str) -> np.ndarray:
-    """``np.pad(data, widths, mode)`` for reflect, edge and wrap (a new array): one gather per
-    padded axis while the pads take at most one reflection or wrap of it, else np.pad."""
-    for n, (b, e) in zip(data.shape, widths):
+def _pad_by_copies(
+    data: np.ndarray, pads: tuple[int, ...], axes: tuple[int, ...] | None, mode: str
+) -> np.ndarray:
+    """``data`` cropped by the negative pads, then ``np.pad(data, widths, mode)`` for reflect,
+    edge and wrap (a new array): one gather per padded axis while the pads take at most one
+    reflection or wrap of it, else np.pad."""
+    crop, takes, widths = _copies(data.shape, pads, axes, mode)
+    data = data[crop]
+    if takes is None:
+        return np.pad(data, widths, mode=mode)  # type: ignore[call-overload]
+    for axis, index in takes:
+        data = data.take(index, axis=axis)
+    return data if takes else data.copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _copies(
+    shape: tuple[int, ...], pads: tuple[int, ...], axes: tuple[int, ...] | None, mode: str
+) -> tuple[
+    tuple[slice, ...], tuple[tuple[int, np.ndarray], ...] | None, tuple[tuple[int, int], ...]
+]:
+    """:func:`_pad_by_copies`' crop, its (axis, positions) gathers (None: np.pad does it) and
+    the widths, for a tensor of ``shape``, remembered: a stream pads one shape each call (the
+    per-axis checks, the index look-ups and the crop's arithmetic are made once)."""
+    crop, widths = _crop_and_widths(shape, pads, axes)
+    cropped = [len(range(n)[c]) for n, c in zip(shape, crop)]
+    for n, (b, e) in zip(cropped, widths):
         limit = {"reflect": n - 1, "wrap": n, "edge": n and max(b, e)}[mode]
         if max(b, e) > limit:
-            return np.pad(data, widths, mode=mode)  # type: ignore[call-overload]
-    padded = False
-    for axis, (b, e) in enumerate(widths):
-        if not (b or e):
-            continue
-        data = data.take(_pad_index(data.shape[axis], b, e, mode), axis=axis)
-        padded = True
-    return data if padded else data.copy()
+            return crop, None, widths
+    takes = tuple(
+        (axis, _pad_index(cropped[axis], b, e, mode))
+        for axis, (b, e) in enumerate(widths)
+        if b or e
+    )
+    return crop, takes, widths
 
 
 @functools.lru_cache(maxsize=256)

@@ -39,7 +39,7 @@ def if_(
     key, what = node.key, f"{label}: condition"
 
     def run(cond: Any, *captured: Any) -> tuple[Any, ...]:
-        if cond.__class__ is np.ndarray and not cond.shape:  # a scalar: its truth, as as_bool
+        if cond.__class__ is np.ndarray and cond.size == 1:  # one element: its truth, as as_bool
             taken = bool(cond)
         else:
             taken = as_bool(cond, what)
