@@ -49,6 +49,12 @@ from onnxflow.values import NodeArg
 
 __version__ = "0.1.0"
 
+
+def get_version_string() -> str:
+    """onnxflow's version, as onnxruntime's function of that name gives its own."""
+    return __version__
+
+
 #: The public names whose modules load when first named: name -> (module, attribute).
 _LAZY: dict[str, tuple[str, str]] = {
     "compare": ("onnxflow.compare", "compare"),
