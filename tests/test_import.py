@@ -91,3 +91,60 @@ def test_a_verbose_run_loads_its_observer_then() -> None:
         "print(before, 'onnxflow.observers' in sys.modules)\n"
     )
     assert out.splitlines()[-1] == "False True", out
+
+
+def _conv_cast_model() -> str:
+    """A float32 Conv then a Cast to float16 and back, as the hex of its bytes."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Cast", ["c"], ["h"], to=TensorProto.FLOAT16),
+            helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString().hex()
+
+
+def test_a_compiled_module_a_kernel_calls_only_when_run_loads_at_its_first_call() -> None:
+    """Conv's module carries the quantized loops (integer_gemm), Cast's the float16 ones: a
+    session loads neither until a kernel calls it (Cast's float16 loop, at the first run)."""
+    from onnxflow.native import built
+
+    if "_half" not in built() or "_quant" not in built():
+        pytest.skip("the compiled modules were not built (pip install . builds them)")
+    out = _fresh(
+        "import sys, numpy as np, onnxflow\n"
+        f"s = onnxflow.InferenceSession(bytes.fromhex({_conv_cast_model()!r}))\n"
+        "def loaded():\n"
+        "    return [m for m in ('_half', '_quant') if 'onnxflow.native.' + m in sys.modules]\n"
+        "print(loaded())\n"
+        "x = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8) / 7\n"
+        "y = s.run(None, {'x': x})[0]\n"
+        "print(loaded())\n"
+        f"n = onnxflow.InferenceSession(bytes.fromhex({_conv_cast_model()!r}),\n"
+        "    sess_options=onnxflow.SessionOptions(kernels='numpy'))\n"
+        "print(np.array_equal(y, n.run(None, {'x': x})[0]))\n"
+    )
+    assert out.splitlines() == ["[]", "['_half']", "True"], out
+
+
+def test_a_deferred_module_reads_as_the_module_and_an_unbuilt_one_is_none() -> None:
+    from onnxflow import native
+
+    if native.module("_half") is None:
+        pytest.skip("the compiled modules were not built (pip install . builds them)")
+    real = native.module("_half")
+    assert native.deferred("_half") is real  # already loaded: the module itself
+    stand_in = native._Deferred("onnxflow.native._half")
+    assert stand_in.f32_to_f16 is real.f32_to_f16
+    assert "f16_to_f32" in vars(stand_in), "the module's names were not copied in"
+    assert native.deferred("_no_such_module") is None

@@ -320,7 +320,7 @@ def _unpermuted(shape: tuple[int, ...], perm: tuple[int, ...] | None) -> tuple[i
 
 
 _F32 = np.dtype(np.float32)
-_HALF = compiled.module("_half")
+_HALF = compiled.deferred("_half")
 
 
 def _half_round_over_x(x: np.ndarray) -> np.ndarray:
