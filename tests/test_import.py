@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +149,40 @@ def test_a_deferred_module_reads_as_the_module_and_an_unbuilt_one_is_none() -> N
     assert stand_in.f32_to_f16 is real.f32_to_f16
     assert "f16_to_f32" in vars(stand_in), "the module's names were not copied in"
     assert native.deferred("_no_such_module") is None
+
+
+_STUMPS = """
+import sys, numpy as np, onnxflow
+from onnx import TensorProto, helper
+tree = dict(nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2],
+    nodes_modes=['BRANCH_LEQ', 'LEAF', 'LEAF'] * 2, nodes_featureids=[0, 0, 0, 1, 0, 0],
+    nodes_values=[0.5, 0, 0, -1.0, 0, 0], nodes_truenodeids=[1, 0, 0, 1, 0, 0],
+    nodes_falsenodeids=[2, 0, 0, 2, 0, 0], target_treeids=[0, 0, 1, 1],
+    target_nodeids=[1, 2, 1, 2], target_ids=[0, 0, 0, 0], target_weights=[1.0, 2.0, 3.0, 4.0])
+node = helper.make_node('TreeEnsembleRegressor', ['X'], ['Y'], domain='ai.onnx.ml',
+    n_targets=1, **tree)
+graph = helper.make_graph([node], 'stumps',
+    [helper.make_tensor_value_info('X', TensorProto.FLOAT, [None, 2])],
+    [helper.make_tensor_value_info('Y', TensorProto.FLOAT, [None, 1])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17),
+    helper.make_opsetid('ai.onnx.ml', 3)])
+s = onnxflow.InferenceSession(model.SerializeToString())
+y = s.run(None, {'X': np.array([[0.0, 0.0], [1.0, -2.0]], np.float32)})[0]
+print(y.ravel().tolist(), 'numpy.ma' in sys.modules)
+"""
+
+
+def test_a_tree_models_first_session_does_not_import_numpy_masked_arrays() -> None:
+    """A plain np.unique imports numpy.ma (to ask whether its argument is masked): packing a
+    forest asks for distinct node and tree ids without it."""
+    assert _fresh(_STUMPS) == "[5.0, 5.0] False"
+
+
+def test_distinct_ids_are_np_uniques() -> None:
+    from onnxflow.ops.ml.trees import _distinct
+
+    rng = np.random.default_rng(0)
+    for ids in (np.array([], np.int64), np.array([3]), rng.integers(-5, 40, 300)):
+        assert np.array_equal(_distinct(ids), np.unique(ids))
+    table = rng.integers(0, 9, (4, 5))
+    assert np.array_equal(_distinct(table), np.unique(table))
