@@ -9,7 +9,8 @@ from pathlib import Path
 
 from onnxflow.ops import REGISTRY, load_all
 from onnxflow.ops.kernel_index import KERNEL_MODULES
-from onnxflow.ops.registry import Kernel, kernel_modules
+from onnxflow.ops.registry import Kernel, Registry, kernel_modules
+from onnxflow.traits import NONE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +94,28 @@ def onnxflow_graph_name() -> str:
     import onnxflow
 
     return onnxflow.InferenceSession(ROOT / "examples" / "rnn_scan.onnx").plan.graph_name
+
+
+def _kernel(op_type: str, since: int) -> Kernel:
+    return Kernel("", op_type, since, lambda x: x, False, NONE, "")
+
+
+def test_a_lookup_is_remembered_until_a_kernel_is_added(monkeypatch) -> None:
+    """A compile asks for the same operators once per node and per pass: the registry answers
+    a repeated question from its memo, and a kernel added since is seen."""
+    from onnxflow.ops import registry
+
+    asked: list[tuple[str, str, int]] = []
+    schema = registry.schema_since_version
+    monkeypatch.setattr(registry, "schema_since_version", lambda *a: asked.append(a) or schema(*a))
+    fresh = Registry({})
+    assert fresh.lookup("", "Relu", 14) is None
+    relu = _kernel("Relu", 14)
+    fresh.add(relu)
+    assert fresh.lookup("", "Relu", 14) is relu and fresh.lookup("", "Relu", 14) is relu
+    assert asked == [("", "Relu", 14)], f"the schema was read {len(asked)} times"
+    newer = _kernel("Relu", 6)
+    fresh.add(newer)
+    assert fresh.lookup("", "Relu", 6) is newer and fresh.lookup("", "Relu", 14) is relu
+    fresh._drop("")
+    assert fresh.lookup("", "Relu", 14) is None

@@ -28,7 +28,6 @@ from onnxflow.ir.load import ModelSource, load_model
 from onnxflow.ir.validate import opset_map, run_onnx_checker, validate_model
 from onnxflow.ir.walk import without_unread_initializers
 from onnxflow.logs import SeverityLog
-from onnxflow.observers import Verbose
 from onnxflow.ops.custom import CustomOps, CustomRegistry, registry_for
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
@@ -260,7 +259,7 @@ class InferenceSession(OrtSessionAPI):
         _check_run_arguments(output_names, input_feed, run_options)
         indices = None if intermediate else self._select_outputs(output_names)
         args = self._binder.bind(input_feed)
-        watchers = [*observers, Verbose()] if verbose else list(observers)
+        watchers = [*observers, _verbose()] if verbose else list(observers)
         watchers += self._api_watchers(run_options)
         plan = self._plan_for(input_feed)
         started = time.perf_counter()
@@ -495,3 +494,11 @@ def _check_run_arguments(
         )
     if run_options is not None and not hasattr(run_options, "terminate"):
         raise InputError(f"run_options must be a RunOptions, found {type(run_options).__name__}")
+
+
+def _verbose() -> Observer:
+    """The observer ``verbose=True`` adds (:class:`onnxflow.observers.Verbose`), its module
+    loaded only then: a plain ``import onnxflow`` does not need it."""
+    from onnxflow.observers import Verbose
+
+    return Verbose()

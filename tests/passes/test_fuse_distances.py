@@ -20,7 +20,7 @@ from onnxflow.compile.passes.body_forms import BodyFacts, BodyForms
 from onnxflow.compile.passes.fuse_distances import fuse_distances
 from onnxflow.observers import Trace
 from onnxflow.ops.pass_made import FUSED_DOMAIN
-from onnxflow.ops.pass_made.kernels import row_squared_distances
+from onnxflow.ops.pass_made.distances import row_squared_distances
 from onnxflow.ops.registry import Registry
 from onnxflow.traits import Traits
 

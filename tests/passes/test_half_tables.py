@@ -130,3 +130,31 @@ def test_nodes_of_two_varying_inputs_and_float32_models_are_left_alone():
     )
     model32 = helper.make_model(graph32, opset_imports=[helper.make_opsetid("", 17)])
     assert "HalfTable" not in onnxflow.InferenceSession(model32.SerializeToString()).source()
+
+
+class _Asking:
+    """A registry that records each operator a pass asks it about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def lookup(self, domain: str, op_type: str, opset: int) -> None:
+        self.asked.append(op_type)
+
+
+def test_a_graph_with_no_float16_value_is_left_without_reading_its_kernels():
+    """No HalfRound and no Cast to float32: no group can start, and the pass returns before
+    it asks the registry about any node (a float32 model's compile pays nothing for it)."""
+    from onnxflow.compile.passes.graph_view import GraphView
+
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", f, [2])],
+        [helper.make_tensor_value_info("y", f, [2])],
+    )
+    registry = _Asking()
+    view = GraphView(graph, list(graph.node), {"": 17}, registry, main=True)  # type: ignore[arg-type]
+    assert half_tables.half_tables(view) is None
+    assert registry.asked == [], f"the pass read the kernels of {registry.asked}"

@@ -195,3 +195,15 @@ def test_a_schema_is_looked_up_once_per_operator_version(monkeypatch: pytest.Mon
     monkeypatch.setattr(onnx.defs, "get_schema", counting)
     Compiler().compile_main(model.graph, opset_map(model.opset_import))
     assert sorted(asked) == ["Add", "Mul"]
+
+
+def test_a_views_reads_are_counted_once_and_a_rewritten_view_counts_its_own() -> None:
+    """The graph passes that leave the graph as it is share one count of its reads."""
+    from onnxflow.compile.passes.graph_view import GraphView
+
+    graph = onnx.parser.parse_graph("g (float[2] x) => (float[2] y) { r = Relu(x) y = Neg(r) }")
+    view = GraphView(graph, list(graph.node), {"": 17}, REGISTRY, main=True)
+    first = view.reads()
+    assert view.reads() is first and first == Counter({"x": 1, "r": 1, "y": 1})
+    rewritten = dataclasses.replace(view, nodes=[onnx.helper.make_node("Neg", ["x"], ["y"])])
+    assert rewritten.reads() == Counter({"x": 1, "y": 1})

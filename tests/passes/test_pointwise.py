@@ -272,3 +272,42 @@ def test_a_pow_whose_exponent_is_an_input_stays():
     assert "for Pow" in fused.source().split("\n\n")[0]
     feeds = {"x": _x(), "e": np.array(3.0, np.float32)}
     assert np.array_equal(fused.run(None, feeds)[0], written.run(None, feeds)[0])
+
+
+def _body_plans(sess) -> list:
+    """The subgraph plans the session compiled for its Pointwise nodes."""
+    plan = sess.plan
+    return [child for k, child in plan.children if plan.infos[k].op_type == "Pointwise"]
+
+
+def test_a_region_compiles_its_nodes_as_written_only_for_the_numpy_form():
+    """The compiled form runs the nodes as written only on inputs its one pass does not read:
+    it compiles them then, not with the session; the NumPy form runs them, so compiles them."""
+    native, _ = _sessions(_model(_gelu_nodes()), kernels="native")
+    numpy_form, _ = _sessions(_model(_gelu_nodes()), kernels="numpy")
+    assert "Pointwise" in native.source() and "Pointwise" in numpy_form.source()
+    assert _body_plans(native) == [], "the compiled form compiled its fallback eagerly"
+    assert len(_body_plans(numpy_form)) == 1
+
+
+@pytest.mark.parametrize("kernels", ["native", "numpy"])
+def test_a_region_falls_back_to_its_nodes_as_written(kernels):
+    """Inputs broadcast in a way one pass does not read (both stretched) run the nodes as
+    written: compiled at the first such call, with their own values, every call after it."""
+    nodes = [
+        helper.make_node("Add", ["x", "w"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("Mul", ["r", "half"], ["y"]),
+    ]
+    model = _model(nodes, shape=("A", 1, "C"))
+    model.graph.input.append(helper.make_tensor_value_info("w", F, [1, "B", 1]))
+    fused, written = _sessions(model, kernels=kernels)
+    assert "Pointwise" in fused.source()
+    rng = np.random.default_rng(3)
+    for a, b in ((4, 5), (3, 7), (4, 5)):
+        feeds = {
+            "x": rng.standard_normal((a, 1, 6)).astype(np.float32),
+            "w": rng.standard_normal((1, b, 1)).astype(np.float32),
+        }
+        got, expected = fused.run(None, feeds)[0], written.run(None, feeds)[0]
+        assert got.shape == (a, b, 6) and np.array_equal(got, expected)

@@ -208,7 +208,7 @@ def _check_round_mode(round_mode: str) -> None:
         raise ValueError(f"round_mode must be one of {ROUND_MODES}, found {round_mode!r}")
 
 
-_HALF = compiled.module("_half")
+_HALF = compiled.deferred("_half")
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 

@@ -26,6 +26,12 @@ def module(name: str) -> ModuleType | None:
     return native.module(name)
 
 
+def deferred(name: str) -> ModuleType | None:
+    """:func:`module`, loaded the first time one of its names is read (for a kernel module
+    that calls it only when its kernels run: :func:`onnxflow.native.deferred`)."""
+    return native.deferred(name)
+
+
 def unary(
     fallback: Callable[..., np.ndarray], loops: Mapping[Any, Loop], name: str
 ) -> Callable[..., np.ndarray] | None:

@@ -28,7 +28,7 @@ from onnxflow.ops import compiled
 from onnxflow.ops._common import normalize_axis
 
 #: The compiled loops (None when the module was not built: no compiled forms then).
-QUANT = compiled.module("_quant")
+QUANT = compiled.deferred("_quant")
 #: Integers up to this magnitude are exact in float32, and so are sums that stay within it.
 EXACT = 1 << 24
 _F32 = np.dtype(np.float32)

@@ -60,6 +60,10 @@ class RegistryError(OnnxflowError):
     """A kernel registration is inconsistent (duplicate, unknown version)."""
 
 
+#: What :meth:`Registry.lookup`'s memo holds for arguments not looked up since the last change.
+_UNKNOWN = object()
+
+
 class Registry:
     """Kernels by ``(domain, op_type)`` and ``since_version``.
 
@@ -73,6 +77,9 @@ class Registry:
         self._unloaded: dict[tuple[str, str], tuple[str, ...]] = dict(modules or {})
         #: For each module that registered kernels, the namespace of the instance that did.
         self._origins: dict[str, dict[str, Any]] = {}
+        #: What :meth:`lookup` found, by its arguments; emptied whenever a kernel is added or
+        #: dropped (a compile asks for the same few operators once per node and per pass).
+        self._found: dict[tuple[str, str, int], Kernel | None] = {}
 
     def _load(self, key: tuple[str, str]) -> None:
         """Import the modules that register ``key``'s kernels, if not done yet.
@@ -101,6 +108,7 @@ class Registry:
             if self._origins.get(kernel.module, namespace) is not namespace:
                 self._drop(kernel.module)
             self._origins[kernel.module] = namespace
+        self._found.clear()
         versions = self._kernels.setdefault((kernel.domain, kernel.op_type), {})
         if kernel.since in versions:
             old = versions[kernel.since].fn
@@ -121,6 +129,7 @@ class Registry:
     def _drop(self, module: str) -> None:
         """Forget the kernels registered by ``module``."""
         self._origins.pop(module, None)
+        self._found.clear()
         for key, versions in list(self._kernels.items()):
             kept = {v: k for v, k in versions.items() if k.module != module}
             if kept:
@@ -142,7 +151,14 @@ class Registry:
 
     def lookup(self, domain: str, op_type: str, opset: int) -> Kernel | None:
         """Return the kernel serving ``op_type`` at ``opset`` of ``domain``, or None."""
-        domain = normalize_domain(domain)
+        key = (domain, op_type, opset)
+        found = self._found.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._found[key] = self._find(normalize_domain(domain), op_type, opset)
+        return found  # type: ignore[return-value]
+
+    def _find(self, domain: str, op_type: str, opset: int) -> Kernel | None:
+        """:meth:`lookup`, ``domain`` normalized, without its memo."""
         self._load((domain, op_type))
         versions = self._kernels.get((domain, op_type))
         if not versions:

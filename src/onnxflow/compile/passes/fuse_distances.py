@@ -7,7 +7,7 @@ When A stays the same object across iterations, the fused kernel keeps A transpo
 difference then runs along long contiguous rows, and the sum over the short axis is one BLAS
 product (a knn iteration: 6.0 -> 3.8 us). The values are the same differences and squares; only
 the order of the additions in each row sum differs. The fused kernel is
-:func:`onnxflow.ops.pass_made.kernels.row_squared_distances`.
+:func:`onnxflow.ops.pass_made.distances.row_squared_distances`.
 
 Like hoisting, this rewrites the body the generated loop runs; observed runs see the body as
 written.

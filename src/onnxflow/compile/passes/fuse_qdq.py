@@ -4,7 +4,7 @@ point becomes one node, ``FakeQuantize``.
 Statically quantized (QDQ) models hold such a pair on every activation: onnxruntime folds the
 pairs into integer kernels; run as written, each pair makes an 8-bit tensor and reads it back,
 two passes and two allocations over the activation. The fused kernel
-(:func:`onnxflow.ops.pass_made.kernels.fake_quantize`) rounds, clamps and scales back in one
+(:func:`onnxflow.ops.pass_made.quantize.fake_quantize`) rounds, clamps and scales back in one
 float32 buffer, with the same result: ``k = clamp(rint(x / s) + z)`` is an exact small integer
 in float32, and ``(k - z) * s`` is rounded once, as DequantizeLinear rounds it. Inputs that are
 not float32 with an 8-bit zero point run the two kernels as written.

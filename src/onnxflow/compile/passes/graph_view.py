@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from onnx import GraphProto, NodeProto, ValueInfoProto
 
@@ -56,7 +57,12 @@ class GraphView:
         return found
 
     def reads(self) -> Counter[str]:
-        """How many times each value is read: :func:`value_reads` of the nodes so far."""
+        """How many times each value is read: :func:`value_reads` of the nodes so far. Counted
+        once per view (the passes that leave the graph as it is share it): not to be changed."""
+        return self._reads
+
+    @cached_property
+    def _reads(self) -> Counter[str]:
         return value_reads(self.nodes, self.graph.output)
 
 

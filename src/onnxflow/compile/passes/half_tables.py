@@ -50,7 +50,7 @@ _SCALAR_ATTRIBUTES = ("value", "value_float", "value_int")
 def half_tables(view: GraphView) -> list[NodeProto] | None:
     """The main graph's nodes with each group described above as one ``HalfTable`` node, or
     None when there is none."""
-    if not view.main:
+    if not view.main or not any(_may_hold_halves(n) for n in view.nodes):
         return None
     scan = _Scan(view)
     starts = [n.output[0] for n in scan.nodes if scan.holds_halves(n)]
@@ -66,6 +66,17 @@ def half_tables(view: GraphView) -> list[NodeProto] | None:
     if not fused:
         return None
     return [fused.get(id(n), n) for n in scan.nodes if id(n) not in scan.taken or id(n) in fused]
+
+
+def _may_hold_halves(node: NodeProto) -> bool:
+    """Whether ``node`` may start a group (:meth:`_Scan.holds_halves`), read from the node
+    alone: a HalfRound, or a Cast to float32. A graph with none has no group, and the pass
+    returns before reading the graph's traits, types and constants."""
+    if _is_half_round(node):
+        return True
+    if node.op_type != "Cast" or normalize_domain(node.domain):
+        return False
+    return any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)
 
 
 def _is_half_round(node: NodeProto) -> bool:

@@ -2,7 +2,9 @@
 
 The registry imports this module, like every family, the first time a plan looks one of them
 up (:mod:`onnxflow.ops.kernel_index` lists them): a model no pass rewrites never imports it,
-nor the quantization and cast kernels it builds on.
+nor the cast kernels it builds on. FakeQuantize's kernel (:mod:`.quantize`) and
+RowSquaredDistances' (:mod:`.distances`) have modules of their own: a model with neither node
+imports no quantization or reduction kernel for them.
 """
 
 from __future__ import annotations
@@ -16,133 +18,19 @@ import numpy as np
 from onnx import GraphProto
 
 from onnxflow.ops import compiled
-from onnxflow.ops import integer_gemm as ig
-from onnxflow.ops._common import clamp
 from onnxflow.ops.cast import convert
 from onnxflow.ops.memo import Memo
 from onnxflow.ops.pass_made import (
-    FAKE_QUANTIZE,
     FOLD_BATCH_NORM,
     FUSED_DOMAIN,
     HALF_ROUND,
     HALF_TABLE,
-    ROW_SQUARED_DISTANCES,
     SHAPE_MEMO,
     SHAPED_RESHAPE,
 )
 from onnxflow.ops.pass_made.body import body_call
-from onnxflow.ops.quantization import (
-    BYTE_RANGE,
-    dequantize_linear,
-    expand_param,
-    fast_fake_quantize,
-    quantize_linear,
-)
-from onnxflow.ops.reduction import reduce_sum_square
 from onnxflow.ops.registry import op
 from onnxflow.traits import Built, Traits, native_form
-
-_FAST = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-@op(ROW_SQUARED_DISTANCES, 1, domain=FUSED_DOMAIN, build=True, traits=Traits(static_shape=True))
-def row_squared_distances(node: Any, *, axis: int = -1, keepdims: int = 1) -> Built:
-    """``ReduceSumSquare(A - b, axes=[axis])`` for a matrix A and a vector b, A kept transposed
-    while it stays the same object (see :mod:`~onnxflow.compile.passes.fuse_distances`) by the
-    stateful form each generated function makes; other inputs, and the plan's stateless form,
-    run the two nodes as written."""
-
-    def unfused(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return _unfused(a, b, axis, keepdims)
-
-    return Built(unfused, node.traits.replace(stateful=lambda: _transposing(axis, keepdims)))
-
-
-def _transposing(axis: int, keepdims: int) -> Callable[..., np.ndarray]:
-    """The kernel with its memo: A seen last, its transpose once seen twice in a row, and ones,
-    in one tuple swapped whole, so concurrent runs each read a consistent one."""
-    memo: Memo[tuple[np.ndarray, Any, Any]] = Memo()
-
-    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        kept = memo.kept
-        fast = (
-            a.ndim == 2
-            and b.ndim == 1
-            and a.dtype in _FAST
-            and b.dtype is a.dtype
-            and a.shape[1] == b.shape[0]
-            and a.size
-        )
-        if not fast or kept is None or kept[0] is not a:
-            memo.kept = (a, None, None) if fast else None
-            return _unfused(a, b, axis, keepdims)
-        if kept[1] is None:
-            kept = memo.kept = (a, np.ascontiguousarray(a.T), np.ones(a.shape[1], a.dtype))
-        d = np.subtract(kept[1], b[:, None])
-        np.square(d, out=d)
-        rows = np.dot(kept[2], d)
-        return rows[:, None] if keepdims else rows
-
-    return run
-
-
-def _unfused(a: np.ndarray, b: np.ndarray, axis: int, keepdims: int) -> np.ndarray:
-    """The two nodes as written: Sub, then ReduceSumSquare over ``axis``."""
-    return reduce_sum_square(np.subtract(a, b), [axis], keepdims)
-
-
-def _fake_quantize_compiled(
-    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *, axis: int = 1
-) -> np.ndarray:
-    """FakeQuantize's compiled form: the float32 case in one pass, clipped as the NumPy form's
-    clip does (per tensor against scalars, per axis against arrays); else the NumPy form."""
-    layout = ig.channels(x.shape, scale, axis)
-    if not fast_fake_quantize(x, scale, zero_point) or layout is None:
-        return fake_quantize(x, scale, zero_point, axis=axis)
-    if zero_point.shape != scale.shape:
-        return fake_quantize(x, scale, zero_point, axis=axis)
-    lo, hi = BYTE_RANGE[zero_point.dtype]
-    y = np.empty(x.shape, np.float32)
-    if scale.size == 1 and scale.ndim <= 1:
-        z = float(zero_point.reshape(()))
-        ig.QUANT.fake_quantize(ig.flat(x), y.reshape(-1), float(scale.reshape(())), lo - z, hi - z)
-        return y
-    z = ig.vector(zero_point, zero_point)
-    s = ig.vector(scale, scale)
-    ig.QUANT.fake_quantize_axis(ig.flat(x), y.reshape(-1), s, lo - z, hi - z, *layout)
-    return y
-
-
-@op(
-    FAKE_QUANTIZE,
-    1,
-    domain=FUSED_DOMAIN,
-    traits=Traits(fresh=True, native=native_form(ig.QUANT and _fake_quantize_compiled)),
-)
-def fake_quantize(
-    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, *, axis: int = 1
-) -> np.ndarray:
-    """``DequantizeLinear(QuantizeLinear(x, scale, zero_point))`` in one float32 buffer when
-    x and the scale are float32 and the zero point 8-bit; else the two kernels as written.
-
-    Equal to the pair for every number; a NaN stays NaN (the pair's 8-bit cast of NaN is
-    undefined)."""
-    if not fast_fake_quantize(x, scale, zero_point):
-        q = quantize_linear(x, scale, zero_point, axis=axis)
-        return dequantize_linear(q, scale, zero_point, axis=axis)
-    # clamp(rint(x / s) + z, lo, hi) - z is rint(x / s) clamped to [lo - z, hi - z], exactly
-    lo, hi = BYTE_RANGE[zero_point.dtype]
-    if zero_point.size == 1 and zero_point.ndim <= 1:  # small integers: exact as Python floats
-        z: Any = float(zero_point.reshape(()))
-    else:
-        z = expand_param(zero_point, x.shape, axis, 0, "zero point").astype(np.float32)
-    s = expand_param(scale, x.shape, axis, 0, "scale")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        y = np.divide(x, s)
-    np.rint(y, out=y)
-    clamp(y, lo - z, hi - z, out=y)
-    y *= s
-    return y
 
 
 @op(FOLD_BATCH_NORM, 1, domain=FUSED_DOMAIN, traits=Traits(fresh=True))
@@ -320,7 +208,7 @@ def _unpermuted(shape: tuple[int, ...], perm: tuple[int, ...] | None) -> tuple[i
 
 
 _F32 = np.dtype(np.float32)
-_HALF = compiled.module("_half")
+_HALF = compiled.deferred("_half")
 
 
 def _half_round_over_x(x: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from onnxflow.ops.pass_made import (
     FUSED_DOMAIN,
     POINTWISE,
 )
-from onnxflow.ops.pass_made.body import body_call
+from onnxflow.ops.pass_made.body import body_call, body_call_later
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits, native_form
 
@@ -29,8 +29,9 @@ def _pointwise_compiled(
     """The compiled form of :func:`pointwise`: the region's instructions in one pass over
     chunks of the output, its call (the dtype and layout tests, the broadcast, the output)
     in C too (:class:`onnxflow.native._pointwise.Region`); inputs that are not float32 arrays,
-    or broadcast in a way one pass does not read, run the nodes as written."""
-    as_written = body_call(node, body)
+    or broadcast in a way one pass does not read, run the nodes as written (compiled the first
+    time they run: most sessions never run them)."""
+    as_written = body_call_later(node, body)
     codes = [_POINTWISE.OPCODES.index(code) for code in opcodes]  # type: ignore[union-attr]
     program = np.array(
         [[c, *operands[3 * j : 3 * j + 3]] for j, c in enumerate(codes)], dtype=np.int32
