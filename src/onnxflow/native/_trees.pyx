@@ -13,8 +13,8 @@ unequal depths waste no steps). In a forest without membership nodes, 8 lanes at
 their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
 under 8 rows, one row through 8 trees taken in order of depth.
 
-An oblivious forest (every tree tests one feature and threshold per level, as catboost's do)
-is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
+From 8 rows on, an oblivious forest (every tree tests one feature and threshold per level, as
+catboost's do) is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
 at the tree's levels, one bit each, looked up in the tree's table of leaf slots (no step waits
 for the one before).
 
@@ -273,53 +273,30 @@ cdef void walk_rows(
             out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
 
 
-cdef void walk_oblivious(
+cdef bint walk_oblivious(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows of an
     oblivious forest: each level's outcome is one bit of the leaf's index in the tree's table
-    (1: the level's test takes ``no``), the first level the highest bit. From GROUP rows on,
-    the rows are first turned into columns, so that a level tests consecutive values of one
-    feature, many rows at a time (SIMD)."""
-    cdef real* columns = NULL
+    (1: the level's test takes ``no``), the first level the highest bit. The rows are first
+    turned into columns, so that a level tests consecutive values of one feature, many rows
+    at a time (SIMD). False (nothing walked) when out of memory."""
+    cdef real* columns = <real*>malloc(nr * n_features * sizeof(real))
     cdef Py_ssize_t r, j
-    if nr >= GROUP:
-        columns = <real*>malloc(nr * n_features * sizeof(real))
     if columns == NULL:
-        for r in range(nr):
-            oblivious_row(f, x + r * n_features, out + r * f.trees)
-        return
+        return False
     for r in range(nr):
         for j in range(n_features):
             columns[j * nr + r] = x[r * n_features + j]
     oblivious_columns(f, columns, nr, out)
     free(columns)
-
-
-cdef void oblivious_row(const Forest* f, const real* row, int32_t* out) noexcept nogil:
-    """out[t] = the leaf slot the row reaches in tree t of an oblivious forest."""
-    cdef Py_ssize_t t, d, k = sizeof(real) // 4
-    cdef const int32_t* nd
-    cdef const int32_t* level
-    cdef uint32_t index, code, fm
-    cdef real v, threshold
-    for t in range(f.trees):
-        level = f.level_node + f.level_start[t]
-        index = 0
-        for d in range(f.depth[t]):
-            nd = f.nodes + level[d] * words(<real>0)
-            threshold = (<const real*>nd)[0]
-            fm = <uint32_t>nd[k]
-            v = row[fm & FEATURE]
-            code = (v > threshold) + (v >= threshold) + 3 * (v != v)
-            index = (index << 1) | ((fm >> (28 + code)) & 1)
-        out[t] = f.table[f.table_start[t] + index]
+    return True
 
 
 cdef void oblivious_columns(
     const Forest* f, const real* columns, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
-    """:func:`oblivious_row` of nr rows given as columns (feature j of row r at
+    """:func:`walk_oblivious` of nr rows given as columns (feature j of row r at
     columns[j * nr + r]): level by level, each level's bit of every row in one loop
     (``_trees.h``)."""
     cdef uint32_t index[BLOCK]
@@ -347,9 +324,8 @@ cdef void walk_block(
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
-    if f.oblivious:
-        walk_oblivious(f, x, n_features, nr, out)
-        return
+    if f.oblivious and nr >= GROUP and walk_oblivious(f, x, n_features, nr, out):
+        return  # (fewer rows: the walk of 8 trees at a time in registers takes fewer steps)
     if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
         walk_rows(f, x, n_features, nr, out)
         return
