@@ -247,14 +247,20 @@ def _node_forest(
 @pytest.mark.parametrize("asked", [0, 1, 3])
 def test_the_session_thread_budget_bounds_the_walk(asked, monkeypatch):
     """intra_op_num_threads is the most threads the walk takes (0: the CPUs the process may
-    use); a session with threads gives the NumPy form's results on many rows."""
+    use, fewer while the load keeps some busy); a session with threads gives the NumPy form's
+    results on many rows."""
     from onnxflow.compile.context import usable_cpus
 
     budgets: list[int] = []
+    captured_pack_args: list[tuple[Any, ...]] = []
     pack = packed_forest.pack
-    monkeypatch.setattr(
-        packed_forest, "pack", lambda mod, f, c, t=1: budgets.append(t) or pack(mod, f, c, t)
-    )
+
+    def spy(mod: Any, forest: Any, chunk: int, threads: int = 1) -> Any:
+        budgets.append(threads)
+        captured_pack_args.append((mod, forest, chunk, threads))
+        return pack(mod, forest, chunk, threads)
+
+    monkeypatch.setattr(packed_forest, "pack", spy)
     rng = np.random.default_rng(8)
     thresholds = _thresholds(rng)
     attrs = _node_forest(rng, 60, 5, "target", 1, thresholds)
@@ -263,7 +269,10 @@ def test_the_session_thread_budget_bounds_the_walk(asked, monkeypatch):
         "TreeEnsembleRegressor", [x], 3, domain=ML, **attrs
     ) if asked == 0 else _forms_with_threads(attrs, x, asked)  # fmt: skip
     assert_same(compiled, numpy_form)
-    assert budgets == [asked or usable_cpus()]
+    assert budgets == [asked]
+    walkers = pack(*captured_pack_args[0])
+    assert walkers[np.float32].threads == (asked or usable_cpus())
+    assert walkers[np.float32].follow_load == (asked == 0)
 
 
 def _forms_with_threads(attrs: dict[str, Any], x: np.ndarray, threads: int) -> Any:

@@ -159,9 +159,9 @@ class NodeContext:
     @property
     def threads(self) -> int:
         """The most threads a compiled kernel of this node may run on: the session's
-        ``intra_op_num_threads``, or when that is 0 the CPUs this process may use."""
-        asked = int(getattr(self._scope, "threads", 0) or 0)
-        return asked if asked > 0 else usable_cpus()
+        ``intra_op_num_threads``; 0 (its default) leaves it to the kernel, within the CPUs
+        this process may use (:func:`usable_cpus`) and those the machine's load leaves idle."""
+        return max(0, int(getattr(self._scope, "threads", 0) or 0))
 
     @property
     def graph(self) -> GraphProto:

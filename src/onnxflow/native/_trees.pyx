@@ -13,8 +13,8 @@ unequal depths waste no steps). In a forest without membership nodes, 8 lanes at
 their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
 under 8 rows, one row through 8 trees taken in order of depth.
 
-An oblivious forest (every tree tests one feature and threshold per level, as catboost's do)
-is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
+From 8 rows on, an oblivious forest (every tree tests one feature and threshold per level, as
+catboost's do) is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
 at the tree's levels, one bit each, looked up in the tree's table of leaf slots (no step waits
 for the one before).
 
@@ -27,6 +27,8 @@ next unit of rows until none is left; a row's sums are the same whichever thread
 :class:`Post` finishes the sums of a tree ensemble kernel in one pass (base values, top class,
 post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
 """
+
+import os
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint32_t
@@ -55,7 +57,8 @@ cdef enum:
     GROUP = 8  # rows walked together, their nodes in registers (forests without sets)
     LEVELS = 16  # the most levels of an oblivious tree
     UNIT = 64  # rows a thread takes at a time
-    PARALLEL_WORK = 40000  # rows x trees from which more threads than one walk
+    PARALLEL_WORK = 250000  # steps (rows x levels walked) from which more threads than one walk
+    OBLIVIOUS_STEP = 4  # levels of an oblivious walk that cost about one step of a node walk
 
 
 cdef struct Forest:
@@ -273,53 +276,30 @@ cdef void walk_rows(
             out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
 
 
-cdef void walk_oblivious(
+cdef bint walk_oblivious(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows of an
     oblivious forest: each level's outcome is one bit of the leaf's index in the tree's table
-    (1: the level's test takes ``no``), the first level the highest bit. From GROUP rows on,
-    the rows are first turned into columns, so that a level tests consecutive values of one
-    feature, many rows at a time (SIMD)."""
-    cdef real* columns = NULL
+    (1: the level's test takes ``no``), the first level the highest bit. The rows are first
+    turned into columns, so that a level tests consecutive values of one feature, many rows
+    at a time (SIMD). False (nothing walked) when out of memory."""
+    cdef real* columns = <real*>malloc(nr * n_features * sizeof(real))
     cdef Py_ssize_t r, j
-    if nr >= GROUP:
-        columns = <real*>malloc(nr * n_features * sizeof(real))
     if columns == NULL:
-        for r in range(nr):
-            oblivious_row(f, x + r * n_features, out + r * f.trees)
-        return
+        return False
     for r in range(nr):
         for j in range(n_features):
             columns[j * nr + r] = x[r * n_features + j]
     oblivious_columns(f, columns, nr, out)
     free(columns)
-
-
-cdef void oblivious_row(const Forest* f, const real* row, int32_t* out) noexcept nogil:
-    """out[t] = the leaf slot the row reaches in tree t of an oblivious forest."""
-    cdef Py_ssize_t t, d, k = sizeof(real) // 4
-    cdef const int32_t* nd
-    cdef const int32_t* level
-    cdef uint32_t index, code, fm
-    cdef real v, threshold
-    for t in range(f.trees):
-        level = f.level_node + f.level_start[t]
-        index = 0
-        for d in range(f.depth[t]):
-            nd = f.nodes + level[d] * words(<real>0)
-            threshold = (<const real*>nd)[0]
-            fm = <uint32_t>nd[k]
-            v = row[fm & FEATURE]
-            code = (v > threshold) + (v >= threshold) + 3 * (v != v)
-            index = (index << 1) | ((fm >> (28 + code)) & 1)
-        out[t] = f.table[f.table_start[t] + index]
+    return True
 
 
 cdef void oblivious_columns(
     const Forest* f, const real* columns, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
-    """:func:`oblivious_row` of nr rows given as columns (feature j of row r at
+    """:func:`walk_oblivious` of nr rows given as columns (feature j of row r at
     columns[j * nr + r]): level by level, each level's bit of every row in one loop
     (``_trees.h``)."""
     cdef uint32_t index[BLOCK]
@@ -347,9 +327,8 @@ cdef void walk_block(
 ) noexcept nogil:
     """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows."""
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
-    if f.oblivious:
-        walk_oblivious(f, x, n_features, nr, out)
-        return
+    if f.oblivious and nr >= GROUP and walk_oblivious(f, x, n_features, nr, out):
+        return  # (fewer rows: the walk of 8 trees at a time in registers takes fewer steps)
     if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
         walk_rows(f, x, n_features, nr, out)
         return
@@ -641,6 +620,18 @@ cdef void sum_block(
         r += 1
 
 
+cdef Py_ssize_t idle_cores(Py_ssize_t cpus):
+    """The cores the 1-minute load average leaves idle, counting this process's run as one
+    (at least 1; ``cpus`` where the system has no load average). Measured on 2 cores, a
+    load of 8: two threads walked 15-40% slower than one."""
+    cdef double load
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cpus
+    return max(1, min(cpus, cpus - <Py_ssize_t>max(0.0, load - 1.0)))
+
+
 cdef int32_t* by_depth(const int32_t[::1] depth):
     """The tree indices ordered by depth, shallowest first (ties in index order); NULL when
     out of memory."""
@@ -667,7 +658,9 @@ cdef int32_t* by_depth(const int32_t[::1] depth):
 cdef class PackedForest:
     """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
     the arrays it is made of are kept, not copied. Its sums take up to ``threads`` threads
-    for an input of at least ``min_work`` rows times trees."""
+    for an input of at least ``min_work`` steps (rows times the trees' depths, a quarter of
+    that for an oblivious forest: measured on 2 cores, loaded, 2 threads paid from about 400
+    us of walking on one, and cost up to 2x below)."""
 
     cdef Forest f
     cdef const int32_t[::1] nodes, roots, depth, member_start, member_end
@@ -678,6 +671,8 @@ cdef class PackedForest:
     cdef int32_t* order
     cdef public int threads
     cdef public Py_ssize_t min_work
+    cdef public bint follow_load  # threads: no more than the cores the load leaves idle
+    cdef Py_ssize_t steps  # a row's steps through all trees (their depths; oblivious: a 4th)
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -709,7 +704,9 @@ cdef class PackedForest:
         if self.order == NULL:
             raise MemoryError()
         self.f.order = self.order
-        self.threads, self.min_work = 1, PARALLEL_WORK
+        self.threads, self.min_work, self.steps, self.follow_load = 1, PARALLEL_WORK, 0, False
+        for i in range(depth.shape[0]):
+            self.steps += max(depth[i], 1)
 
     def walk_oblivious(
         self, const int32_t[::1] level_node, const int32_t[::1] level_start,
@@ -739,6 +736,7 @@ cdef class PackedForest:
         self.f.level_node, self.f.level_start = &level_node[0], &level_start[0]
         self.f.table, self.f.table_start = &table[0], &table_start[0]
         self.f.oblivious = True
+        self.steps = max(self.steps // OBLIVIOUS_STEP, 1)
 
     def __dealloc__(self):
         free(self.order)
@@ -816,16 +814,18 @@ cdef class PackedForest:
         self._sums_rows(&x[0, 0], x.shape[0], x.shape[1], out)
 
     cdef _sums_rows(self, const real* x, Py_ssize_t n, Py_ssize_t n_features, double* out):
-        """:meth:`_sums_into` of n rows at x, over up to ``threads`` threads when the rows
-        times trees reach ``min_work``."""
+        """:meth:`_sums_into` of n rows at x, over up to ``threads`` threads when their steps
+        reach ``min_work``."""
         cdef Job job
         job.f, job.x, job.single = &self.f, x, real is float
         job.n_features, job.n, job.chunk = n_features, n, self.chunk
         job.weights, job.targets, job.out = &self.weights[0, 0], self.weights.shape[1], out
         job.next, job.done = 0, 0
         cdef Py_ssize_t threads = 1
-        if self.threads > 1 and job.n * self.f.trees >= self.min_work and job.n > UNIT:
+        if self.threads > 1 and job.n * self.steps >= self.min_work and job.n > UNIT:
             threads = min(<Py_ssize_t>self.threads, (job.n + UNIT - 1) // UNIT)
+            if self.follow_load:
+                threads = min(threads, idle_cores(self.threads))
         job.unit = UNIT if threads > 1 else BLOCK
         with nogil:
             if threads > 1:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.compile.context import usable_cpus
+
 #: A :class:`onnxflow.ops.ml.trees.Forest` (not imported: that module imports this one).
 Forest = Any
 
@@ -43,8 +45,9 @@ def pack(
     """``forest`` packed for ``mod`` (:mod:`onnxflow.native._trees`), one form per float type
     of the input; None when it does not fit the words (2**27 features, 2**28 nodes) or has no
     trees. ``chunk_values``: the NumPy aggregate's gathered values per chunk (its rows per
-    chunk decide the order it sums in); ``threads``: the most threads its sums take. An
-    oblivious forest (:func:`oblivious_levels`) is walked by its levels."""
+    chunk decide the order it sums in); ``threads``: the most threads its sums take (0: the
+    CPUs the process may use, fewer while the machine's load keeps some busy). An oblivious
+    forest (:func:`oblivious_levels`) is walked by its levels."""
     n = len(forest.feature)
     n_trees = len(forest.roots)
     if not n_trees or n >= 1 << 28 or (n and forest.feature.max() >= _MAX_FEATURES):
@@ -75,7 +78,8 @@ def pack(
             _words(thresholds, words, pad), _WIDTH[dtype], roots, depth, members.start,
             members.end, members.values.view(np.uint8), weights, chunk,
         )  # fmt: skip
-        packed[dtype].threads = max(1, threads)
+        packed[dtype].threads = threads if threads > 0 else usable_cpus()
+        packed[dtype].follow_load = threads <= 0
         if levels is not None:
             packed[dtype].walk_oblivious(*levels)
     return packed
