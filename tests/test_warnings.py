@@ -140,3 +140,48 @@ def test_a_run_leaves_the_callers_error_state_alone() -> None:
         assert np.geterr()["divide"] == "raise"
     assert np.geterr() == before
     assert got[0][0] == -np.inf
+
+
+def test_a_run_that_fails_gives_the_callers_error_state_back() -> None:
+    """The run's silent error state ends with the run, also when a kernel raises."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [None]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    session = onnxflow.InferenceSession(model.SerializeToString())
+    x = np.zeros(6, np.float32)
+    with np.errstate(divide="raise", invalid="warn"):
+        before = np.geterr()
+        for _ in range(3):  # the first runs and the quick path after them
+            with pytest.raises(Exception, match="Reshape"):
+                session.run(None, {"x": x, "shape": np.array([4, 2], np.int64)})
+            assert np.geterr() == before
+        assert session.run(None, {"x": x, "shape": np.array([3, 2], np.int64)})[0].shape == (3, 2)
+        assert np.geterr() == before
+
+
+def test_runs_in_threads_keep_their_callers_error_states() -> None:
+    """Each thread's error state is its own (a context variable), before, during and after."""
+    import threading
+
+    session = onnxflow.InferenceSession(_unary("Log"))
+    seen = []
+
+    def caller(mode: str) -> None:
+        with np.errstate(divide=mode):
+            for _ in range(200):
+                session.run(None, {"x": np.zeros(1, np.float32)})
+            seen.append((mode, np.geterr()["divide"]))
+
+    threads = [threading.Thread(target=caller, args=(m,)) for m in ("raise", "warn", "ignore")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(seen) == [("ignore", "ignore"), ("raise", "raise"), ("warn", "warn")]

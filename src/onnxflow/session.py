@@ -32,12 +32,13 @@ from onnxflow.ops.custom import CustomOps, CustomRegistry, registry_for
 from onnxflow.options import RunOptions, SessionOptions
 from onnxflow.ort_api import ModelMetadata, OrtSessionAPI, ort_node_arg, replace_initializers
 from onnxflow.runtime.context import current_run_options, reset_run_options, set_run_options
+from onnxflow.runtime.errstate import restore, silence
 from onnxflow.runtime.executor import execute, sources
 from onnxflow.runtime.feeds import FeedBinder
 from onnxflow.runtime.lower import lower
 from onnxflow.runtime.memory import keep_freed_memory
 from onnxflow.runtime.observe import Observer, current_observation, observe, stop_observing
-from onnxflow.runtime.outputs import DeclaredShapes, Detacher, all_fresh
+from onnxflow.runtime.outputs import DeclaredShapes, Detacher, all_fresh, made_outputs
 from onnxflow.values import NodeArg, tensor_to_array
 
 
@@ -153,6 +154,8 @@ class InferenceSession(OrtSessionAPI):
         self._binder = FeedBinder(self._inputs, self._feedable, defaults)
         # the compiler made every stored constant read-only; outputs sharing them are copied
         self._detach = Detacher([*self.plan.template, *(self._default_plan or self.plan).template])
+        #: The outputs whose kernels promise them new each run (ZipMap's rows): never copied.
+        self._made = made_outputs(self.plan)
         by_name = {a.name: a.shape for a in self._outputs}
         declared = [by_name.get(name) for name in self.plan.output_names]
         self._shapes = DeclaredShapes(self.plan.output_names, declared)
@@ -240,7 +243,9 @@ class InferenceSession(OrtSessionAPI):
             and self._plain_runs()
         ):
             results = self._execute(self.plan, self._binder.bind(input_feed), None, [])
-            return results if all_fresh(results) else self._detach(results, input_feed.values())
+            if all_fresh(results):
+                return results
+            return self._detach(results, input_feed.values(), self._made)
         return self._run_as_asked(
             output_names, input_feed, run_options, intermediate, observers, verbose
         )
@@ -269,8 +274,10 @@ class InferenceSession(OrtSessionAPI):
             results = self._execute(plan, args, run_options, watchers)
         if run_options is not None:
             self._log_run(run_options, started)
-        picked = results if indices is None else [results[i] for i in indices]
-        return self._detach(picked, input_feed.values())
+        if indices is None:
+            made = self._made if plan is self.plan else frozenset()
+            return self._detach(results, input_feed.values(), made)
+        return self._detach([results[i] for i in indices], input_feed.values())
 
     def _log_run(self, run_options: Any, started: float) -> None:
         """Log at INFO a run made with RunOptions, at the run's severity (-1: the session's)."""
@@ -314,12 +321,14 @@ class InferenceSession(OrtSessionAPI):
         self, plan: Plan, args: list[Any], options: Any, watchers: list[Observer]
     ) -> list[Any]:
         quiet = current_run_options() is None and current_observation() is None
-        if quiet and not watchers and options is None:  # nothing to set up: the common case
-            with np.errstate(**IEEE):
+        token = silence()  # IEEE arithmetic: no NumPy warning (errstate.py)
+        try:
+            if quiet and not watchers and options is None:  # nothing to set up: the common case
                 results = self._quick[plan](args)
-        else:
-            with np.errstate(**IEEE):
+            else:
                 results = self._execute_watched(plan, args, options, watchers)
+        finally:
+            restore(token)
         try:
             for i, known in self._shapes.checks:  # a set lookup per output declaring a size
                 if results[i].shape not in known:
@@ -432,12 +441,6 @@ def _as_declared(values: dict[str, Any], declared: dict[str, int]) -> dict[str, 
 
 
 _F32 = np.dtype(np.float32)
-
-#: Runs compute as IEEE 754 does, silently: the spec defines log(0) = -inf, 1/0 = inf, 0/0 and
-#: sqrt(-1) = NaN, overflow to inf (in Exp, Pow, casts...), and a run must not warn about
-#: results it was asked for. Kernels that treat a case as an error (integer division by zero)
-#: set their own state inside. One errstate per run, not per kernel (about 1 us each).
-IEEE = {"all": "ignore"}
 
 
 def _pick(values: dict[str, Any], names: Sequence[str] | None) -> dict[str, Any]:

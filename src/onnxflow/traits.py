@@ -44,7 +44,8 @@ class Traits:
     #: call the functions of :mod:`onnxflow.ops.numpy_forms`, which the exporter copies into
     #: the module. Same values and dtype, a 0-d result possibly as a NumPy scalar.
     numpy: str | Callable[[NumpyCall], str | None] | None = None
-    #: The result is a new array that nothing else refers to (no view, no kept operand).
+    #: The result is a new array that nothing else refers to (no view, no kept operand), or
+    #: a new list of new dicts of Python scalars (ZipMap's rows): a run hands it out as it is.
     fresh: bool = False
     #: A kernel computing the same result over input 0's array, for when that array dies here.
     in_place: Callable[..., Any] | None = None

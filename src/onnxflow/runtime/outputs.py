@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from onnxflow.compile.plan import Plan, out_slots
+
 
 class Detacher:
     """Detaches the results of runs over plans whose constants are ``constants``."""
@@ -21,10 +23,15 @@ class Detacher:
     def __init__(self, constants: Iterable[Any]) -> None:
         self._constant_roots = roots(constants)
 
-    def __call__(self, values: list[Any], feeds: Iterable[Any]) -> list[Any]:
+    def __call__(
+        self, values: list[Any], feeds: Iterable[Any], made: frozenset[int] = frozenset()
+    ) -> list[Any]:
         """``values``, each copied that shares memory with one of ``feeds``, a constant or an
-        earlier value."""
+        earlier value; ``made``: the positions whose value a kernel promised new this run
+        (:func:`made_outputs`), handed out as they are."""
         if all_fresh(values):  # made by this run's kernels, each once: nothing to copy
+            return values
+        if made and _fresh_or_made(values, made):  # ZipMap's new rows: nothing to look at
             return values
         if _fresh_or_maps(values):  # ZipMap's rows beside fresh arrays: new dicts, no lookup
             return [list(map(dict.copy, v)) if v.__class__ is list else v for v in values]
@@ -177,6 +184,33 @@ def _scalar_maps(value: list[Any]) -> bool:
     if not value or set(map(type, value)) != {dict}:
         return False
     return set(map(type, chain.from_iterable(map(dict.values, value)))) <= _SCALARS
+
+
+def made_outputs(plan: Plan) -> frozenset[int]:
+    """The positions of ``plan``'s outputs that a step whose kernel promises a new result
+    (:attr:`Traits.fresh <onnxflow.traits.Traits.fresh>`) writes, each the only output of
+    its slot: a run's value there is new, referred to by nothing else."""
+    fresh = {
+        slot
+        for (_, _, out, _), traits in zip(plan.steps, plan.traits)
+        if traits.fresh
+        for slot in out_slots(out)
+    }
+    slots = plan.output_slots
+    return frozenset(i for i, s in enumerate(slots) if s in fresh and slots.count(s) == 1)
+
+
+def _fresh_or_made(values: list[Any], made: frozenset[int]) -> bool:
+    """Whether each value is a fresh array (see :func:`all_fresh`) or, not an array, at a
+    position in ``made``, and no two are the same object (arrays are checked whatever the
+    kernel promised: a step computing in place returns its input's array)."""
+    for i, v in enumerate(values):
+        if v.__class__ is np.ndarray:
+            if v.base is not None or not v.flags.writeable:
+                return False
+        elif i not in made:
+            return False
+    return len(values) < 2 or len({id(v) for v in values}) == len(values)
 
 
 def _fresh_or_maps(values: list[Any]) -> bool:

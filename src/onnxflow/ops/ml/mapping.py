@@ -14,6 +14,7 @@ import numpy as np
 from onnxflow.compile.context import NodeContext
 from onnxflow.ops.ml.common import ML_DOMAIN, as_2d
 from onnxflow.ops.registry import op
+from onnxflow.traits import Traits
 from onnxflow.values import np_dtype
 
 
@@ -157,7 +158,7 @@ def category_mapper(
     return np.array(out, dtype=object).reshape(x.shape)
 
 
-@op("ZipMap", 1, domain=ML_DOMAIN, build=True)
+@op("ZipMap", 1, domain=ML_DOMAIN, build=True, traits=Traits(fresh=True))
 def zip_map(
     node: NodeContext,
     *,
