@@ -188,11 +188,11 @@ def test_distinct_ids_are_np_uniques() -> None:
     assert np.array_equal(_distinct(table), np.unique(table))
 
 
-def test_the_pass_made_kernels_most_models_use_import_no_quantization_or_reduction() -> None:
-    """ShapeMemo, HalfRound, HalfTable and FoldBatchNorm serve float models: their module does
-    not import the quantization, integer GEMM and reduction families (FakeQuantize's and
-    RowSquaredDistances' kernels, which do, have modules of their own)."""
+def test_the_pass_made_kernels_most_models_use_import_no_other_family() -> None:
+    """ShapeMemo, ShapedReshape and FoldBatchNorm serve float32 models: their module does not
+    import the quantization, integer GEMM, reduction and cast families (FakeQuantize's,
+    RowSquaredDistances' and the float16 kernels, which do, have modules of their own)."""
     loaded = _loaded_after("import onnxflow.ops.pass_made.kernels")
-    heavy = ("quantization", "integer_gemm", "reduction")
+    heavy = ("quantization", "integer_gemm", "reduction", "cast")
     found = [m for m in heavy if f"onnxflow.ops.{m}" in loaded]
     assert not found, f"onnxflow.ops.pass_made.kernels imported {found}"

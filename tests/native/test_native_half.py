@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 import onnxflow
 from onnxflow.ops import cast, compiled
 from onnxflow.ops.pass_made import FUSED_DOMAIN, HALF_ROUND
-from onnxflow.ops.pass_made import kernels as pass_made
+from onnxflow.ops.pass_made import half as pass_made
 
 FORMS_TESTED = [("onnxflow.fused", "HalfRound"), ("onnxflow.fused", "HalfTable"), ("", "Cast")]
 

@@ -1,5 +1,5 @@
 """The loop-body fusion of row distances (compile/passes/fuse_distances.py,
-ops/pass_made/kernels.py).
+ops/pass_made/distances.py).
 
 ``ReduceSumSquare(Sub(A, b), axes=[-1])`` in a Scan body runs as one kernel that keeps A
 transposed while A stays the same object. Values must match the body as written (observed runs)

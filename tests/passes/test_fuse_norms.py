@@ -94,3 +94,22 @@ def test_exponent_other_than_two_stays():
             t.float_data[:] = []
             t.raw_data = np.array(3.0, np.float32).tobytes()
     _not_fused(model)
+
+
+def _body_plans(session) -> list:
+    plan = session.plan
+    return [c for k, c in plan.children if plan.infos[k].op_type == "PrimitiveLayerNorm"]
+
+
+def test_the_compiled_form_compiles_the_nodes_as_written_when_it_first_runs_them():
+    """Its fallback (an empty x here) is compiled the first time it runs, not with the session;
+    the NumPy form runs the nodes, so compiles them with the session."""
+    data = norm_model(layer_norm_nodes()).SerializeToString()
+    native = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="native"))
+    numpy_form, written = _sessions(norm_model(layer_norm_nodes()))
+    assert _fused_ops(native) == 1
+    assert _body_plans(native) == [] and len(_body_plans(numpy_form)) == 1
+    for x in (activations()[:0], activations(), activations()[:0]):
+        got, expected = native.run(None, {"x": x})[0], written.run(None, {"x": x})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxflow
 from onnxflow.compile.passes import half_tables
-from onnxflow.ops.pass_made.kernels import half_round
+from onnxflow.ops.pass_made.half import half_round
 
 H, F, D, I64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
 RNG = np.random.default_rng(11)

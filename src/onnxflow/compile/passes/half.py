@@ -6,7 +6,7 @@ float16 tensors of a graph are held as float32 arrays whose values are all float
 op computes in float32 on them (as NumPy's float16 loops and onnxruntime's CPU kernels do), and
 a ``HalfRound`` node rounds its result to the nearest float16, ties to even, overflow to
 infinity, as a cast to float16 would, in three float32 passes
-(:func:`onnxflow.ops.pass_made.kernels.half_round`), or one compiled pass (``native/_half``).
+(:func:`onnxflow.ops.pass_made.half.half_round`), or one compiled pass (``native/_half``).
 Results are those of computing each op in float32 and rounding it to float16.
 
 The rewrite, on the shape-inferred main graph and every subgraph:

@@ -11,7 +11,7 @@ from onnx import GraphProto
 
 from onnxflow.ops.linalg import matmul
 from onnxflow.ops.pass_made import FUSED_DOMAIN, SCALED_DOT_PRODUCT_ATTENTION
-from onnxflow.ops.pass_made.body import body_call
+from onnxflow.ops.pass_made.body import body_call_later
 from onnxflow.ops.registry import REGISTRY, op
 from onnxflow.traits import Built, Traits, native_form
 
@@ -114,7 +114,8 @@ def _build(softmax: Callable[..., np.ndarray] | None, name: str) -> Callable[...
         node: Any, *, body: GraphProto, slots: list[int], divide: int = 0, **perms: Any
     ) -> Built:
         found = tuple(perms.get(f"perm_{r}") for r in ("q", "k", "v", "out"))
-        run = _attention(softmax, body_call(node, body), list(slots), divide, found)  # type: ignore[arg-type]
+        as_written = body_call_later(node, body)  # compiled the first time it runs
+        run = _attention(softmax, as_written, list(slots), divide, found)  # type: ignore[arg-type]
         run.__name__ = run.__qualname__ = name
         # a transposed output is a view of the product: not fresh
         return Built(run, node.traits.replace(fresh=found[3] is None))

@@ -15,7 +15,7 @@ from onnxflow.ops.pass_made import (
     PRIMITIVE_LAYER_NORM,
     PRIMITIVE_RMS_NORM,
 )
-from onnxflow.ops.pass_made.body import body_call
+from onnxflow.ops.pass_made.body import body_call, body_call_later
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits, native_form
 
@@ -79,12 +79,13 @@ def _columns(p: np.ndarray | None, cols: int) -> np.ndarray | None:
 
 
 def _norm_compiled(centered: bool) -> Callable[..., Callable[..., Any]]:
-    """The compiled form of a fused norm: :func:`norm_rows`, else the nodes as written."""
+    """The compiled form of a fused norm: :func:`norm_rows`, else the nodes as written
+    (compiled the first time they run)."""
 
     def build(
         node: Any, *, body: GraphProto, epsilon: float, scaled: int = 0, shifted: int = 0
     ) -> Callable[..., Any]:
-        as_written = body_call(node, body)
+        as_written = body_call_later(node, body)
 
         def norm(*args: Any) -> Any:
             gamma = args[1] if scaled else None

@@ -15,7 +15,7 @@ from onnxflow.ops.pass_made import (
     QDQ_CONV,
     QDQ_ROLES,
 )
-from onnxflow.ops.pass_made.body import body_call
+from onnxflow.ops.pass_made.body import body_call, body_call_later
 from onnxflow.ops.registry import op
 from onnxflow.traits import Traits, native_form
 
@@ -109,7 +109,7 @@ def _qdq_conv_compiled(
     the float graph then, at its ties); else the nodes as written."""
     from onnxflow.ops.conv import qlinear_conv_compiled
 
-    as_written = body_call(node, body)
+    as_written = body_call_later(node, body)  # compiled the first time it runs
     within = _QdqBound()
 
     def integer(*args: Any) -> Any:
