@@ -118,12 +118,14 @@ class SessionOptions:
     onnxruntime's settings that onnxflow acts on:
 
     - ``intra_op_num_threads``: the most threads BLAS uses while one of the session's runs is in
-      progress (through threadpoolctl), restored after. The compiled kernels run on the
-      caller's thread and start none, so this is the run's whole thread budget beyond the
-      caller's. 0 (the default) follows the machine's load: BLAS gets the cores the 1-minute
-      load average leaves idle, at least one (from a session's third run on, for models whose
-      second run took 1 ms or more), and its own default while every core is idle; see
-      :mod:`onnxflow.ort_api.threads` and docs/scaling.md.
+      progress (through threadpoolctl), restored after, and the most a compiled kernel runs
+      on: the tree ensembles' walk alone splits a large input's rows over plain threads (the
+      caller's and up to that many less one, started for the call and joined, none spinning);
+      every other compiled kernel runs on the caller's thread. 0 (the default) follows the
+      machine's load: BLAS gets the cores the 1-minute load average leaves idle, at least one
+      (from a session's third run on, for models whose second run took 1 ms or more), and its
+      own default while every core is idle; a tree walk takes at most the CPUs the process may
+      use that the load leaves idle; see :mod:`onnxflow.ort_api.threads` and docs/scaling.md.
     - ``enable_profiling``, ``profile_file_prefix``: each run's nodes are timed and
       ``InferenceSession.end_profiling()`` writes them in onnxruntime's JSON trace format.
     - ``optimized_model_filepath``: the session writes there the model after its load-time
@@ -136,9 +138,8 @@ class SessionOptions:
     - ``use_deterministic_compute``: accepted; onnxflow's results are always deterministic.
     - ``enable_cpu_mem_arena``, ``enable_mem_pattern``: accepted; onnxflow has no arena and
       plans no memory pattern (NumPy allocates each array), whatever their value.
-    - ``use_per_session_threads``: accepted; a run uses its caller's thread (and BLAS's pool,
-      bounded by ``intra_op_num_threads``; compiled kernels start no threads), whatever its
-      value.
+    - ``use_per_session_threads``: accepted; a run uses its caller's thread (and BLAS's pool
+      and a tree walk's threads, bounded by ``intra_op_num_threads``), whatever its value.
     - ``log_verbosity_level``: accepted; as in onnxruntime's release builds, it changes nothing.
     - ``add_session_config_entry`` / ``get_session_config_entry``: kept and given back; no key
       changes what onnxflow does, so a session warns once that they are ignored, except for

@@ -287,9 +287,9 @@ def _add_feed_arguments(command: argparse.ArgumentParser) -> None:
         type=_non_negative,
         default=0,
         metavar="N",
-        help="the most threads BLAS uses (onnxflow's compiled kernels use the caller's thread "
-        "only); default 0: the session's default, which gives BLAS the cores the load leaves "
-        "idle from a session's third run on (docs/scaling.md)",
+        help="the most threads BLAS uses, and a tree ensemble's walk (onnxflow's other compiled "
+        "kernels use the caller's thread only); default 0: the session's default, which gives "
+        "BLAS the cores the load leaves idle from a session's third run on (docs/scaling.md)",
     )
 
 

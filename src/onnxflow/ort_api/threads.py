@@ -2,9 +2,10 @@
 bound of a session that leaves it at 0.
 
 One thread budget: ``intra_op_num_threads`` bounds BLAS (through threadpoolctl, around each
-run). onnxflow's compiled kernels (:mod:`onnxflow.native`) run on the caller's thread and start
-no threads of their own (no OpenMP, nothing that spins), so the bound is the whole of a run's
-threads: the caller's, plus at most that many BLAS threads.
+run) and onnxflow's compiled kernels (:mod:`onnxflow.native`). These run on the caller's thread
+but for the tree ensembles' walk, which splits a large input's rows over the caller's thread and
+up to that many less one plain threads, started for the call and joined (no OpenMP, nothing
+that spins): the caller's thread plus at most that many BLAS threads, or walk threads.
 
 Left at 0, the bound follows the machine's load (:func:`default_threads`): BLAS gets the cores
 the load leaves idle. Measured on a 2-core machine (docs/scaling.md), one BLAS thread ran
