@@ -280,7 +280,7 @@ def test_later_single_steps_call_the_loop_without_python_glue():
         feeds = {"x": rng.standard_normal((1, 1, size)).astype(np.float32), "h0": h, "c0": c}
         first = onnxflow.InferenceSession(data).run(None, feeds)
         calls.clear()
-        sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name))
+        sys.setprofile(lambda frame, event, arg: calls.append(_where(frame.f_code)))
         try:
             y, h, c = sess.run(None, feeds)
         finally:
@@ -290,3 +290,10 @@ def test_later_single_steps_call_the_loop_without_python_glue():
         assert y.base is None and not np.shares_memory(y, h)
     glue = {"<genexpr>", "full", "_detach"} & set(calls)
     assert not glue, calls
+
+
+def _where(code) -> str:
+    """A profiled call's function name, or "BLAS bound" for the session's thread bound: a run
+    that took 1 ms or more on a loaded machine reads the load once a second
+    (ort_api/threads.py), which is no part of the LSTM's glue."""
+    return "BLAS bound" if code.co_filename.endswith("threads.py") else code.co_name
