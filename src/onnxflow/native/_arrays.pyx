@@ -48,23 +48,30 @@ def same(tuple kept, tuple now):
     return True
 
 
-cdef class Reshape:
-    """Reshape's compiled form: ``data`` (an ndarray, not a subclass) reshaped in C when
-    ``shape`` is a one-dimensional int64 ndarray of dims that are positive but for at most one
-    -1 (inferred): the NumPy form's ``data.reshape(dims)`` view; other inputs (zeros, which copy
-    or keep a dim by ``allowzero``, errors to report) go to ``fallback``, the NumPy form."""
+cdef class _Form:
+    """What every compiled form here shares: ``fallback``, the NumPy form, takes the inputs the
+    form does not, and its signature names the attributes a node may bind (read when the
+    compiler asks: not at import)."""
 
     cdef readonly object fallback
     cdef object signature
 
     def __init__(self, fallback):
         self.fallback = fallback
-        self.signature = signature(fallback)
 
     @property
     def __signature__(self):
-        """The fallback's signature (the attributes a node may bind)."""
+        """The fallback's signature (read when asked: not at import)."""
+        if self.signature is None:
+            self.signature = signature(self.fallback)
         return self.signature
+
+
+cdef class Reshape(_Form):
+    """Reshape's compiled form: ``data`` (an ndarray, not a subclass) reshaped in C when
+    ``shape`` is a one-dimensional int64 ndarray of dims that are positive but for at most one
+    -1 (inferred): the NumPy form's ``data.reshape(dims)`` view; other inputs (zeros, which copy
+    or keep a dim by ``allowzero``, errors to report) go to ``fallback``, the NumPy form."""
 
     def __call__(self, data, shape, *, allowzero=0):
         if (type(data) is not cnp.ndarray or type(shape) is not cnp.ndarray
@@ -90,26 +97,17 @@ cdef class Reshape:
         return cnp.PyArray_Newshape(<cnp.ndarray>data, &newshape, cnp.NPY_CORDER)
 
 
-cdef class Axes:
+cdef class Axes(_Form):
     """Squeeze's (``insert`` False) or Unsqueeze's (True) compiled form from opset 13, whose
     axes are an input: ``data`` (an ndarray, not a subclass) viewed in C with the size-1 dims
     at ``axes`` dropped or inserted, the NumPy form's ``data.reshape(dims)``, when ``axes`` is
     a one-dimensional int64 ndarray of distinct axes in range (and, to drop, of size 1); other
     inputs (no axes, errors to report) go to ``fallback``, the NumPy form."""
 
-    cdef readonly object fallback
     cdef bint insert
-    cdef object signature
 
     def __init__(self, fallback, bint insert):
         self.fallback, self.insert = fallback, insert
-
-    @property
-    def __signature__(self):
-        """The fallback's signature (read when asked: not at import)."""
-        if self.signature is None:
-            self.signature = signature(self.fallback)
-        return self.signature
 
     def __call__(self, data, axes=None):
         if (type(data) is not cnp.ndarray or type(axes) is not cnp.ndarray
@@ -161,25 +159,12 @@ cdef inline const cnp.int64_t *_values(object a):
     return <const cnp.int64_t *>cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
-cdef class Slice:
+cdef class Slice(_Form):
     """Slice's compiled form from opset 10, whose bounds are inputs: the index of ``data`` (an
     ndarray, not a subclass) clamped as ONNX says in C, then ``data[index]``, the NumPy form's
     view, when starts, ends and the axes and steps given are one-dimensional int64 ndarrays of
     one length, the axes distinct and in range, no step 0; other inputs (other dtypes, errors
     to report) go to ``fallback``, the NumPy form."""
-
-    cdef readonly object fallback
-    cdef object signature
-
-    def __init__(self, fallback):
-        self.fallback = fallback
-
-    @property
-    def __signature__(self):
-        """The fallback's signature (read when asked: not at import)."""
-        if self.signature is None:
-            self.signature = signature(self.fallback)
-        return self.signature
 
     def __call__(self, data, starts, ends, axes=None, steps=None):
         if (type(data) is not cnp.ndarray or not _ints64(starts) or not _ints64(ends)
@@ -232,26 +217,12 @@ cdef extern from "numpy/arrayobject.h":
     object _take_from "PyArray_TakeFrom"(cnp.ndarray, object, int, void *, cnp.NPY_CLIPMODE)
 
 
-cdef class Gather:
+cdef class Gather(_Form):
     """Gather's compiled form: ``data.take(indices, axis)`` called in C, the NumPy form's very
     call (a 0-d result as a 0-d array, as the NumPy form returns it), when data is an ndarray
     (not a subclass) of rank 1 or more, indices an ndarray of a signed integer dtype and
     ``axis`` in range; other inputs, and indices out of range (errors to report in words), go
     to ``fallback``, the NumPy form."""
-
-    cdef readonly object fallback
-    cdef object signature
-
-    def __init__(self, fallback):
-        self.fallback = fallback
-
-    @property
-    def __signature__(self):
-        """The fallback's signature, the attributes a node may bind (read when asked: not at
-        import)."""
-        if self.signature is None:
-            self.signature = signature(self.fallback)
-        return self.signature
 
     def __call__(self, data, indices, *, int axis=0):
         if type(data) is not cnp.ndarray or type(indices) is not cnp.ndarray:
@@ -268,25 +239,11 @@ cdef class Gather:
             return self.fallback(data, indices, axis=axis)
 
 
-cdef class Concat:
+cdef class Concat(_Form):
     """Concat's compiled form: ``np.concatenate(inputs, axis)`` called in C
     (``PyArray_Concatenate``, what np.concatenate calls with no ``out`` or dtype), when the
     inputs are ndarrays (not subclasses) of one rank of at least 1 and ``axis`` is in range;
     other inputs (errors to report) go to ``fallback``, the NumPy form."""
-
-    cdef readonly object fallback
-    cdef object signature
-
-    def __init__(self, fallback):
-        self.fallback = fallback
-
-    @property
-    def __signature__(self):
-        """The fallback's signature, the attributes a node may bind (read when asked: not at
-        import)."""
-        if self.signature is None:
-            self.signature = signature(self.fallback)
-        return self.signature
 
     def __call__(self, *inputs, int axis):
         cdef Py_ssize_t i, count = PyTuple_GET_SIZE(inputs)
@@ -304,25 +261,11 @@ cdef class Concat:
         return cnp.PyArray_Concatenate(inputs, a)
 
 
-cdef class Shape:
+cdef class Shape(_Form):
     """Shape's compiled form: dims ``start:end`` of ``data``'s shape (an ndarray, not a
     subclass; Python's slice clamping, as ONNX's) written into a new int64 array in C, the
     NumPy form's ``np.array(data.shape[start:end], dtype=np.int64)``; anything else goes to
     ``fallback``, the NumPy form."""
-
-    cdef readonly object fallback
-    cdef object signature
-
-    def __init__(self, fallback):
-        self.fallback = fallback
-
-    @property
-    def __signature__(self):
-        """The fallback's signature, the attributes a node may bind (read when asked: not at
-        import)."""
-        if self.signature is None:
-            self.signature = signature(self.fallback)
-        return self.signature
 
     def __call__(self, data, *, start=0, end=None):
         if type(data) is not cnp.ndarray or type(start) is not int or (
