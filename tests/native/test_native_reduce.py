@@ -99,6 +99,6 @@ def test_wide_row_means_are_the_numpy_forms_sum_and_division(n):
     """The compiled ReduceMean's rows: NumPy's float32 sum divided by a float64 count."""
     x = _rows(3, n, n + 1)
     out = np.empty(3, np.float32)
-    module("_math").row_means_wide_f32(x.reshape(-1), out)
+    module("_math").row_means_f32(x.reshape(-1), out, True)
     want = np.true_divide(np.add.reduce(x, axis=1), np.float64(n)).astype(np.float32)
     assert out.tobytes() == want.tobytes()

@@ -281,31 +281,21 @@ cdef float _pairwise_sum(const float *a, Py_ssize_t n) noexcept nogil:
     return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
 
 
-def row_means_wide_f32(const float[::1] x, float[::1] out):
-    """out[r] = the mean of row r of x (rows of len(x) // len(out) values) as ReduceMean's
-    NumPy form gives it for a float32 row under NumPy 2's promotion: NumPy's float32 sum
-    (the pairwise sum added to 0) divided by the count in double, rounded once to float32."""
-    cdef Py_ssize_t r, rows = out.shape[0], n = x.shape[0] // rows if rows else 0
-    cdef double count = <double>n
-    cdef float zero = 0.0
-    if rows == 0:
-        return
-    if n * rows != x.shape[0] or n == 0:
-        raise ValueError("buffer sizes do not match")
-    with nogil:
-        for r in range(rows):
-            out[r] = <float>(<double>(zero + _pairwise_sum(&x[r * n], n)) / count)
-
-
-def row_means_f32(const float[::1] x, float[::1] out):
-    """out[r] = the mean of row r of x (rows of len(x) // len(out) values) as NumPy's
-    ``mean`` gives it for a float32 row: the pairwise sum added to 0, then divided in float32."""
+def row_means_f32(const float[::1] x, float[::1] out, bint wide=False):
+    """out[r] = the mean of row r of x (rows of len(x) // len(out) values) as NumPy's ``mean``
+    gives it for a float32 row: the pairwise sum added to 0, then divided in float32; with
+    ``wide``, as ReduceMean's NumPy form gives it under NumPy 2's promotion: that float32 sum
+    divided by the count in double, rounded once to float32."""
     cdef Py_ssize_t r, rows = out.shape[0], n = x.shape[0] // rows if rows else 0
     cdef float count = <float>n, zero = 0.0
+    cdef double wide_count = <double>n
     if rows == 0:
         return
     if n * rows != x.shape[0] or n == 0:
         raise ValueError("buffer sizes do not match")
     with nogil:
         for r in range(rows):
-            out[r] = (zero + _pairwise_sum(&x[r * n], n)) / count
+            if wide:
+                out[r] = <float>(<double>(zero + _pairwise_sum(&x[r * n], n)) / wide_count)
+            else:
+                out[r] = (zero + _pairwise_sum(&x[r * n], n)) / count

@@ -150,8 +150,7 @@ def _row_means(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray |
     if not x.shape[-1]:
         return None
     out = np.empty((*x.shape[:-1], 1) if keep else x.shape[:-1], np.float32)
-    means = _MATH.row_means_wide_f32 if _WIDE_MEAN else _MATH.row_means_f32  # type: ignore[union-attr]
-    means(x.reshape(-1), out.reshape(-1))
+    _MATH.row_means_f32(x.reshape(-1), out.reshape(-1), _WIDE_MEAN)  # type: ignore[union-attr]
     return out
 
 
