@@ -25,7 +25,7 @@ Many rows go over plain threads (``_threads.h``, up to the forest's ``threads``)
 next unit of rows until none is left; a row's sums are the same whichever thread takes it.
 
 :class:`Post` finishes the sums of a tree ensemble kernel in one pass (base values, top class,
-post_transform, float32), in the same call as the walk (``predict_f32``, ``predict_f64``).
+post_transform, float32), in the same call as the walk (:class:`Predict`, which makes the outputs).
 """
 
 import os
@@ -767,31 +767,15 @@ cdef class PackedForest:
     cdef _sums(self, const real[:, ::1] x, double[:, ::1] out):
         self._check(x.shape[0], x.shape[1], words(<real>0), out.shape[0], out.shape[1], self.weights.shape[1])
         if x.shape[0]:
-            self._sums_into(x, &out[0, 0])
-
-    def predict_f32(self, const float[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
-        """What ``post`` makes of the sums (divided by the trees' count when ``average``) of a
-        float32 input: out = the scores, top = the labels (classifiers); one call, no
-        intermediate array."""
-        self._predict(x, post, average, out, top)
-
-    def predict_f64(self, const double[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
-        """:meth:`predict_f32` of a float64 input."""
-        self._predict(x, post, average, out, top)
-
-    cdef _predict(self, const real[:, ::1] x, Post post, bint average, float[:, ::1] out, int64_t[::1] top):
-        cdef Py_ssize_t n = x.shape[0], targets = self.weights.shape[1]
-        self._check(n, x.shape[1], words(<real>0), n, targets, targets)
-        post.check(n, targets, out, top)
-        if n:
-            self._predict_rows(&x[0, 0], n, x.shape[1], post, average, &out[0, 0], &top[0] if top.shape[0] else NULL)
+            self._sums_rows(&x[0, 0], x.shape[0], x.shape[1], &out[0, 0])
 
     cdef _predict_rows(
         self, const real* x, Py_ssize_t n, Py_ssize_t n_features, Post post, bint average,
         float* out, int64_t* top,
     ):
-        """:meth:`predict_f32` of n > 0 rows at x into out and top (NULL: no labels), the
-        shapes checked by the caller."""
+        """What ``post`` makes of the sums (divided by the trees' count when ``average``) of
+        n > 0 rows at x: out = the scores, top = the labels (NULL: none); one call, no
+        intermediate array; the shapes checked by the caller (:class:`Predict`)."""
         cdef Py_ssize_t i, targets = self.weights.shape[1]
         cdef double* summed = <double*>malloc(max(n * targets, 1) * sizeof(double))
         cdef double* row = <double*>malloc(max(targets, 2) * sizeof(double))
@@ -809,13 +793,9 @@ cdef class PackedForest:
             free(summed)
             free(row)
 
-    cdef _sums_into(self, const real[:, ::1] x, double* out):
-        """out[r * targets + j] = :meth:`sums` of x (n > 0 rows)."""
-        self._sums_rows(&x[0, 0], x.shape[0], x.shape[1], out)
-
     cdef _sums_rows(self, const real* x, Py_ssize_t n, Py_ssize_t n_features, double* out):
-        """:meth:`_sums_into` of n rows at x, over up to ``threads`` threads when their steps
-        reach ``min_work``."""
+        """out[r * targets + j] = :meth:`sums` of n > 0 rows at x, over up to ``threads``
+        threads when their steps reach ``min_work``."""
         cdef Job job
         job.f, job.x, job.single = &self.f, x, real is float
         job.n_features, job.n, job.chunk = n_features, n, self.chunk
