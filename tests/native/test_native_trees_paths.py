@@ -290,3 +290,68 @@ def _forms_with_threads(attrs: dict[str, Any], x: np.ndarray, threads: int) -> A
         session = onnxflow.InferenceSession(model.SerializeToString(), options)
         runs.append(session.run(None, feeds))
     return runs
+
+
+def _comparable_inputs(
+    rng: np.random.Generator, n: int, thresholds: np.ndarray, dtype: Any
+) -> np.ndarray:
+    """Rows without NaN: normal values, ties with the thresholds, infinities and signed zeros."""
+    x = rng.standard_normal((n, N_FEATURES))
+    special = rng.random(x.shape)
+    x[special < 0.3] = rng.choice(thresholds[np.isfinite(thresholds)], (special < 0.3).sum())
+    x[(special > 0.9) & (special < 0.95)] = rng.choice([np.inf, -np.inf, 0.0, -0.0])
+    return x.astype(dtype)
+
+
+PERFECT_MODES = [["BRANCH_LT"], ["BRANCH_LEQ"], ["BRANCH_GT"], ["BRANCH_GTE"], LEGACY_MODES[:4]]
+
+
+@pytest.mark.parametrize("modes", PERFECT_MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_perfect_layout_walks_as_the_nodes(modes, dtype):
+    """Forests of <, <=, >, >= tests (thresholds with infinities, NaN and signed zeros; trees of
+    unequal depths, some one leaf) are laid out perfect and walk rows without NaN to the NumPy
+    form's bits at every row count around the lanes' edges; a NaN row walks the nodes."""
+    rng = np.random.default_rng(len(modes) * 3 + len(modes[0]))
+    thresholds = np.concatenate([_thresholds(rng), [np.inf, -np.inf, np.nan, 0.0, -0.0]])
+    attrs = legacy_forest_of(rng, 30, 6, modes, thresholds)
+    forest, packs = _packed(attrs, 1)
+    assert packs[dtype].perfect_depth == 6
+    for n in (1, 5, 11, 12, 13, 33, 300):
+        x = _comparable_inputs(rng, n, thresholds, dtype)
+        if n == 33:
+            x[17, 2] = np.nan
+        out = np.empty((n, 3))
+        packs[dtype].sums(x, out)
+        assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
+        compiled, numpy_form = node_forms(
+            "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
+        )
+        assert_same(compiled, numpy_form)
+
+
+def legacy_forest_of(
+    rng: np.random.Generator, n_trees: int, depth: int, modes: list[str], thresholds: np.ndarray
+) -> dict[str, Any]:
+    """A random regressor forest of 3 targets whose trees are of unequal depths."""
+    from test_native_trees import legacy_forest
+
+    return legacy_forest(rng, n_trees, depth, modes, "target", 3, thresholds, shallow=0.3)
+
+
+@pytest.mark.parametrize(
+    "modes, depth", [(LEGACY_MODES, 5), (["BRANCH_EQ"], 4), (["BRANCH_LT"], 13)]
+)
+def test_forests_without_a_perfect_layout_walk_their_nodes(modes, depth):
+    """== and != tests have no ``v < t`` form, and a forest deeper than 12 levels would take
+    too much memory: both walk their nodes, to the NumPy form's bits."""
+    rng = np.random.default_rng(depth)
+    thresholds = _thresholds(rng)
+    attrs = legacy_forest_of(rng, 6 if depth > 12 else 20, depth, modes, thresholds)
+    forest, packs = _packed(attrs, 1)
+    assert packs[np.float32].perfect_depth == -1 and packs[np.float64].perfect_depth == -1
+    x = _comparable_inputs(rng, 40, thresholds, np.float32)
+    compiled, numpy_form = node_forms(
+        "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
+    )
+    assert_same(compiled, numpy_form)

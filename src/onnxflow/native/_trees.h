@@ -1,6 +1,7 @@
 /* One level of an oblivious tree over many rows (see _trees.pyx, walk_oblivious): each row's
  * outcome index gains one bit, 1 where the level's test takes "no". takes_no holds which
- * outcomes do: bit 0 for v < t, bit 1 v == t, bit 2 v > t, bit 3 unordered (v NaN). */
+ * outcomes do: bit 0 for v < t, bit 1 v == t, bit 2 v > t, bit 3 unordered (v NaN). And
+ * whether rows hold a NaN (the perfect walk takes rows without). */
 #ifndef ONNXFLOW_TREES_H
 #define ONNXFLOW_TREES_H
 
@@ -31,6 +32,20 @@
 
 OF_LEVEL(of_level_f32, float)
 OF_LEVEL(of_level_f64, double)
+
+/* Whether x[:n] holds a NaN (one vectorized pass, no early exit). */
+#define OF_ANY_NAN(name, real)                                                                 \
+    __attribute__((target_clones("avx2", "default"), noinline))                                \
+    static int name(const real *x, long n)                                                     \
+    {                                                                                          \
+        int nan = 0;                                                                           \
+        long i;                                                                                \
+        for (i = 0; i < n; i++) nan |= x[i] != x[i];                                           \
+        return nan;                                                                            \
+    }
+
+OF_ANY_NAN(of_any_nan_f32, float)
+OF_ANY_NAN(of_any_nan_f64, double)
 
 #pragma GCC pop_options
 

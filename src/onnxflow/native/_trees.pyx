@@ -13,6 +13,15 @@ unequal depths waste no steps). In a forest without membership nodes, 8 lanes at
 their nodes in registers through a branch-free step: 8 rows of a tile through one tree, or,
 under 8 rows, one row through 8 trees taken in order of depth.
 
+A forest whose tests all compare one feature with a threshold (no sets, no ==/!= tests) and that
+is shallow enough is also laid out *perfect*: every tree padded to the forest's depth D in heap
+order, node i's children at 2i+1 and 2i+2, each test turned into ``v < t`` (t the next value up
+for ``<=``; a pack's ``>`` and ``>=`` tests are already ``<=`` and ``<`` with their children
+swapped), a leaf above level D copied into every leaf slot below it. A step is then
+``i = 2i + 2 - (v < t)``: no child to load, no comparison code. Rows without a NaN (NaN tracks
+differ per node) walk that layout, in lanes of rows through one tree (or of trees, under PLANES
+rows), D steps each; a block with a NaN walks the nodes.
+
 From 8 rows on, an oblivious forest (every tree tests one feature and threshold per level, as
 catboost's do) is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
 at the tree's levels, one bit each, looked up in the tree's table of leaf slots (no step waits
@@ -48,6 +57,8 @@ cdef extern from "_threads.h" nogil:
 cdef extern from "_trees.h" nogil:
     void of_level_f32(const float* column, float t, uint32_t takes_no, uint32_t* index, long n)
     void of_level_f64(const double* column, double t, uint32_t takes_no, uint32_t* index, long n)
+    bint of_any_nan_f32(const float* x, long n)
+    bint of_any_nan_f64(const double* x, long n)
 
 cdef enum:
     FEATURE = (1 << 27) - 1
@@ -59,6 +70,10 @@ cdef enum:
     UNIT = 64  # rows a thread takes at a time
     PARALLEL_WORK = 250000  # steps (rows x levels walked) from which more threads than one walk
     OBLIVIOUS_STEP = 4  # levels of an oblivious walk that cost about one step of a node walk
+    PLANES = 12  # lanes of the perfect walk (measured: 8 and 16 took 10% longer)
+    PERFECT_LEVELS = 12  # the deepest forest laid out perfect
+    PERFECT_GROWTH = 16  # ... in at most this many times its packed nodes (or PERFECT_FLOOR)
+    PERFECT_FLOOR = 1 << 16
 
 
 cdef struct Forest:
@@ -77,6 +92,9 @@ cdef struct Forest:
     const int32_t* level_start
     const int32_t* table  # per tree, from table_start[t]: the leaf slot of each outcome index
     const int32_t* table_start
+    int pdepth  # the perfect layout's depth D (-1: none)
+    const int32_t* pnodes  # tree t's 2^D - 1 nodes from word t * (2^D - 1) * pwords: t, feature
+    const int32_t* pleaves  # tree t's 2^D leaf slots from t * 2^D
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -276,6 +294,64 @@ cdef void walk_rows(
             out[r * f.trees + t] = f.nodes[node * words(<real>0) + slot]
 
 
+cdef inline bint any_nan(const real* x, Py_ssize_t n) noexcept nogil:
+    """Whether x[:n] holds a NaN."""
+    if real is float:
+        return of_any_nan_f32(x, n)
+    return of_any_nan_f64(x, n)
+
+
+cdef inline Py_ssize_t pwords(real t) noexcept nogil:
+    """A perfect node's int32 words in a forest of thresholds of t's type: the threshold, then
+    the feature (and a pad word for float64)."""
+    return 2 if real is float else 4
+
+
+cdef inline void perfect_lanes(
+    const int32_t** trees, const real** rows, Py_ssize_t depth, uint32_t* reached
+) noexcept nogil:
+    """Walk PLANES (tree, row) lanes of a perfect forest for ``depth`` steps, their heap
+    indices in registers: reached[i] = the heap index lane i ends on (2^depth - 1 and up)."""
+    cdef uint32_t node[PLANES]
+    cdef const int32_t* nd
+    cdef Py_ssize_t i, d
+    for i in range(PLANES):
+        node[i] = 0
+    for d in range(depth):
+        for i in range(PLANES):
+            nd = trees[i] + node[i] * pwords(<real>0)
+            node[i] = 2 * node[i] + 2 - (rows[i][nd[sizeof(real) // 4]] < (<const real*>nd)[0])
+    for i in range(PLANES):
+        reached[i] = node[i]
+
+
+cdef void walk_perfect(
+    const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """out[r * trees + t] = the leaf slot row r of x reaches in tree t, for nr rows without NaN
+    of a perfect forest: PLANES rows through one tree at a time, or, under PLANES rows, one row
+    through PLANES trees (a last short group repeats its last lane)."""
+    cdef const int32_t* trees[PLANES]
+    cdef const real* rows[PLANES]
+    cdef uint32_t reached[PLANES]
+    cdef Py_ssize_t inner = (1 << f.pdepth) - 1, stride = inner * pwords(<real>0)
+    cdef Py_ssize_t t, r, i, tt, rr, by_rows = nr >= PLANES
+    cdef Py_ssize_t outer = f.trees if by_rows else nr, lanes = nr if by_rows else f.trees
+    for t in range(outer):
+        r = 0
+        while r < lanes:
+            for i in range(PLANES):
+                tt = t if by_rows else min(r + i, lanes - 1)
+                rr = min(r + i, lanes - 1) if by_rows else t
+                trees[i], rows[i] = f.pnodes + tt * stride, x + rr * n_features
+            perfect_lanes(trees, rows, f.pdepth, reached)
+            for i in range(min(<Py_ssize_t>PLANES, lanes - r)):
+                tt = t if by_rows else r + i
+                rr = r + i if by_rows else t
+                out[rr * f.trees + tt] = f.pleaves[tt * (inner + 1) + reached[i] - inner]
+            r += PLANES
+
+
 cdef bint walk_oblivious(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
@@ -329,6 +405,9 @@ cdef void walk_block(
     cdef Py_ssize_t t = 0, r, lanes = LANES, group
     if f.oblivious and nr >= GROUP and walk_oblivious(f, x, n_features, nr, out):
         return  # (fewer rows: the walk of 8 trees at a time in registers takes fewer steps)
+    if f.pdepth >= 0 and not any_nan(x, nr * n_features):
+        walk_perfect(f, x, n_features, nr, out)
+        return
     if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
         walk_rows(f, x, n_features, nr, out)
         return
@@ -432,6 +511,10 @@ cdef inline Py_ssize_t chunk_rows(Py_ssize_t r, Py_ssize_t n, Py_ssize_t chunk) 
 
 cdef extern from "<math.h>" nogil:
     double exp(double x)
+    double nextafter(double x, double y)
+    float nextafterf(float x, float y)
+    const double INFINITY
+    const double NAN
 
 cdef enum:
     NONE = 0
@@ -655,6 +738,52 @@ cdef int32_t* by_depth(const int32_t[::1] depth):
     return order
 
 
+cdef int perfect_test(real t, uint32_t no, real* out) noexcept nogil:
+    """The perfect form of a packed test (``no``: which of v < t, v == t, v > t take ``no``,
+    bits 0-2; a pack's ``yes`` is v < t's child, so bit 0 is clear but for NaN thresholds):
+    out[0] = t' such that ``v < t'`` takes the first child, and whether that child is ``no``
+    (1) or ``yes`` (0); -1 where no such form exists (an == or != test)."""
+    if t != t:  # every value compares as v < t (a NaN row walks the nodes)
+        no = 7 if no & 1 else 0
+    if no == 6:  # v < t takes yes
+        out[0] = t
+        return 0
+    if no == 4 and t != INFINITY:  # v <= t takes yes: v < the next value up
+        out[0] = nextafterf(t, <float>INFINITY) if real is float else nextafter(t, INFINITY)
+        return 0
+    if no == 0 or no == 7 or no == 4:  # one child for every value (v <= +inf: yes)
+        out[0] = <real>NAN  # v < NaN is never true
+        return 0 if no == 7 else 1
+    return -1
+
+
+cdef bint fill_perfect(
+    const Forest* f, int32_t node, Py_ssize_t heap, Py_ssize_t level, Py_ssize_t depth,
+    int32_t* tree, int32_t* leaves, real kind,
+) noexcept nogil:
+    """Lay out the subtree of packed node ``node`` at heap index ``heap`` (on level ``level``)
+    of a perfect tree ``depth`` levels deep (``tree``: its nodes, zeroed; ``leaves``: its leaf
+    slots); False where a test has no perfect form or the subtree is deeper (a cycle)."""
+    cdef Py_ssize_t k = sizeof(real) // 4, i, below = depth - level
+    cdef const int32_t* nd = f.nodes + node * words(<real>0)
+    cdef int32_t* pn = tree + heap * pwords(<real>0)
+    cdef real t
+    cdef int swap
+    if nd[k + 1] == node:  # a leaf: its slot in every leaf slot below it
+        for i in range(1 << below):
+            leaves[((heap + 1) << below) - (1 << depth) + i] = nd[k + 2]
+        return True
+    swap = perfect_test((<const real*>nd)[0], (<uint32_t>nd[k] >> 28) & 7, &t)
+    if level >= depth or swap < 0:
+        return False
+    (<real*>pn)[0] = t
+    pn[k] = nd[k] & FEATURE
+    return (
+        fill_perfect(f, nd[k + 1 + swap], 2 * heap + 1, level + 1, depth, tree, leaves, kind)
+        and fill_perfect(f, nd[k + 2 - swap], 2 * heap + 2, level + 1, depth, tree, leaves, kind)
+    )
+
+
 cdef class PackedForest:
     """A packed forest, its leaf weights, and the rows per chunk of the NumPy form's sums;
     the arrays it is made of are kept, not copied. Its sums take up to ``threads`` threads
@@ -673,6 +802,8 @@ cdef class PackedForest:
     cdef public Py_ssize_t min_work
     cdef public bint follow_load  # threads: no more than the cores the load leaves idle
     cdef Py_ssize_t steps  # a row's steps through all trees (their depths; oblivious: a 4th)
+    cdef int32_t* pnodes  # the perfect layout (NULL: none)
+    cdef int32_t* pleaves
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -707,6 +838,39 @@ cdef class PackedForest:
         self.threads, self.min_work, self.steps, self.follow_load = 1, PARALLEL_WORK, 0, False
         for i in range(depth.shape[0]):
             self.steps += max(depth[i], 1)
+        self.f.pdepth = -1
+        self.lay_out_perfect()
+
+    cdef lay_out_perfect(self):
+        """Lay the forest out perfect where it can be (the module's docstring): no sets, only
+        <, <=, >, >= tests, at most PERFECT_LEVELS deep, in at most PERFECT_GROWTH times its
+        nodes (or PERFECT_FLOOR)."""
+        cdef Py_ssize_t t, top = 0, trees = self.f.trees, pw = 2 if self.width == 4 else 4
+        cdef bint fits = not self.f.members
+        for t in range(trees):
+            top = max(top, <Py_ssize_t>self.depth[t])
+        cdef Py_ssize_t inner = (1 << min(top, PERFECT_LEVELS)) - 1
+        if not fits or top > PERFECT_LEVELS or trees * (inner + 1) > max(
+            PERFECT_GROWTH * (self.nodes.shape[0] // self.width), PERFECT_FLOOR
+        ):
+            return
+        self.pnodes = <int32_t*>calloc(max(trees * inner * pw, 1), sizeof(int32_t))
+        self.pleaves = <int32_t*>malloc(trees * (inner + 1) * sizeof(int32_t))
+        if self.pnodes == NULL or self.pleaves == NULL:
+            raise MemoryError()
+        for t in range(trees):
+            if self.width == 4:
+                fits = fits and fill_perfect(
+                    &self.f, self.roots[t], 0, 0, top, self.pnodes + t * inner * pw,
+                    self.pleaves + t * (inner + 1), <float>0,
+                )
+            else:
+                fits = fits and fill_perfect(
+                    &self.f, self.roots[t], 0, 0, top, self.pnodes + t * inner * pw,
+                    self.pleaves + t * (inner + 1), <double>0,
+                )
+        if fits:
+            self.f.pnodes, self.f.pleaves, self.f.pdepth = self.pnodes, self.pleaves, top
 
     def walk_oblivious(
         self, const int32_t[::1] level_node, const int32_t[::1] level_start,
@@ -738,8 +902,15 @@ cdef class PackedForest:
         self.f.oblivious = True
         self.steps = max(self.steps // OBLIVIOUS_STEP, 1)
 
+    @property
+    def perfect_depth(self):
+        """The depth D of the forest's perfect layout, -1 where it has none."""
+        return self.f.pdepth
+
     def __dealloc__(self):
         free(self.order)
+        free(self.pnodes)
+        free(self.pleaves)
 
     def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
         """out[r, t] = the leaf slot row r of x reaches in tree t."""
