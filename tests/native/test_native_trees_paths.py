@@ -348,7 +348,7 @@ def test_forests_without_a_perfect_layout_walk_their_nodes(modes, depth):
     rng = np.random.default_rng(depth)
     thresholds = _thresholds(rng)
     attrs = legacy_forest_of(rng, 6 if depth > 12 else 20, depth, modes, thresholds)
-    forest, packs = _packed(attrs, 1)
+    _, packs = _packed(attrs, 1)
     assert packs[np.float32].perfect_depth == -1 and packs[np.float64].perfect_depth == -1
     x = _comparable_inputs(rng, 40, thresholds, np.float32)
     compiled, numpy_form = node_forms(
