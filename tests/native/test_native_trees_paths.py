@@ -308,26 +308,37 @@ PERFECT_MODES = [["BRANCH_LT"], ["BRANCH_LEQ"], ["BRANCH_GT"], ["BRANCH_GTE"], L
 
 @pytest.mark.parametrize("modes", PERFECT_MODES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_perfect_layout_walks_as_the_nodes(modes, dtype):
+@pytest.mark.parametrize("depth", [6, 8])
+def test_the_perfect_layout_walks_as_the_nodes(modes, dtype, depth):
     """Forests of <, <=, >, >= tests (thresholds with infinities, NaN and signed zeros; trees of
     unequal depths, some one leaf) are laid out perfect and walk rows without NaN to the NumPy
-    form's bits at every row count around the lanes' edges; a NaN row walks the nodes."""
-    rng = np.random.default_rng(len(modes) * 3 + len(modes[0]))
+    form's bits at every row count around the lanes' edges, by bit vectors (float32, at most 6
+    levels, where the CPU has AVX-512) and without; a NaN row walks the nodes."""
+    from onnxflow.native import _trees
+
+    rng = np.random.default_rng(len(modes) * 3 + len(modes[0]) + depth)
     thresholds = np.concatenate([_thresholds(rng), [np.inf, -np.inf, np.nan, 0.0, -0.0]])
-    attrs = legacy_forest_of(rng, 30, 6, modes, thresholds)
+    attrs = legacy_forest_of(rng, 30, depth, modes, thresholds)
     forest, packs = _packed(attrs, 1)
-    assert packs[dtype].perfect_depth == 6
-    for n in (1, 5, 11, 12, 13, 33, 300):
-        x = _comparable_inputs(rng, n, thresholds, dtype)
-        if n == 33:
-            x[17, 2] = np.nan
-        out = np.empty((n, 3))
-        packs[dtype].sums(x, out)
-        assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
-        compiled, numpy_form = node_forms(
-            "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
-        )
-        assert_same(compiled, numpy_form)
+    walker = packs[dtype]
+    assert walker.perfect_depth == depth
+    can = dtype == np.float32 and depth <= 6 and _trees.bitvector_ok()
+    assert walker.bitvector == can
+    for bitvector in (False, True):
+        walker.bitvector = bitvector
+        assert walker.bitvector == (bitvector and can)
+        for n in (1, 5, 11, 12, 13, 15, 16, 17, 33, 300):
+            x = _comparable_inputs(rng, n, thresholds, dtype)
+            if n == 33:
+                x[17, 2] = np.nan
+            out = np.empty((n, 3))
+            walker.sums(x, out)
+            assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
+    x = _comparable_inputs(rng, 40, thresholds, dtype)
+    compiled, numpy_form = node_forms(
+        "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
+    )
+    assert_same(compiled, numpy_form)
 
 
 def legacy_forest_of(

@@ -49,4 +49,59 @@ OF_ANY_NAN(of_any_nan_f64, double)
 
 #pragma GCC pop_options
 
+/* The bit-vector walk of a perfect forest D <= 6 levels deep (see _trees.pyx): a row's leaf in a
+ * tree is the lowest bit left of a 64-bit vector of its leaf slots (left to right) once every
+ * test the row fails (v >= t, or t NaN) has cleared the leaves of its left subtree. The tests are
+ * independent of each other (no step waits for the one before), and 16 rows go at a time in two
+ * AVX-512 registers, so this runs only where the CPU has AVX-512 (of_bitvector_ok). */
+typedef struct {
+    float t;
+    int32_t feature;
+    uint64_t keep; /* the tree's leaf slots a failed test keeps */
+} of_test;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+static int of_bitvector_ok(void) { return __builtin_cpu_supports("avx512f"); }
+
+/* out[r * trees + t] = leaves[t * width + the row's leaf] for rows x[:nr] (no NaN, n_features
+ * apart) and trees whose tests are tests[start[t]:start[t + 1]] (width: leaf slots a tree, at
+ * most 64); cols: 16 * n_features floats of scratch, 64-byte aligned. */
+__attribute__((target("avx512f"), noinline)) static void of_bitvector_walk(
+    const float *x, long n_features, long nr, long trees, const of_test *tests,
+    const int32_t *start, const int32_t *leaves, long width, int32_t *out, float *cols)
+{
+    uint64_t bits[16] __attribute__((aligned(64)));
+    long r0, n, i, f, t, k;
+    for (r0 = 0; r0 < nr; r0 += 16) {
+        n = nr - r0 < 16 ? nr - r0 : 16;
+        for (f = 0; f < n_features; f++) /* a short last group repeats its last row */
+            for (i = 0; i < 16; i++) cols[f * 16 + i] = x[(r0 + (i < n ? i : n - 1)) * n_features + f];
+        for (t = 0; t < trees; t++) {
+            __m512i lo = _mm512_set1_epi64(-1), hi = lo;
+            for (k = start[t]; k < start[t + 1]; k++) {
+                __m512 v = _mm512_load_ps(cols + tests[k].feature * 16);
+                __mmask16 fails = _mm512_cmp_ps_mask(v, _mm512_set1_ps(tests[k].t), _CMP_NLT_UQ);
+                __m512i keep = _mm512_set1_epi64((long long)tests[k].keep);
+                lo = _mm512_mask_and_epi64(lo, (__mmask8)fails, lo, keep);
+                hi = _mm512_mask_and_epi64(hi, (__mmask8)(fails >> 8), hi, keep);
+            }
+            _mm512_store_si512((void *)bits, lo);
+            _mm512_store_si512((void *)(bits + 8), hi);
+            for (i = 0; i < n; i++) out[(r0 + i) * trees + t] = leaves[t * width + __builtin_ctzll(bits[i])];
+        }
+    }
+}
+#else
+static int of_bitvector_ok(void) { return 0; }
+static void of_bitvector_walk(const float *x, long n_features, long nr, long trees,
+                              const of_test *tests, const int32_t *start, const int32_t *leaves,
+                              long width, int32_t *out, float *cols)
+{
+    (void)x, (void)n_features, (void)nr, (void)trees, (void)tests, (void)start, (void)leaves;
+    (void)width, (void)out, (void)cols;
+}
+#endif
+
 #endif

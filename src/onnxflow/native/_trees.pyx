@@ -20,7 +20,10 @@ for ``<=``; a pack's ``>`` and ``>=`` tests are already ``<=`` and ``<`` with th
 swapped), a leaf above level D copied into every leaf slot below it. A step is then
 ``i = 2i + 2 - (v < t)``: no child to load, no comparison code. Rows without a NaN (NaN tracks
 differ per node) walk that layout, in lanes of rows through one tree (or of trees, under PLANES
-rows), D steps each; a block with a NaN walks the nodes.
+rows), D steps each; a block with a NaN walks the nodes. A float32 forest of at most 6 levels
+walks 16 rows and more by bit vectors where the CPU has AVX-512 (``_trees.h``): every test of a
+tree on 16 rows at once, none waiting for another (measured on xgboost's 100 trees of depth 6:
+0.4 us a row, against 0.6 for the perfect steps and 1.0 for the node walk).
 
 From 8 rows on, an oblivious forest (every tree tests one feature and threshold per level, as
 catboost's do) is walked without following nodes: a row's leaf in a tree is the index made of its outcomes
@@ -40,7 +43,7 @@ post_transform, float32), in the same call as the walk (:class:`Predict`, which 
 import os
 
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
 
 cnp.import_array()
@@ -59,6 +62,15 @@ cdef extern from "_trees.h" nogil:
     void of_level_f64(const double* column, double t, uint32_t takes_no, uint32_t* index, long n)
     bint of_any_nan_f32(const float* x, long n)
     bint of_any_nan_f64(const double* x, long n)
+    ctypedef struct of_test:
+        float t
+        int32_t feature
+        uint64_t keep
+    bint of_bitvector_ok()
+    void of_bitvector_walk(
+        const float* x, long n_features, long nr, long trees, const of_test* tests,
+        const int32_t* start, const int32_t* leaves, long width, int32_t* out, float* cols,
+    )
 
 cdef enum:
     FEATURE = (1 << 27) - 1
@@ -74,6 +86,8 @@ cdef enum:
     PERFECT_LEVELS = 12  # the deepest forest laid out perfect
     PERFECT_GROWTH = 16  # ... in at most this many times its packed nodes (or PERFECT_FLOOR)
     PERFECT_FLOOR = 1 << 16
+    BITVECTOR_LEVELS = 6  # the deepest perfect forest walked by bit vectors (64 leaf slots)
+    BITVECTOR_ROWS = 16  # the fewest rows walked by bit vectors (16 at a time)
 
 
 cdef struct Forest:
@@ -95,6 +109,8 @@ cdef struct Forest:
     int pdepth  # the perfect layout's depth D (-1: none)
     const int32_t* pnodes  # tree t's 2^D - 1 nodes from word t * (2^D - 1) * pwords: t, feature
     const int32_t* pleaves  # tree t's 2^D leaf slots from t * 2^D
+    const of_test* tests  # a float32 perfect forest's tests for of_bitvector_walk (NULL: none)
+    const int32_t* test_start  # tree t's from test_start[t]
 
 
 cdef inline Py_ssize_t words(real t) noexcept nogil:
@@ -352,6 +368,22 @@ cdef void walk_perfect(
             r += PLANES
 
 
+cdef bint walk_bitvector(
+    const Forest* f, const float* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
+) noexcept nogil:
+    """:func:`walk_perfect` by bit vectors (``_trees.h``, a float32 forest of f.tests); False
+    (nothing walked) when out of memory."""
+    cdef char* raw = <char*>malloc(BITVECTOR_ROWS * n_features * sizeof(float) + 64)
+    if raw == NULL:
+        return False
+    cdef float* cols = <float*>(raw + 64 - <uintptr_t>raw % 64)
+    of_bitvector_walk(
+        x, n_features, nr, f.trees, f.tests, f.test_start, f.pleaves, 1 << f.pdepth, out, cols
+    )
+    free(raw)
+    return True
+
+
 cdef bint walk_oblivious(
     const Forest* f, const real* x, Py_ssize_t n_features, Py_ssize_t nr, int32_t* out
 ) noexcept nogil:
@@ -406,6 +438,9 @@ cdef void walk_block(
     if f.oblivious and nr >= GROUP and walk_oblivious(f, x, n_features, nr, out):
         return  # (fewer rows: the walk of 8 trees at a time in registers takes fewer steps)
     if f.pdepth >= 0 and not any_nan(x, nr * n_features):
+        if real is float and f.tests != NULL and nr >= BITVECTOR_ROWS:
+            if walk_bitvector(f, <const float*>x, n_features, nr, out):
+                return
         walk_perfect(f, x, n_features, nr, out)
         return
     if nr < GROUP and not f.members:  # each row through 8 trees at a time, in registers
@@ -757,13 +792,19 @@ cdef int perfect_test(real t, uint32_t no, real* out) noexcept nogil:
     return -1
 
 
+cdef struct Tests:  # a float32 perfect forest's tests, listed for the bit-vector walk
+    of_test* at
+    Py_ssize_t n
+
+
 cdef bint fill_perfect(
     const Forest* f, int32_t node, Py_ssize_t heap, Py_ssize_t level, Py_ssize_t depth,
-    int32_t* tree, int32_t* leaves, real kind,
+    int32_t* tree, int32_t* leaves, Tests* tests, real kind,
 ) noexcept nogil:
     """Lay out the subtree of packed node ``node`` at heap index ``heap`` (on level ``level``)
     of a perfect tree ``depth`` levels deep (``tree``: its nodes, zeroed; ``leaves``: its leaf
-    slots); False where a test has no perfect form or the subtree is deeper (a cycle)."""
+    slots), each test also added to ``tests`` unless NULL; False where a test has no perfect
+    form or the subtree is deeper (a cycle)."""
     cdef Py_ssize_t k = sizeof(real) // 4, i, below = depth - level
     cdef const int32_t* nd = f.nodes + node * words(<real>0)
     cdef int32_t* pn = tree + heap * pwords(<real>0)
@@ -778,10 +819,21 @@ cdef bint fill_perfect(
         return False
     (<real*>pn)[0] = t
     pn[k] = nd[k] & FEATURE
+    if tests != NULL:  # a failed test drops the leaf slots of the left subtree
+        tests.at[tests.n].t, tests.at[tests.n].feature = <float>t, pn[k]
+        tests.at[tests.n].keep = ~(((<uint64_t>1 << (1 << (below - 1))) - 1) << (
+            ((2 * heap + 2) << (below - 1)) - (1 << depth)
+        ))
+        tests.n += 1
     return (
-        fill_perfect(f, nd[k + 1 + swap], 2 * heap + 1, level + 1, depth, tree, leaves, kind)
-        and fill_perfect(f, nd[k + 2 - swap], 2 * heap + 2, level + 1, depth, tree, leaves, kind)
+        fill_perfect(f, nd[k + 1 + swap], 2 * heap + 1, level + 1, depth, tree, leaves, tests, kind)
+        and fill_perfect(f, nd[k + 2 - swap], 2 * heap + 2, level + 1, depth, tree, leaves, tests, kind)
     )
+
+
+def bitvector_ok():
+    """Whether this CPU walks perfect float32 forests by bit vectors (it has AVX-512)."""
+    return bool(of_bitvector_ok())
 
 
 cdef class PackedForest:
@@ -804,6 +856,8 @@ cdef class PackedForest:
     cdef Py_ssize_t steps  # a row's steps through all trees (their depths; oblivious: a 4th)
     cdef int32_t* pnodes  # the perfect layout (NULL: none)
     cdef int32_t* pleaves
+    cdef of_test* tests  # its tests for the bit-vector walk (NULL: none)
+    cdef int32_t* test_start
 
     def __init__(
         self, const int32_t[::1] nodes, Py_ssize_t width, const int32_t[::1] roots,
@@ -856,21 +910,35 @@ cdef class PackedForest:
             return
         self.pnodes = <int32_t*>calloc(max(trees * inner * pw, 1), sizeof(int32_t))
         self.pleaves = <int32_t*>malloc(trees * (inner + 1) * sizeof(int32_t))
+        cdef Tests tests
+        tests.n, tests.at = 0, NULL
+        if pw == 2 and top <= BITVECTOR_LEVELS and of_bitvector_ok():
+            self.tests = <of_test*>malloc(max(self.nodes.shape[0] // self.width, 1) * sizeof(of_test))
+            self.test_start = <int32_t*>malloc((trees + 1) * sizeof(int32_t))
+            if self.tests == NULL or self.test_start == NULL:
+                raise MemoryError()
+            tests.at = self.tests
         if self.pnodes == NULL or self.pleaves == NULL:
             raise MemoryError()
         for t in range(trees):
+            if self.test_start != NULL:
+                self.test_start[t] = <int32_t>tests.n
             if self.width == 4:
                 fits = fits and fill_perfect(
                     &self.f, self.roots[t], 0, 0, top, self.pnodes + t * inner * pw,
-                    self.pleaves + t * (inner + 1), <float>0,
+                    self.pleaves + t * (inner + 1), &tests if tests.at else NULL, <float>0,
                 )
             else:
                 fits = fits and fill_perfect(
                     &self.f, self.roots[t], 0, 0, top, self.pnodes + t * inner * pw,
-                    self.pleaves + t * (inner + 1), <double>0,
+                    self.pleaves + t * (inner + 1), NULL, <double>0,
                 )
-        if fits:
-            self.f.pnodes, self.f.pleaves, self.f.pdepth = self.pnodes, self.pleaves, top
+        if not fits:
+            return
+        self.f.pnodes, self.f.pleaves, self.f.pdepth = self.pnodes, self.pleaves, top
+        if self.test_start != NULL:
+            self.test_start[trees] = <int32_t>tests.n
+            self.bitvector = True
 
     def walk_oblivious(
         self, const int32_t[::1] level_node, const int32_t[::1] level_start,
@@ -907,10 +975,23 @@ cdef class PackedForest:
         """The depth D of the forest's perfect layout, -1 where it has none."""
         return self.f.pdepth
 
+    @property
+    def bitvector(self):
+        """Whether 16 rows and more walk by bit vectors (a float32 perfect forest of at most
+        BITVECTOR_LEVELS levels, on a CPU with AVX-512); False turns that walk off."""
+        return self.f.tests != NULL
+
+    @bitvector.setter
+    def bitvector(self, bint on):
+        self.f.tests = self.tests if on and self.f.pdepth >= 0 and self.test_start != NULL else NULL
+        self.f.test_start = self.test_start if self.f.tests != NULL else NULL
+
     def __dealloc__(self):
         free(self.order)
         free(self.pnodes)
         free(self.pleaves)
+        free(self.tests)
+        free(self.test_start)
 
     def slots(self, const real[:, ::1] x, int32_t[:, ::1] out):
         """out[r, t] = the leaf slot row r of x reaches in tree t."""
