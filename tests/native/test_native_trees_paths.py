@@ -351,17 +351,33 @@ def legacy_forest_of(
 
 
 @pytest.mark.parametrize(
-    "modes, depth", [(LEGACY_MODES, 5), (["BRANCH_EQ"], 4), (["BRANCH_LT"], 13)]
+    "modes, depth",
+    [(LEGACY_MODES, 5), (["BRANCH_EQ"], 4), (["BRANCH_LT"], 13), (PERFECT_MODES[4], 14)],
 )
-def test_forests_without_a_perfect_layout_walk_their_nodes(modes, depth):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forests_without_a_perfect_layout_walk_their_nodes(modes, depth, dtype):
     """== and != tests have no ``v < t`` form, and a forest deeper than 12 levels would take
-    too much memory: both walk their nodes, to the NumPy form's bits."""
+    too much memory: both walk their nodes, the second (no == or !=) in their ``v < t`` form
+    for rows without NaN, to the NumPy form's bits with that form on and off."""
     rng = np.random.default_rng(depth)
-    thresholds = _thresholds(rng)
+    thresholds = np.concatenate([_thresholds(rng), [np.inf, -np.inf, np.nan, 0.0, -0.0]])
     attrs = legacy_forest_of(rng, 6 if depth > 12 else 20, depth, modes, thresholds)
-    _, packs = _packed(attrs, 1)
-    assert packs[np.float32].perfect_depth == -1 and packs[np.float64].perfect_depth == -1
-    x = _comparable_inputs(rng, 40, thresholds, np.float32)
+    forest, packs = _packed(attrs, 1)
+    walker = packs[dtype]
+    assert walker.perfect_depth == -1
+    can = depth > 12
+    assert walker.canonical == can
+    for canonical in (False, True):
+        walker.canonical = canonical
+        assert walker.canonical == (canonical and can)
+        for n in (1, 5, 8, 20, 33, 300):
+            x = _comparable_inputs(rng, n, thresholds, dtype)
+            if n == 33:
+                x[17, 2] = np.nan
+            out = np.empty((n, 3))
+            walker.sums(x, out)
+            assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
+    x = _comparable_inputs(rng, 40, thresholds, dtype)
     compiled, numpy_form = node_forms(
         "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
     )
