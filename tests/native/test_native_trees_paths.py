@@ -206,23 +206,25 @@ def _packed(attrs: dict[str, Any], threads: int) -> tuple[Any, Any]:
     return forest, packed_forest.pack(trees._TREES, forest, trees._CHUNK, threads)
 
 
-@pytest.mark.parametrize("oblivious", [False, True])
+@pytest.mark.parametrize("kind", ["nodes", "oblivious", "perfect"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_threaded_sums_are_the_sums_of_one_thread(oblivious, dtype):
+def test_threaded_sums_are_the_sums_of_one_thread(kind, dtype):
     """Rows split over 2 and 3 threads (64 rows a unit, taken in any order): each row's sums
     are the bits of one thread's and of the NumPy aggregate, at every row count around the
-    units' edges."""
+    units' edges, for every walk (the node walk, the oblivious one, the perfect layout's)."""
     from onnxflow.native import _trees
 
     rng = np.random.default_rng(7)
     thresholds = _thresholds(rng)
-    make = oblivious_forest if oblivious else _node_forest
-    forest, packs = _packed(make(rng, 40, 5, "target", 3, thresholds), 3)
+    make = {"nodes": _node_forest, "oblivious": oblivious_forest, "perfect": _perfect_forest}
+    forest, packs = _packed(make[kind](rng, 40, 5, "target", 3, thresholds), 3)
+    assert (packs[dtype].perfect_depth >= 0) == (kind == "perfect") or kind == "oblivious"
     walker = packs[dtype]
     assert walker.threads == 3
     walker.min_work = 0
     for n in (1, 63, 64, 65, 129, 1000):
-        x = _inputs(rng, n, thresholds, dtype)
+        # every other count without NaN: the perfect layout's walks (bit vectors) on each thread
+        x = (_comparable_inputs if n % 2 else _inputs)(rng, n, thresholds, dtype)
         outs = []
         for threads in (1, 2, 3):
             walker.threads = threads
@@ -233,6 +235,15 @@ def test_threaded_sums_are_the_sums_of_one_thread(oblivious, dtype):
         for out in outs:
             assert_same([out], [expected])
     assert isinstance(walker, _trees.PackedForest)
+
+
+def _perfect_forest(
+    rng: np.random.Generator, n_trees: int, depth: int, prefix: str, n_targets: int,
+    thresholds: np.ndarray,
+) -> dict[str, Any]:  # fmt: skip
+    from test_native_trees import legacy_forest
+
+    return legacy_forest(rng, n_trees, depth, PERFECT_MODES[4], prefix, n_targets, thresholds)
 
 
 def _node_forest(
