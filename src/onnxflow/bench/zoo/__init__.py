@@ -120,6 +120,18 @@ def _gpt2_tiny_path() -> str:
     return str(model_path("gpt2_tiny_ts", BY_NAME["gpt2_tiny_ts"].source))
 
 
+def _bert_tiny_path() -> str:
+    return str(model_path("bert_tiny_ts", BY_NAME["bert_tiny_ts"].source))
+
+
+def _crnn_path() -> str:
+    return str(model_path("crnn_standin", Built(builders.crnn)))
+
+
+def _crnn_feeds() -> dict[str, np.ndarray]:
+    return {"x": _rng().random((1, 1, *builders.CRNN_IMAGE), dtype=np.float32)}
+
+
 def _cls_fp16(name: str, rounding: str) -> ZooModel:
     """PP-OCR cls in float16, run with ``SessionOptions.float16_rounding=rounding``."""
     size = "1x3x48x192, float16" + ("" if rounding == "each_op" else f", {rounding!r} rounding")
@@ -257,6 +269,24 @@ ZOO: tuple[ZooModel, ...] = (
         Built(builders.ort_optimized_of(_cls_path)),
         _CLS_FEEDS,
         "1x3x48x192, saved by onnxruntime at ORT_ENABLE_EXTENDED (FusedConv)",
+    ),
+    ZooModel(
+        "crnn_dynamic",
+        "quantized",
+        Built(builders.quantized_of(_crnn_path, "dynamic", _crnn_feeds)),
+        _crnn_feeds,
+        "1x1x32x128 text line, torch CRNN (3 convs, BiLSTM), dynamic s8 (ConvInteger, "
+        "DynamicQuantizeLSTM)",
+        tolerance=(2e-2, 2e-2),
+    ),
+    ZooModel(
+        "bert_tiny_nbits",
+        "quantized",
+        Built(builders.nbits_of(_bert_tiny_path)),
+        _tokens,
+        f"bert_tiny_ts with 4-bit weights (12 MatMulNBits, blocks of 32), {builders.SEQUENCE} "
+        "tokens",
+        tolerance=(2e-2, 2e-2),
     ),
     ZooModel(
         "transformer_standin_past",

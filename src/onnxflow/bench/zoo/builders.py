@@ -255,3 +255,50 @@ def _one_tensor_module(model: object, output: str, **kwargs: object) -> object:
             return getattr(result, output)
 
     return OneTensor().eval()
+
+
+def nbits_of(base: Callable[[], Path]) -> Callable[[Path], None]:
+    """A builder of ``base``'s model with its MatMuls' constant weights in 4 bits, blocks of
+    32 (onnxruntime's MatMulNBitsQuantizer: ``MatMulNBits`` nodes), as users shrink LLMs."""
+
+    def build(target: Path) -> None:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        quantizer = MatMulNBitsQuantizer(onnx.load(base()), bits=4, block_size=32)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+
+    return build
+
+
+#: The CRNN stand-in's input: one grey text line, height and width.
+CRNN_IMAGE = (32, 128)
+
+
+def crnn(target: Path) -> None:
+    """A CRNN text recognizer (three conv blocks to a height of 1, a bidirectional LSTM over
+    the 32 columns, a linear layer to 37 classes), random-init in torch, exported by
+    torch.onnx (opset 17, an ONNX LSTM)."""
+    import torch
+    from torch import nn
+
+    class Crnn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            blocks = []
+            for c_in, c_out, pool in ((1, 32, (2, 2)), (32, 64, (2, 2)), (64, 128, (8, 1))):
+                blocks += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(), nn.MaxPool2d(pool)]
+            self.features = nn.Sequential(*blocks)
+            self.rnn = nn.LSTM(128, 96, bidirectional=True)
+            self.classes = nn.Linear(192, 37)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            columns = self.features(x).squeeze(2).permute(2, 0, 1)  # [W, N, C]
+            return self.classes(self.rnn(columns)[0])
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        torch.onnx.export(
+            Crnn().eval(), (torch.rand(1, 1, *CRNN_IMAGE),), str(target), input_names=["x"],
+            output_names=["logits"], opset_version=17, dynamo=False,
+        )  # fmt: skip
