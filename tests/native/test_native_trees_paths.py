@@ -338,13 +338,31 @@ def test_the_perfect_layout_walks_as_the_nodes(modes, dtype, depth):
     for bitvector in (False, True):
         walker.bitvector = bitvector
         assert walker.bitvector == (bitvector and can)
-        for n in (1, 5, 11, 12, 13, 15, 16, 17, 33, 300):
-            x = _comparable_inputs(rng, n, thresholds, dtype)
-            if n in (33, 300):  # one row with NaN, or a fifth of them: walked again by nodes
-                x[np.arange(17, n, 5) if n == 300 else 17, 2] = np.nan
-            out = np.empty((n, 3))
-            walker.sums(x, out)
-            assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
+        _walks_as_numpy(
+            walker, forest, rng, thresholds, dtype, (1, 5, 11, 12, 13, 15, 16, 17, 33, 300)
+        )
+    _session_as_numpy(attrs, rng, thresholds, dtype)
+
+
+def _walks_as_numpy(
+    walker: Any, forest: Any, rng: np.random.Generator, thresholds: np.ndarray, dtype: Any,
+    counts: tuple[int, ...],
+) -> None:  # fmt: skip
+    """The walker's sums of rows without NaN (but one row of 33, a fifth of 300: walked again
+    by their nodes) are the NumPy aggregate's bits, at each row count."""
+    for n in counts:
+        x = _comparable_inputs(rng, n, thresholds, dtype)
+        if n in (33, 300):
+            x[np.arange(17, n, 5) if n == 300 else 17, 2] = np.nan
+        out = np.empty((n, 3))
+        walker.sums(x, out)
+        assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
+
+
+def _session_as_numpy(
+    attrs: dict[str, Any], rng: np.random.Generator, thresholds: np.ndarray, dtype: Any
+) -> None:
+    """A TreeEnsembleRegressor node of ``attrs`` gives the NumPy form's bits on 40 rows."""
     x = _comparable_inputs(rng, 40, thresholds, dtype)
     compiled, numpy_form = node_forms(
         "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
@@ -381,15 +399,5 @@ def test_forests_without_a_perfect_layout_walk_their_nodes(modes, depth, dtype):
     for canonical in (False, True):
         walker.canonical = canonical
         assert walker.canonical == (canonical and can)
-        for n in (1, 5, 8, 20, 33, 300):
-            x = _comparable_inputs(rng, n, thresholds, dtype)
-            if n in (33, 300):  # one row with NaN, or a fifth of them: walked again by nodes
-                x[np.arange(17, n, 5) if n == 300 else 17, 2] = np.nan
-            out = np.empty((n, 3))
-            walker.sums(x, out)
-            assert_same([out], [forest.aggregate(forest.leaves(x), "SUM")])
-    x = _comparable_inputs(rng, 40, thresholds, dtype)
-    compiled, numpy_form = node_forms(
-        "TreeEnsembleRegressor", [x], 3, domain=ML, n_targets=3, **attrs
-    )
-    assert_same(compiled, numpy_form)
+        _walks_as_numpy(walker, forest, rng, thresholds, dtype, (1, 5, 8, 20, 33, 300))
+    _session_as_numpy(attrs, rng, thresholds, dtype)
