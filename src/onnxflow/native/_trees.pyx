@@ -89,6 +89,7 @@ cdef enum:
     PERFECT_LEVELS = 12  # the deepest forest laid out perfect
     PERFECT_GROWTH = 16  # ... in at most this many times its packed nodes (or PERFECT_FLOOR)
     PERFECT_FLOOR = 1 << 16
+    PERFECT_MOST = 1 << 20  # ... and at most this many leaf slots (12 MB in float32)
     BITVECTOR_LEVELS = 6  # the deepest perfect forest walked by bit vectors (64 leaf slots)
     BITVECTOR_ROWS = 16  # the fewest rows walked by bit vectors (16 at a time)
     NAN_SHARE = 4  # the v < t forms walk a block unless more than a quarter of its rows hold NaN
@@ -983,13 +984,14 @@ cdef class PackedForest:
     cdef lay_out_perfect(self):
         """Lay the forest out perfect where it can be (the module's docstring): no sets, only
         <, <=, >, >= tests, at most PERFECT_LEVELS deep, in at most PERFECT_GROWTH times its
-        nodes (or PERFECT_FLOOR)."""
+        nodes (or PERFECT_FLOOR) and PERFECT_MOST leaf slots."""
         cdef Py_ssize_t t, top = 0, trees = self.f.trees, pw = 2 if self.width == 4 else 4
         cdef bint fits = not self.f.members
         for t in range(trees):
             top = max(top, <Py_ssize_t>self.depth[t])
         cdef Py_ssize_t inner = (1 << min(top, PERFECT_LEVELS)) - 1
-        if not fits or top > PERFECT_LEVELS or trees * (inner + 1) > max(
+        cdef Py_ssize_t slots = trees * (inner + 1)
+        if not fits or top > PERFECT_LEVELS or slots > PERFECT_MOST or slots > max(
             PERFECT_GROWTH * (self.nodes.shape[0] // self.width), PERFECT_FLOOR
         ):
             return
