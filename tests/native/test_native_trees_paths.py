@@ -329,7 +329,7 @@ def test_the_perfect_layout_walks_as_the_nodes(modes, dtype, depth):
 
     rng = np.random.default_rng(len(modes) * 3 + len(modes[0]) + depth)
     thresholds = np.concatenate([_thresholds(rng), [np.inf, -np.inf, np.nan, 0.0, -0.0]])
-    attrs = legacy_forest_of(rng, 30, depth, modes, thresholds)
+    attrs = legacy_forest_of(rng, 31, depth, modes, thresholds)  # odd: a last tree alone
     forest, packs = _packed(attrs, 1)
     walker = packs[dtype]
     assert walker.perfect_depth == depth
