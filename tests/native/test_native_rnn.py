@@ -297,3 +297,70 @@ def _where(code) -> str:
     that took 1 ms or more on a loaded machine reads the load once a second
     (ort_api/threads.py), which is no part of the LSTM's glue."""
     return "BLAS bound" if code.co_filename.endswith("threads.py") else code.co_name
+
+
+def _feeds(op: str, seq: int, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Feeds of :func:`_weights_model` with the initial states given."""
+    feeds = {"x": rng.standard_normal((seq, batch, 5)).astype(np.float32)}
+    for s in ("h0", "c0")[: 2 if op == "LSTM" else 1]:
+        feeds[s] = rng.standard_normal((1, batch, 16)).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_later_runs_run_no_python_of_the_kernel(op, direction):
+    """A later run on the weights the first prepared goes from the node's stateful form into
+    the compiled call (onnxflow.native._rnn.Direct: the input projection, the loop and the
+    outputs made in C), with no other Python function of ops/rnn.py, bit for bit what a fresh
+    session's first run gives."""
+    import sys
+
+    data = _weights_model(op, direction, True).SerializeToString()
+    sess = onnxflow.InferenceSession(data)
+    rng = np.random.default_rng(12)
+    sess.run(None, _feeds(op, 3, 1, rng))
+    calls: list[str] = []
+
+    def note(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("rnn.py"):
+            calls.append(frame.f_code.co_name)
+
+    for seq, batch in ((6, 1), (1, 1), (2, 3)):
+        feeds = _feeds(op, seq, batch, rng)
+        first = onnxflow.InferenceSession(data).run(None, feeds)
+        calls.clear()
+        sys.setprofile(note)
+        try:
+            later = sess.run(None, feeds)
+        finally:
+            sys.setprofile(None)
+        for got, want in zip(later, first, strict=True):
+            assert got.tobytes() == want.tobytes() and got.shape == want.shape
+        assert calls == ["__call__"], calls
+
+
+def test_the_direct_call_leaves_what_it_does_not_take_to_the_kernel():
+    """The prepared LSTM's direct call returns None (the kernel then runs) for float64 X,
+    sequence lengths, other weight arrays, a state of another shape or batch 64 and up."""
+    from onnxflow.ops import rnn
+
+    rng = np.random.default_rng(13)
+    x, w, r, b = _inputs("LSTM", 4, 2, 16, "forward", rng)
+    h, c = _states("LSTM", 2, 16, "forward", rng)
+    form = rnn._prepared(rnn.lstm, "LSTM")()
+    want = form(x, w, r, b, None, h, c)
+    direct = form.direct
+    assert isinstance(direct, rnn._NATIVE.Direct)
+    got = direct((x, w, r, b, None, h, c))
+    assert all(g.tobytes() == o.tobytes() for g, o in zip(got, want, strict=True))
+    big = np.zeros((4, 64, 5), np.float32)
+    for inputs in [
+        (x.astype(np.float64), w, r, b, None, h, c),
+        (x, w, r, b, np.full(2, 4, np.int32), h, c),
+        (x, w.copy(), r, b, None, h, c),
+        (x, w, r, b, None, h[:, :1], c),
+        (x, w, r, b, None, h, c.astype(np.float64)),
+        (big, w, r, b),
+    ]:
+        assert direct(inputs) is None
