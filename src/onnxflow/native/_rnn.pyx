@@ -23,6 +23,8 @@ cdef extern from "_rnn_product.h" nogil:
     void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
                                   int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
     void onnxflow_lstm_default(const double *acc, float *h, float *c, Py_ssize_t n)
+    void onnxflow_lstm_default_step(const float *xw, const float *wb, const float *rt,
+                                    double *acc, double *hd, float *h, float *c, Py_ssize_t n)
     void onnxflow_rnn_default(const double *acc, float *h, Py_ssize_t n)
     void onnxflow_gru_default_zr(const double *xb, double *acc, double *hd, Py_ssize_t n,
                                  int linear_before_reset)
@@ -150,6 +152,9 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
     the gates' width; hd: of the hidden size."""
     cdef Py_ssize_t j, n = cell.hidden
     cdef Py_ssize_t width = (4 if cell.kind == LSTM else (3 if cell.kind == GRU else 1)) * n
+    if cell.kind == LSTM and cell.plain:
+        onnxflow_lstm_default_step(xw, wb, rt, acc, hd, h, c, n)
+        return
     for j in range(n):
         hd[j] = h[j]
     if cell.kind == GRU:
@@ -168,9 +173,7 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
     for j in range(width):
         acc[j] = <double>xw[j] + wb[j]
     onnxflow_rnn_product(rt, width, hd, acc, n, width)
-    if cell.kind == LSTM and cell.plain:
-        onnxflow_lstm_default(acc, h, c, n)
-    elif cell.kind == LSTM:
+    if cell.kind == LSTM:
         lstm_cell(cell, acc, h, c)
     elif cell.plain:
         onnxflow_rnn_default(acc, h, n)

@@ -13,9 +13,9 @@
 
 #define ONNXFLOW_RNN_BLOCK 256
 
-__attribute__((target_clones("avx2", "avx512f", "default")))
-void onnxflow_rnn_product(const float *restrict m, ptrdiff_t ld, const double *restrict h,
-                          double *restrict acc, ptrdiff_t rows, ptrdiff_t width)
+static inline __attribute__((always_inline)) void onnxflow_rnn_product_body(const float *restrict m, ptrdiff_t ld,
+                                             const double *restrict h, double *restrict acc,
+                                             ptrdiff_t rows, ptrdiff_t width)
 {
     float part[ONNXFLOW_RNN_BLOCK];
     for (ptrdiff_t g0 = 0; g0 < width; g0 += ONNXFLOW_RNN_BLOCK) {
@@ -40,6 +40,13 @@ void onnxflow_rnn_product(const float *restrict m, ptrdiff_t ld, const double *r
         for (ptrdiff_t g = 0; g < end; g++)
             acc[g0 + g] += (double)part[g];
     }
+}
+
+__attribute__((target_clones("avx2", "avx512f", "default")))
+void onnxflow_rnn_product(const float *restrict m, ptrdiff_t ld, const double *restrict h,
+                          double *restrict acc, ptrdiff_t rows, ptrdiff_t width)
+{
+    onnxflow_rnn_product_body(m, ld, h, acc, rows, width);
 }
 
 /* acc += q @ m in exact integer arithmetic: q (rows) and m (rows x width, ld apart) are
@@ -118,9 +125,8 @@ static inline double onnxflow_tanh(double x)
 
 /* One LSTM step's gates with the default activations (no peepholes, clip or coupling), from
  * the pre-activations acc (i, o, f, c side by side): c and h overwritten, rounded once. */
-__attribute__((target_clones("avx2", "avx512f", "default")))
-void onnxflow_lstm_default(const double *restrict acc, float *restrict h, float *restrict c,
-                           ptrdiff_t n)
+static inline __attribute__((always_inline)) void onnxflow_lstm_default_body(const double *restrict acc, float *restrict h,
+                                              float *restrict c, ptrdiff_t n)
 {
     for (ptrdiff_t j = 0; j < n; j++) {
         double i = onnxflow_sigmoid(acc[j]), o = onnxflow_sigmoid(acc[n + j]);
@@ -129,6 +135,32 @@ void onnxflow_lstm_default(const double *restrict acc, float *restrict h, float 
         c[j] = (float)cn;
         h[j] = (float)(o * onnxflow_tanh(cn));
     }
+}
+
+__attribute__((target_clones("avx2", "avx512f", "default")))
+void onnxflow_lstm_default(const double *restrict acc, float *restrict h, float *restrict c,
+                           ptrdiff_t n)
+{
+    onnxflow_lstm_default_body(acc, h, c, n);
+}
+
+/* A whole step of the default LSTM for one batch entry, in one call (its loops vectorized as
+ * the product's and the gates'): the pre-activations acc (4n) = the step's input projection
+ * xw plus Wb ``wb`` in double, plus h's product with R transposed ``rt`` (n x 4n); then the
+ * gates. hd: scratch of n doubles; h and c overwritten. The same operations, in the same
+ * order, as the product and gates called one after the other. */
+__attribute__((target_clones("avx2", "avx512f", "default")))
+void onnxflow_lstm_default_step(const float *restrict xw, const float *restrict wb,
+                                const float *restrict rt, double *restrict acc,
+                                double *restrict hd, float *restrict h, float *restrict c,
+                                ptrdiff_t n)
+{
+    for (ptrdiff_t j = 0; j < n; j++)
+        hd[j] = h[j];
+    for (ptrdiff_t j = 0; j < 4 * n; j++)
+        acc[j] = (double)xw[j] + wb[j];
+    onnxflow_rnn_product_body(rt, 4 * n, hd, acc, n, 4 * n);
+    onnxflow_lstm_default_body(acc, h, c, n);
 }
 
 /* GRU's update and reset gates with the default activations (no clip), from xb (the step's
