@@ -458,3 +458,28 @@ def test_pow_others_run_numpy():
             (compiled,), (numpy_form,) = node_forms("Pow", [base, y], 15)
             assert np.array_equal(compiled, numpy_form, equal_nan=True)
             assert compiled.shape == numpy_form.shape
+
+
+def test_sigmoid_in_one_call_gives_the_loops_bits():
+    """_math.sigmoid (Sigmoid's compiled form in one call: checks, new array, loop) gives
+    sigmoid_f32's bits for every shape and layout, a new array of x's shape; None for what
+    it does not take (the NumPy form then runs)."""
+    from onnxflow.native import _math
+
+    rng = np.random.default_rng(21)
+    base = (rng.standard_normal((4, 6, 5)) * 8).astype(np.float32)
+    for x in [
+        base,
+        base[:, ::2],
+        base[0, 0, 0:1],
+        np.full((), 3.5, np.float32),
+        base[:0],
+        base.transpose(2, 0, 1),
+    ]:
+        want = np.empty(x.size, np.float32)
+        _math.sigmoid_f32(np.ascontiguousarray(x).reshape(-1), want)
+        got = _math.sigmoid(x)
+        assert got.shape == x.shape and got.dtype == np.float32 and got.flags.c_contiguous
+        assert got.tobytes() == want.tobytes() and not np.shares_memory(got, x)
+    for other in [base.astype(np.float64), base.astype(">f4"), [1.0, 2.0], 3.0]:
+        assert _math.sigmoid(other) is None

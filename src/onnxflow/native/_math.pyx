@@ -244,6 +244,23 @@ def small_power(object x, object y):
     return out
 
 
+def sigmoid(object x):
+    """1 / (1 + exp(-x)) for an ndarray of native float32 (:func:`sigmoid_f32`'s values) in a
+    new array of x's shape, the checks and allocation in C; None for other inputs."""
+    if not _f32(x):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa),
+                                             cnp.NPY_FLOAT32, 0)
+    cdef long n = cnp.PyArray_SIZE(out)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    if n:
+        with nogil:
+            of_sigmoid_f32(px, NULL, <float *>cnp.PyArray_DATA(out), 1, n, 0.0)
+    return out
+
+
 def erf_f64(const double[::1] x, double[::1] out):
     """out[i] = erf(x[i]) (libm's double erf)."""
     cdef Py_ssize_t i, n = x.shape[0]
