@@ -22,6 +22,7 @@ FORMS_TESTED = [
     ("", "Slice"),
     ("", "Gather"),
     ("", "Concat"),
+    ("", "Transpose"),
 ]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
@@ -220,3 +221,29 @@ def test_sessions_run_the_compiled_glue_with_the_numpy_forms_results():
     for feed in (x, x[:, :4], x[:1]):
         got, want = native.run(None, {"x": feed})[0], numpy_form.run(None, {"x": feed})[0]
         assert (got.shape, got.tobytes()) == (want.shape, want.tobytes())
+
+
+TRANSPOSE_CASES = [
+    (GRID, None),
+    (GRID, [2, 0, 1]),
+    (GRID, [0, 1, 2]),
+    (GRID[:, ::2, ::-1], [1, 2, 0]),  # a strided view
+    (np.array(3.5), None),
+    (np.array(3.5), []),
+    (np.zeros((0, 4), np.float32), [1, 0]),
+    (GRID, [-1, 0, 1]),  # a negative axis: the NumPy form's
+    (GRID, [0, 0, 1]),  # repeated: the NumPy form's error
+    (GRID, [0, 1]),  # too short
+    (GRID, [0, 1, 3]),  # out of range
+    (GRID, (2, 1, 0)),  # a tuple: the NumPy form's
+]
+
+
+@pytest.mark.parametrize("data, perm", TRANSPOSE_CASES)
+def test_transpose_is_the_numpy_form(data, perm):
+    """Every perm: the same view, or the NumPy form's error."""
+    _same_outcome(
+        lambda d: shape._TRANSPOSE_COMPILED(d, perm=perm),
+        lambda d: shape.transpose(d, perm=perm),
+        data,
+    )

@@ -261,6 +261,35 @@ cdef class Concat(_Form):
         return cnp.PyArray_Concatenate(inputs, a)
 
 
+cdef class Transpose(_Form):
+    """Transpose's compiled form: the NumPy form's view ``data.transpose(perm)`` made in C
+    (``PyArray_Transpose``) when ``data`` is an ndarray (not a subclass) and ``perm`` is None
+    (the axes reversed) or a list of ints that permutes its axes; other inputs (negative axes,
+    errors to report) go to ``fallback``, the NumPy form."""
+
+    def __call__(self, data, *, perm=None):
+        if type(data) is not cnp.ndarray:
+            return self.fallback(data, perm=perm)
+        if perm is None:
+            return cnp.PyArray_Transpose(<cnp.ndarray>data, NULL)
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data), d
+        cdef cnp.npy_intp axes[64]
+        cdef bint seen[64]
+        if type(perm) is not list or len(perm) != rank:
+            return self.fallback(data, perm=perm)
+        for d in range(rank):
+            seen[d] = False
+        for d in range(rank):
+            a = (<list>perm)[d]
+            if type(a) is not int or not 0 <= a < rank or seen[<int>a]:
+                return self.fallback(data, perm=perm)
+            axes[d] = a
+            seen[<int>a] = True
+        cdef cnp.PyArray_Dims order
+        order.ptr, order.len = axes, rank
+        return cnp.PyArray_Transpose(<cnp.ndarray>data, &order)
+
+
 cdef class Shape(_Form):
     """Shape's compiled form: dims ``start:end`` of ``data``'s shape (an ndarray, not a
     subclass; Python's slice clamping, as ONNX's) written into a new int64 array in C, the

@@ -461,10 +461,24 @@ def _transpose_numpy(f: NumpyCall) -> str:
     return f"np.transpose({f.ins[0]}{perm})"
 
 
+#: Transpose's compiled form: the view made in C (``_arrays.Transpose``), other inputs and
+#: errors to the NumPy form (defined below).
+_TRANSPOSE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Transpose(lambda data, *, perm=None: transpose(data, perm=perm))
+)
+
+
 @op(
     "Transpose",
     *(1, 13, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, selects=True, numpy=_transpose_numpy),
+    traits=Traits(
+        static_shape=True,
+        selects=True,
+        numpy=_transpose_numpy,
+        native=native_form(_TRANSPOSE_COMPILED),
+    ),
 )
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
