@@ -23,6 +23,7 @@ FORMS_TESTED = [
     ("", "Gather"),
     ("", "Concat"),
     ("", "Transpose"),
+    ("", "Split"),
 ]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
@@ -247,3 +248,52 @@ def test_transpose_is_the_numpy_form(data, perm):
         lambda d: shape.transpose(d, perm=perm),
         data,
     )
+
+
+def _split_model(opset: int, n_out: int, sizes_input: bool, **attrs: Any) -> bytes:
+    """One Split of X (N, L) into ``n_out`` parts, with a sizes input when ``sizes_input``."""
+    names = ["x", "sizes"] if sizes_input else ["x"]
+    outs = [f"y{i}" for i in range(n_out)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])]
+    if sizes_input:
+        inputs.append(helper.make_tensor_value_info("sizes", TensorProto.INT64, [n_out]))
+    graph = helper.make_graph(
+        [helper.make_node("Split", names, outs, **attrs)],
+        "split",
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("opset", "n_out", "sizes_input", "attrs"),
+    [
+        (13, 2, False, {"axis": 0}),
+        (13, 3, False, {"axis": -1}),
+        (11, 2, False, {"axis": 1, "split": [1, 3]}),
+        (18, 3, False, {"axis": 1, "num_outputs": 3}),  # the last part smaller
+        (13, 2, True, {"axis": 1}),  # a sizes input: the NumPy form's
+    ],
+)
+def test_split_is_the_numpy_form(opset, n_out, sizes_input, attrs):
+    """Split's compiled form (_arrays.Split, its indexes looked up again as X's shape changes)
+    gives the NumPy form's parts for every shape of a stream, and its errors."""
+    data = _split_model(opset, n_out, sizes_input, **attrs)
+    native = onnxflow.InferenceSession(data)
+    assert "_arrays.Split" in native.source()
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)
+    for feed in (x[:4, :4], x[:4, :4], x[:, :6], x[:2, :4], x[:3, :3]):
+        feeds = {"x": np.ascontiguousarray(feed)}
+        if sizes_input:
+            feeds["sizes"] = _ints(1, feed.shape[1] - 1)
+        try:
+            want = numpy_form.run(None, feeds)
+        except onnxflow.errors.OnnxflowError as exc:
+            with pytest.raises(type(exc), match="add up|equal parts|split"):
+                native.run(None, feeds)
+            continue
+        got = native.run(None, feeds)
+        assert [(g.shape, g.tobytes()) for g in got] == [(w.shape, w.tobytes()) for w in want]

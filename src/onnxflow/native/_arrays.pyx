@@ -3,7 +3,8 @@
 several attribute reads, a bytes copy and a comparison per array."""
 
 cimport numpy as cnp
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp
 
 from inspect import signature
@@ -288,6 +289,36 @@ cdef class Transpose(_Form):
         cdef cnp.PyArray_Dims order
         order.ptr, order.len = axes, rank
         return cnp.PyArray_Transpose(<cnp.ndarray>data, &order)
+
+
+cdef class Split(_Form):
+    """Split's compiled form: the parts of ``x`` (an ndarray, not a subclass) when no sizes
+    input is given, as the NumPy form's views, ``x[index]`` for each basic index of
+    ``index_of(x.shape)`` (looked up again only when x's shape changes: the shape and its
+    indexes kept in one tuple, swapped whole); other inputs go to ``fallback``, the NumPy
+    form."""
+
+    cdef object index_of
+    cdef tuple memo
+
+    def __init__(self, fallback, index_of):
+        self.fallback, self.index_of, self.memo = fallback, index_of, ((), ())
+
+    def __call__(self, x, sizes=None):
+        if type(x) is not cnp.ndarray or sizes is not None:
+            return self.fallback(x, sizes)
+        shape = x.shape
+        cdef tuple memo = self.memo
+        if <tuple>memo[0] != shape:
+            memo = self.memo = (shape, self.index_of(shape))
+        cdef tuple index = <tuple>memo[1]
+        cdef Py_ssize_t i, count = PyTuple_GET_SIZE(index)
+        cdef tuple parts = PyTuple_New(count)
+        for i in range(count):
+            part = x[<object>PyTuple_GET_ITEM(index, i)]
+            Py_INCREF(part)
+            PyTuple_SET_ITEM(parts, i, part)
+        return parts
 
 
 cdef class Shape(_Form):

@@ -10,6 +10,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -311,7 +312,31 @@ def _split_numpy(f: NumpyCall) -> str:
     return call if f.outputs > 1 else f"{call}[0]"  # one output: the part, not a 1-tuple
 
 
-@op("Split", 1, 2, 11, 13, 18, build=True, traits=Traits(numpy=_split_numpy))
+def _split_compiled(node: NodeContext, **attrs: Any) -> Callable[..., tuple]:
+    """Split's compiled form: with no sizes input, the parts made in C (``_arrays.Split``: the
+    NumPy form's views of the indexes :func:`_split_index` gives, looked up when X's shape
+    changes); other inputs to the NumPy form, :func:`split`."""
+    numpy_form = split(node, **attrs)
+    given = attrs.get("split")
+    index_of = functools.partial(
+        _split_index,
+        axis=attrs.get("axis", 0),
+        sizes=None if given is None else tuple(given),
+        n=node.n_outputs,
+        uneven=node.opset >= 18,
+    )
+    return _ARRAYS.Split(numpy_form, index_of)  # type: ignore[union-attr]
+
+
+@op(
+    "Split",
+    *(1, 2, 11, 13, 18),
+    build=True,
+    traits=Traits(
+        numpy=_split_numpy,
+        native=native_form(_split_compiled if _ARRAYS is not None else None),
+    ),
+)
 def split(
     node: NodeContext,
     *,
