@@ -364,3 +364,34 @@ def test_the_direct_call_leaves_what_it_does_not_take_to_the_kernel():
         (big, w, r, b),
     ]:
         assert direct(inputs) is None
+
+
+@pytest.mark.parametrize("hidden", [1, 5, 16, 32, 128])
+@pytest.mark.parametrize("backwards", [False, True])
+def test_the_default_lstm_sequence_loop_is_the_step_by_step_loop(hidden, backwards):
+    """The default LSTM's whole-sequence loop (each entry's steps in one call, the next
+    product made as soon as the states are) gives bit for bit what the step-by-step calls
+    (lstm_default_step: the pre-activations, the product, the gates) give, over batches with
+    sequences cut short, in both directions."""
+    from onnxflow.ops import rnn
+
+    native = rnn._NATIVE
+    rng = np.random.default_rng(hidden)
+    seq, batch, width = 23, 3, 4 * hidden
+    xw = (rng.standard_normal((seq, batch, width)) * 2).astype(np.float32)
+    wb = rng.standard_normal(width).astype(np.float32)
+    rt = (rng.standard_normal((hidden, width)) / np.sqrt(hidden)).astype(np.float32)
+    h0, c0 = (rng.standard_normal((batch, hidden)).astype(np.float32) for _ in range(2))
+    lens = np.array([seq, 9, 0], np.int64)
+    gates = rnn._made_loop(rnn._LSTM, 1, None, None, None, None, 0).gates[0]
+    weights = native.Weights(wb, rt, np.zeros(width, np.float32), np.zeros(0, np.float32))
+    h, c, y = h0.copy(), c0.copy(), np.full((seq, batch, hidden), np.nan, np.float32)
+    native.recur(gates, weights, xw, h, c, lens, y, backwards)
+    for b in range(batch):
+        hb, cb = h0[b].copy(), c0[b].copy()
+        steps = range(lens[b])
+        for t in reversed(steps) if backwards else steps:
+            native.lstm_default_step(xw[t, b], wb, rt, hb, cb)
+            assert y[t, b].tobytes() == hb.tobytes()
+        assert not y[lens[b] :, b].any()
+        assert h[b].tobytes() == hb.tobytes() and c[b].tobytes() == cb.tobytes()

@@ -23,8 +23,10 @@ cdef extern from "_rnn_product.h" nogil:
     void onnxflow_rnn_product_int(const int32_t *m, Py_ssize_t ld, const int32_t *q,
                                   int32_t *acc, Py_ssize_t rows, Py_ssize_t width)
     void onnxflow_lstm_default(const double *acc, float *h, float *c, Py_ssize_t n)
-    void onnxflow_lstm_default_step(const float *xw, const float *wb, const float *rt,
-                                    double *acc, double *hd, float *h, float *c, Py_ssize_t n)
+    void onnxflow_lstm_default_steps(const float *xw, Py_ssize_t xw_step, const float *wb,
+                                     const float *rt, double *acc, float *part, float *h,
+                                     float *c, float *y, Py_ssize_t y_step, Py_ssize_t n,
+                                     Py_ssize_t steps, int backwards)
     void onnxflow_rnn_default(const double *acc, float *h, Py_ssize_t n)
     void onnxflow_gru_default_zr(const double *xb, double *acc, double *hd, Py_ssize_t n,
                                  int linear_before_reset)
@@ -152,9 +154,6 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
     the gates' width; hd: of the hidden size."""
     cdef Py_ssize_t j, n = cell.hidden
     cdef Py_ssize_t width = (4 if cell.kind == LSTM else (3 if cell.kind == GRU else 1)) * n
-    if cell.kind == LSTM and cell.plain:
-        onnxflow_lstm_default_step(xw, wb, rt, acc, hd, h, c, n)
-        return
     for j in range(n):
         hd[j] = h[j]
     if cell.kind == GRU:
@@ -173,7 +172,9 @@ cdef void step(const Cell *cell, const float *xw, const float *wb, const float *
     for j in range(width):
         acc[j] = <double>xw[j] + wb[j]
     onnxflow_rnn_product(rt, width, hd, acc, n, width)
-    if cell.kind == LSTM:
+    if cell.kind == LSTM and cell.plain:
+        onnxflow_lstm_default(acc, h, c, n)
+    elif cell.kind == LSTM:
         lstm_cell(cell, acc, h, c)
     elif cell.plain:
         onnxflow_rnn_default(acc, h, n)
@@ -257,6 +258,23 @@ cdef void fit(Cell *cell, Weights weights, Py_ssize_t n) noexcept:
     cell.plain = cell.plain and cell.peep == NULL
 
 
+cdef void lstm_default_steps(const Steps *r, const float *wb, const float *rt, double *acc,
+                             Py_ssize_t n) noexcept nogil:
+    """:func:`run_steps` for the default LSTM: each batch entry's steps in one call
+    (onnxflow_lstm_default_steps: the same operations, the product and gates overlapped), zeros
+    in y past its length. acc: scratch of 2 * 4n doubles (the second half holds 4n floats)."""
+    cdef Py_ssize_t b, t, j, steps
+    for b in range(r.batch):
+        steps = r.seq if r.lens == NULL else max(0, min(<Py_ssize_t>r.lens[b], r.seq))
+        onnxflow_lstm_default_steps(r.xw + b * r.xw_entry, r.xw_step, wb, rt, acc,
+                                    <float *>(acc + 4 * n), r.h + b * r.h_entry,
+                                    r.c + b * r.c_entry, r.y + b * r.y_entry, r.y_step, n,
+                                    steps, r.backwards)
+        for t in range(steps, r.seq):
+            for j in range(n):
+                r.y[t * r.y_step + b * r.y_entry + j] = 0
+
+
 cdef int run_steps(const Cell *cell, Weights weights, const Steps *r) except -1:
     """Every step of ``r`` (see :class:`Steps`) with ``cell`` and ``weights``: y and the states
     written; an entry past its length keeps its state and outputs zeros."""
@@ -269,6 +287,11 @@ cdef int run_steps(const Cell *cell, Weights weights, const Steps *r) except -1:
     cdef double *acc = <double *>malloc((2 * width + n) * sizeof(double))
     if acc == NULL:
         raise MemoryError()
+    if cell.kind == LSTM and cell.plain:
+        with nogil:
+            lstm_default_steps(r, wb, rt, acc, n)
+        free(acc)
+        return 0
     with nogil:
         for s in range(r.seq):
             t = r.seq - 1 - s if r.backwards else s
@@ -402,6 +425,25 @@ cdef class Direct:
                                  n, NULL, seq, batch, self.backwards)
         run_steps(&self.cell, self.weights, &steps)
         return (y, *states)
+
+
+def lstm_default_step(const float[::1] xw, const float[::1] wb, const float[:, ::1] rt,
+                      float[::1] h, float[::1] c):
+    """One step of the default LSTM the step-by-step way (its pre-activations (xw + Wb) in
+    double, then the recurrent product added, then the gates, each a call of its own): h and
+    c (H) overwritten. The reference the whole-sequence loop of :func:`recur` and
+    :class:`Direct` is held to, bit for bit (tests)."""
+    cdef Py_ssize_t n = h.shape[0]
+    if (c.shape[0] != n or rt.shape[0] != n or rt.shape[1] != 4 * n or xw.shape[0] != 4 * n
+            or wb.shape[0] != 4 * n):
+        raise ValueError("xw, Wb (4H), R transposed (H, 4H), h and c (H) do not fit")
+    cdef Cell cell
+    cdef double *acc = <double *>malloc((9 * n + 1) * sizeof(double))
+    if acc == NULL:
+        raise MemoryError()
+    cell.kind, cell.hidden, cell.plain, cell.peep = LSTM, n, True, NULL
+    step(&cell, &xw[0], &wb[0], &rt[0, 0], NULL, acc, acc + 4 * n, acc + 8 * n, &h[0], &c[0])
+    free(acc)
 
 
 cdef float quantize_states(const float[:, ::1] h, int32_t *q) noexcept nogil:
