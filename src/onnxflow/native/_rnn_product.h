@@ -76,14 +76,14 @@ void onnxflow_rnn_product_int(const int32_t *restrict m, ptrdiff_t ld,
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
 
-/* exp(x) in double, branch-free so that loops calling it vectorize: x = n ln2 + r with
- * |r| <= ln2/2, e^r from its Taylor series to r^11 (relative error below 1e-15), 2^n put in
- * the exponent bits. x is held in [-708, 709] (exp's finite normal range); a NaN stays NaN. */
-static inline double onnxflow_exp(double x)
+/* exp(x) for x <= 709 (or NaN) in double, branch-free so that loops calling it vectorize:
+ * x = n ln2 + r with |r| <= ln2/2, e^r from its Taylor series to r^11 (relative error below
+ * 1e-15), 2^n put in the exponent bits; x is held at -708 and up (exp's finite normal range).
+ * tanh's exp(-2|x|) calls it as it is: its argument needs no upper bound. */
+static inline double onnxflow_exp_nonpositive(double x)
 {
     const double shift = 0x1.8p52; /* adding it rounds to an integer, kept in the low bits */
     x = x < -708.0 ? -708.0 : x;
-    x = x > 709.0 ? 709.0 : x;
     double t = x * 0x1.71547652b82fep0 + shift; /* x / ln2 + shift */
     double n = t - shift;
     double r = (x - n * 0x1.62e42fee00000p-1) - n * 0x1.a39ef35793c76p-33; /* ln2 in two parts */
@@ -107,6 +107,12 @@ static inline double onnxflow_exp(double x)
     return p * scale;
 }
 
+/* exp(x) in double for any x: held in [-708, 709], a NaN stays NaN. */
+static inline double onnxflow_exp(double x)
+{
+    return onnxflow_exp_nonpositive(x > 709.0 ? 709.0 : x);
+}
+
 static inline double onnxflow_sigmoid(double x)
 {
     return 1.0 / (1.0 + onnxflow_exp(-x));
@@ -117,7 +123,7 @@ static inline double onnxflow_sigmoid(double x)
 static inline double onnxflow_tanh(double x)
 {
     double m = __builtin_fabs(x);
-    double e = onnxflow_exp(-2.0 * m);
+    double e = onnxflow_exp_nonpositive(-2.0 * m);
     double big = (1.0 - e) / (1.0 + e);
     big = __builtin_copysign(big, x);
     return m < 1e-4 ? x * (1.0 - x * x / 3.0) : big;
