@@ -261,6 +261,32 @@ def sigmoid(object x):
     return out
 
 
+def relu(object x, object out, Py_ssize_t limit):
+    """max(x, 0) for an ndarray of native float32 of at most ``limit`` elements, as
+    ``np.maximum(x, 0)`` gives it (a NaN kept, -0.0 made +0.0), into ``out``: None for a new
+    array of x's shape, or x itself (C-ordered and writable) for in place; the checks, the array
+    and the pass in one call. None for other inputs."""
+    if not _f32(x) or cnp.PyArray_SIZE(<cnp.ndarray>x) > limit:
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x, oa
+    if out is None:
+        oa = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa), cnp.NPY_FLOAT32, 0)
+        x = _contiguous(x)
+    elif out is not x or not cnp.PyArray_IS_C_CONTIGUOUS(xa) or not cnp.PyArray_ISWRITEABLE(xa):
+        return None
+    else:
+        oa = xa
+    cdef const float *px = _data(x)
+    cdef float *po = <float *>cnp.PyArray_DATA(oa)
+    cdef Py_ssize_t i, n = cnp.PyArray_SIZE(oa)
+    cdef float v
+    with nogil:
+        for i in range(n):
+            v = px[i]
+            po[i] = v if (v > 0 or v != v) else 0
+    return oa
+
+
 def erf_f64(const double[::1] x, double[::1] out):
     """out[i] = erf(x[i]) (libm's double erf)."""
     cdef Py_ssize_t i, n = x.shape[0]
