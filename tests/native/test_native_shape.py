@@ -24,6 +24,7 @@ FORMS_TESTED = [
     ("", "Concat"),
     ("", "Transpose"),
     ("", "Split"),
+    ("", "Pad"),
 ]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
@@ -297,3 +298,39 @@ def test_split_is_the_numpy_form(opset, n_out, sizes_input, attrs):
             continue
         got = native.run(None, feeds)
         assert [(g.shape, g.tobytes()) for g in got] == [(w.shape, w.tobytes()) for w in want]
+
+
+PAD_CASES = [
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "reflect"),
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "edge"),
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "wrap"),
+    (GRID, _ints(1, 1, 2, 0, 3, 1), "reflect"),  # the same shape, other pads: made again
+    (GRID[:, :3], _ints(1, 1, 2, 0, 3, 1), "reflect"),  # another shape
+    (GRID, _ints(0, -1, 2, 0, 3, -2), "edge"),  # negative pads crop
+    (GRID, _ints(0, 0, 0, 0, 0, 0), "reflect"),  # nothing to add: a copy
+    (GRID, _ints(0, 0, 9, 0, 0, 0), "reflect"),  # wider than one reflection: np.pad's
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "constant"),  # the NumPy form's
+    (GRID, np.array([0, 1, 2, 0, 3, 1], np.int32), "reflect"),  # other pads: the NumPy form's
+    (GRID, _ints(0, 1, 2, 0), "reflect"),  # too few pads: its error
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "mirror"),  # an unknown mode: its error
+    (np.zeros((2, 0), np.float32), _ints(0, 1, 0, 1), "edge"),
+]
+
+
+def test_pad_is_the_numpy_form():
+    """Every case, in turn on one compiled form (its kept crop and gathers made again as the
+    shape, pads or mode change): the NumPy form's values, or its error."""
+    for data, pads, mode in PAD_CASES + PAD_CASES[:3]:
+        try:
+            want = shape.pad(data, pads, None, None, mode=mode)
+        except Exception as exc:
+            with pytest.raises(type(exc)) as raised:
+                shape._PAD_COMPILED(data, pads, None, None, mode=mode)
+            assert str(raised.value) == str(exc)
+            continue
+        got = shape._PAD_COMPILED(data, pads, None, None, mode=mode)
+        assert got.__class__ is want.__class__ and got.dtype == want.dtype
+        assert (got.shape, got.tobytes()) == (want.shape, want.tobytes())
+        assert not np.shares_memory(got, data)
+    axes = shape._PAD_COMPILED(GRID, _ints(1, 2), None, _ints(1), mode="edge")
+    assert axes.tobytes() == shape.pad(GRID, _ints(1, 2), None, _ints(1), mode="edge").tobytes()

@@ -321,6 +321,48 @@ cdef class Split(_Form):
         return parts
 
 
+cdef extern from "numpy/arrayobject.h":
+    # PyArray_TakeFrom with no ``out`` (numpy's pxd types it an ndarray: None is not NULL)
+    object _take "PyArray_TakeFrom" (cnp.ndarray, object, int, void *, cnp.NPY_CLIPMODE)
+
+
+cdef class Pad(_Form):
+    """Pad's compiled form for the modes that copy (reflect, edge, wrap) with ``pads`` a
+    one-dimensional int64 ndarray and no ``axes``: the NumPy form's crop and gathers
+    (``plan_of(shape, pads, mode)``: the crop's index, () for none, and the (axis, positions)
+    gathers, or None where the NumPy form does it otherwise), looked up again only when data's
+    shape, the pads or the mode change (all kept in one tuple, swapped whole), then applied in
+    C (indexing, ``PyArray_TakeFrom``); other inputs go to ``fallback``, the NumPy form."""
+
+    cdef object plan_of
+    cdef tuple memo
+
+    def __init__(self, fallback, plan_of):
+        self.fallback, self.plan_of, self.memo = fallback, plan_of, ((), b"", "", None, ())
+
+    def __call__(self, data, pads, constant_value=None, axes=None, *, mode="constant"):
+        if (mode == "constant" or axes is not None or type(data) is not cnp.ndarray
+                or not _ints64(pads)):
+            return self.fallback(data, pads, constant_value, axes, mode=mode)
+        shape = data.shape
+        cdef tuple memo = self.memo
+        cdef bytes kept = <bytes>memo[1]
+        if (<tuple>memo[0] != shape or memo[2] != mode
+                or len(kept) != cnp.PyArray_NBYTES(<cnp.ndarray>pads)
+                or memcmp(<const char *>kept, cnp.PyArray_DATA(<cnp.ndarray>pads), len(kept))):
+            made = self.plan_of(shape, tuple(pads.tolist()), mode)
+            if made is None:
+                return self.fallback(data, pads, constant_value, axes, mode=mode)
+            memo = self.memo = (shape, pads.tobytes(), mode, made[0], made[1])
+        out = data[<tuple>memo[3]] if memo[3] else data
+        cdef tuple takes = <tuple>memo[4]
+        if not takes:
+            return cnp.PyArray_NewCopy(<cnp.ndarray>out, cnp.NPY_CORDER)
+        for axis, index in takes:
+            out = _take(<cnp.ndarray>out, index, axis, NULL, cnp.NPY_RAISE)
+        return out
+
+
 cdef class Shape(_Form):
     """Shape's compiled form: dims ``start:end`` of ``data``'s shape (an ndarray, not a
     subclass; Python's slice clamping, as ONNX's) written into a new int64 array in C, the

@@ -687,7 +687,36 @@ def pad_v2(
     return _pad(data, pads, mode, value)
 
 
-@op("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+def _pad_plan(
+    shape: tuple[int, ...], pads: tuple[int, ...], mode: str
+) -> tuple[tuple[slice, ...], tuple[tuple[int, np.ndarray], ...]] | None:
+    """What Pad's compiled form applies for ``mode`` to a tensor of ``shape``: the crop (``()``
+    for none) and the gathers of :func:`_pad_by_copies`; None where it does not copy so (the
+    constant mode, np.pad's wide reflections, an unknown mode: the NumPy form's)."""
+    if mode not in _PAD_MODES[1:]:
+        return None
+    crop, takes, _ = _copies(shape, pads, None, mode)
+    if takes is None:
+        return None
+    whole = all(c == slice(0, n) for c, n in zip(crop, shape))
+    return (() if whole else crop), takes  # () indexes all of it: a view
+
+
+#: Pad's compiled form (from opset 11): reflect, edge and wrap by the NumPy form's crop and
+#: gathers, made once per shape and pads and applied in C (``_arrays.Pad``); the rest to it.
+_PAD_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Pad(
+        lambda data, pads, constant_value=None, axes=None, *, mode="constant": pad(
+            data, pads, constant_value, axes, mode=mode
+        ),
+        _pad_plan,
+    )
+)
+
+
+@op("Pad", 11, 13, 18, 19, 21, 23, 24, 25, traits=Traits(native=native_form(_PAD_COMPILED)))
 def pad(
     data: np.ndarray,
     pads: np.ndarray,
