@@ -150,6 +150,13 @@ CONCAT_CASES = [
     ((GRID, GRID[:, :2]), 0),  # other dims differ
     ((GRID, GRID), 3),  # an axis out of range
     ((np.array(1.0), np.array(2.0)), 0),  # scalars
+    ((GRID, GRID[:, :1], GRID[:, 1:3].copy()), 1),  # copied straight: the middle axis
+    ((GRID[:1], GRID[1:]), 0),
+    ((GRID > 30, GRID < 10), 2),  # bool
+    ((GRID.astype(np.int64), GRID.astype(np.int64)[:, :, :1]), -1),
+    ((GRID, GRID.astype(np.float64)), 0),  # dtypes differ: promoted, as NumPy does
+    ((GRID, GRID.astype(">f4")), 0),  # byte order differs
+    ((GRID.astype(np.float16), GRID.astype(np.float16)), 1),
 ]
 
 

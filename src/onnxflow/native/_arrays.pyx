@@ -5,7 +5,7 @@ several attribute reads, a bytes copy and a comparison per array."""
 cimport numpy as cnp
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from inspect import signature
 
@@ -240,6 +240,46 @@ cdef class Gather(_Form):
             return self.fallback(data, indices, axis=axis)
 
 
+cdef object _copies_joined(tuple inputs, int rank, int a):
+    """The inputs joined along axis ``a`` by copies into a new C-ordered array, what
+    np.concatenate gives, when they are C-ordered and of one native-order numeric or bool dtype
+    with the same dims but ``a``'s; None for others."""
+    cdef cnp.ndarray first = <cnp.ndarray>PyTuple_GET_ITEM(inputs, 0), x
+    cdef int kind = cnp.PyArray_TYPE(first), d
+    cdef Py_ssize_t i, o, count = PyTuple_GET_SIZE(inputs), outer = 1, inner = 1, total = 0
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp *own
+    if kind > cnp.NPY_CLONGDOUBLE or rank > 64:
+        return None
+    for i in range(count):
+        x = <cnp.ndarray>PyTuple_GET_ITEM(inputs, i)
+        own = cnp.PyArray_DIMS(x)
+        if (cnp.PyArray_TYPE(x) != kind or not cnp.PyArray_ISNOTSWAPPED(x)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(x)):
+            return None
+        for d in range(rank):
+            if d != a and own[d] != cnp.PyArray_DIMS(first)[d]:
+                return None
+        total += own[a]
+    for d in range(rank):
+        dims[d] = cnp.PyArray_DIMS(first)[d]
+        if d < a:
+            outer *= dims[d]
+        elif d > a:
+            inner *= dims[d]
+    dims[a] = total
+    out = cnp.PyArray_EMPTY(rank, dims, kind, 0)
+    cdef char *dst = <char *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(first) * inner, chunk
+    for o in range(outer):
+        for i in range(count):
+            x = <cnp.ndarray>PyTuple_GET_ITEM(inputs, i)
+            chunk = cnp.PyArray_DIMS(x)[a] * size
+            memcpy(dst, <char *>cnp.PyArray_DATA(x) + o * chunk, chunk)
+            dst += chunk
+    return out
+
+
 cdef class Concat(_Form):
     """Concat's compiled form: ``np.concatenate(inputs, axis)`` called in C
     (``PyArray_Concatenate``, what np.concatenate calls with no ``out`` or dtype), when the
@@ -259,7 +299,8 @@ cdef class Concat(_Form):
             x = <object>PyTuple_GET_ITEM(inputs, i)
             if type(x) is not cnp.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>x) != rank:
                 return self.fallback(*inputs, axis=axis)
-        return cnp.PyArray_Concatenate(inputs, a)
+        joined = _copies_joined(inputs, rank, a)
+        return cnp.PyArray_Concatenate(inputs, a) if joined is None else joined
 
 
 cdef class Transpose(_Form):
