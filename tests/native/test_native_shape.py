@@ -121,6 +121,13 @@ GATHER_CASES = [
     (GRID, np.array([0], np.int64), 3),  # an axis out of range
     (GRID, np.array([0], np.uint64), 0),  # another dtype: the NumPy form's
     (np.array(4.0), np.array(0, np.int64), 0),  # a scalar: the NumPy form's error
+    (GRID, np.array(-1, np.int64), 1),  # one index, copied straight: negative, a middle axis
+    (GRID, np.array(4, np.int32), 2),
+    (GRID > 20, np.array(2, np.int64), 0),  # bool
+    (GRID.astype(">f4"), np.array(1, np.int64), 1),  # swapped bytes: take's
+    (GRID[:, ::2], np.array(1, np.int64), 1),  # a strided view: take's
+    (GRID, np.array(5, np.int64), 1),  # out of range: the NumPy form's words
+    (GRID[0, 0], np.array(3, np.int64), 0),  # rank 1: a 0-d result
     (np.array(["a", "b"]), np.array([1, 1], np.int64), 0),
     (np.zeros((0, 3), np.float32), np.array([], np.int64), 0),
 ]

@@ -234,10 +234,46 @@ cdef class Gather(_Form):
         if (rank == 0 or a < 0 or a >= rank or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>indices)
                 or (t != cnp.NPY_INT64 and t != cnp.NPY_INT32)):
             return self.fallback(data, indices, axis=axis)
+        if cnp.PyArray_NDIM(<cnp.ndarray>indices) == 0:
+            picked = _slab(<cnp.ndarray>data, <cnp.ndarray>indices, t, rank, a)
+            if picked is not None:
+                return picked
         try:
             return _take_from(<cnp.ndarray>data, indices, a, NULL, cnp.NPY_RAISE)
         except IndexError:
             return self.fallback(data, indices, axis=axis)
+
+
+cdef object _slab(cnp.ndarray data, cnp.ndarray index, int t, int rank, int a):
+    """data.take(i, a) for one index i (a 0-d array of dtype ``t``) in range, by copies into a
+    new C-ordered array, when data is C-ordered, of a native numeric or bool dtype; else
+    None."""
+    cdef int kind = cnp.PyArray_TYPE(data), d, k = 0
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(data)
+    cdef cnp.npy_intp shape[64]
+    cdef long long i = (<cnp.int64_t *>cnp.PyArray_DATA(index))[0] if t == cnp.NPY_INT64 else (
+        <cnp.int32_t *>cnp.PyArray_DATA(index))[0]
+    if (kind > cnp.NPY_CLONGDOUBLE or not cnp.PyArray_ISNOTSWAPPED(data) or rank > 64
+            or not cnp.PyArray_IS_C_CONTIGUOUS(data)):
+        return None
+    i = i + dims[a] if i < 0 else i
+    if i < 0 or i >= dims[a]:
+        return None
+    cdef Py_ssize_t o, outer = 1, size = cnp.PyArray_ITEMSIZE(data)
+    for d in range(rank):
+        if d < a:
+            outer *= dims[d]
+        elif d > a:
+            size *= dims[d]
+        if d != a:
+            shape[k] = dims[d]
+            k += 1
+    out = cnp.PyArray_EMPTY(rank - 1, shape, kind, 0)
+    cdef char *dst = <char *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef const char *src = <const char *>cnp.PyArray_DATA(data) + i * size
+    for o in range(outer):
+        memcpy(dst + o * size, src + o * size * dims[a], size)
+    return out
 
 
 cdef object _copies_joined(tuple inputs, int rank, int a):
