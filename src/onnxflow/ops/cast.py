@@ -249,7 +249,9 @@ def _cast_compiled(
     source, loop = _HALF_CASTS[dtype]
 
     def step(x: np.ndarray) -> np.ndarray:
-        return loop(x) if x.dtype == source else numpy_form(x)
+        if x.dtype == source:
+            return loop(x)
+        return x if x.dtype == dtype else numpy_form(x)  # a Cast to its own type: x, as convert
 
     step.__name__ = step.__qualname__ = f"Cast_to_{dtype}_compiled"
     return step
