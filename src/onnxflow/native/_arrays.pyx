@@ -49,6 +49,36 @@ def same(tuple kept, tuple now):
     return True
 
 
+cdef class Remembered:
+    """A ShapeMemo's stateful compiled form: the memo ``kept`` (None, or its last inputs' key
+    and result, one tuple swapped whole) tested in C, :func:`same` on the key of the call's
+    first ``n_inputs`` arguments (the shape of each ndarray at a position in ``shaped``, the
+    others themselves), giving the kept result while they are equal; otherwise
+    ``miss(self, key, args)`` runs the body (and may keep its result in ``kept``)."""
+
+    cdef object miss
+    cdef Py_ssize_t n_inputs
+    cdef frozenset shaped
+    cdef public object kept
+
+    def __init__(self, miss, Py_ssize_t n_inputs, frozenset shaped):
+        self.miss, self.n_inputs, self.shaped, self.kept = miss, n_inputs, shaped, None
+
+    def __call__(self, *args):
+        cdef Py_ssize_t i, n = min(self.n_inputs, PyTuple_GET_SIZE(args))
+        cdef tuple key = PyTuple_New(n)
+        for i in range(n):
+            a = <object>PyTuple_GET_ITEM(args, i)
+            if type(a) is cnp.ndarray and self.shaped and i in self.shaped:
+                a = a.shape
+            Py_INCREF(a)
+            PyTuple_SET_ITEM(key, i, a)
+        kept = self.kept
+        if kept is not None and same(<tuple>kept[0], key):
+            return kept[1]
+        return self.miss(self, key, args)
+
+
 cdef class _Form:
     """What every compiled form here shares: ``fallback``, the NumPy form, takes the inputs the
     form does not, and its signature names the attributes a node may bind (read when the
