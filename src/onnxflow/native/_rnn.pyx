@@ -373,6 +373,10 @@ cdef class Direct:
         self.backwards = backwards
 
     def __call__(self, tuple inputs):
+        return self.call(inputs)
+
+    cdef object call(self, tuple inputs):
+        """:meth:`__call__`'s work, for :class:`Stateful` to call in C."""
         cdef object x = _item(inputs, 0)
         cdef Py_ssize_t i, n = self.cell.hidden
         if not _floats(x, 3) or _item(inputs, 4) is not None:
@@ -425,6 +429,25 @@ cdef class Direct:
                                  n, NULL, seq, batch, self.backwards)
         run_steps(&self.cell, self.weights, &steps)
         return (y, *states)
+
+
+cdef class Stateful:
+    """A recurrent node's stateful compiled form: ``direct`` (a :class:`Direct`, or None) tried
+    first, in C; the call it does not take goes to ``first(self, inputs, attrs)``, the kernel's
+    run, which may set ``direct`` for the calls after it."""
+
+    cdef public object direct
+    cdef object first
+
+    def __init__(self, first):
+        self.first, self.direct = first, None
+
+    def __call__(self, *inputs, **attrs):
+        if self.direct is not None:
+            outs = (<Direct>self.direct).call(inputs)
+            if outs is not None:
+                return outs
+        return self.first(self, inputs, attrs)
 
 
 def lstm_default_step(const float[::1] xw, const float[::1] wb, const float[:, ::1] rt,

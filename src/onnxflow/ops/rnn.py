@@ -557,30 +557,24 @@ def _memoized(kernel: Kernel) -> Callable[[], Kernel]:
 def _prepared(kernel: Kernel, op_type: str) -> Callable[[], Kernel]:
     """What makes the compiled stateful form of ``kernel`` (RNN, LSTM or GRU)."""
     kind = {"RNN": _RNN, "LSTM": _LSTM, "GRU": _GRU}[op_type]
-    return lambda: _Prepared(kernel, kind)
+    return lambda: _NATIVE.Stateful(_Prepared(kernel, kind))
 
 
 class _Prepared:
-    """A node's stateful compiled form: the kernel, whose first call on float32 weights the
-    compiled loop serves also prepares a direct call (:class:`onnxflow.native._rnn.Direct`);
-    later calls on the same weight arrays and inputs that fit go straight to it (the same GEMM
-    and loop in C, minus the kernel's per-call checks and setup). Anything else runs the
-    kernel."""
+    """What a node's stateful compiled form (:class:`onnxflow.native._rnn.Stateful`) calls
+    for what its direct call does not take: the kernel, whose first call on float32 weights the
+    compiled loop serves also prepares the direct call (:class:`onnxflow.native._rnn.Direct`)
+    that later calls on the same weight arrays and inputs that fit go straight to (the same GEMM
+    and loop in C, minus the kernel's per-call checks and setup)."""
 
     def __init__(self, kernel: Kernel, kind: _CellKind) -> None:
         self.kernel, self.kind, self.memo = kernel, kind, WeightMemo()
-        self.direct: Any = None
 
-    def __call__(self, *inputs: Any, **attrs: Any) -> tuple[np.ndarray, ...]:
+    def __call__(self, form: Any, inputs: tuple[Any, ...], attrs: dict) -> tuple[np.ndarray, ...]:
         """The node's outputs for ``inputs`` (X, W, R, B, sequence_lens, the initial states
-        and, for LSTM, P) and the node's attributes."""
-        direct = self.direct
-        if direct is not None:
-            outs = direct(inputs)
-            if outs is not None:
-                return outs
+        and, for LSTM, P) and the node's attributes; ``form``'s direct call made anew."""
         outs = self.kernel(*inputs, weights_memo=self.memo, compiled=True, **attrs)
-        self.direct = _direct(self.kind, inputs, self.memo, attrs)
+        form.direct = _direct(self.kind, inputs, self.memo, attrs)
         return outs
 
 
