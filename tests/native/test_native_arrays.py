@@ -99,6 +99,32 @@ def test_shape_memo_forms_follow_changing_shapes():
     assert compiled.shape == numpy_form.shape == (3, 4)
 
 
+def test_the_compiled_memo_keeps_and_refreshes_in_c():
+    """ShapeMemo's stateful compiled form (_arrays.Remembered): equal inputs (shapes at the
+    shaped positions, values elsewhere) give the kept result itself without running the body;
+    others run it and are kept in turn, read-only; a result past the limit is not kept."""
+    from onnxflow.ops.pass_made import kernels
+
+    runs: list[tuple] = []
+
+    def body(x, k):
+        runs.append((x.shape, int(k)))
+        return np.array([x.shape[0] * int(k)], np.int64)
+
+    memo = kernels._remembered_in_c(body, 2, frozenset({0}), module("_arrays").same)
+    assert isinstance(memo, module("_arrays").Remembered)
+    x, k = np.zeros((2, 3), np.float32), np.array(3, np.int64)
+    first = memo(x, k)
+    assert memo(np.ones((2, 3), np.float32), k.copy()) is first and not first.flags.writeable
+    assert memo(np.zeros((4, 3), np.float32), k).tolist() == [12]
+    assert memo(np.zeros((4, 3), np.float32), np.array(5, np.int64)).tolist() == [20]
+    assert runs == [((2, 3), 3), ((4, 3), 3), ((4, 3), 5)]
+    big = kernels._remembered_in_c(
+        lambda x: np.zeros(kernels.MEMO_LIMIT // 8 + 1, np.int64), 1, frozenset(), None
+    )
+    assert big(x).flags.writeable and big.kept is None
+
+
 # -- Reshape: positive dims and one -1 in C, the rest in the NumPy form -------------------------
 def _reshape_of(calls):
     def fallback(data, shape, *, allowzero=0):

@@ -310,3 +310,13 @@ def test_round_over_and_into_are_numpys_bits_and_refuse_other_arrays():
         np.testing.assert_array_equal(np.asarray(other), kept)
     assert not loops.round_into(x, np.empty(x.size - 1, np.float32))
     assert not loops.round_into(x, frozen)
+
+
+def test_cast_to_its_own_type_is_the_input_in_both_forms():
+    """Cast's compiled form to float32 or float16 gives an input already of that type back
+    as it is (what the NumPy form's convert returns), the others converted as before."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for source, to in [(np.float32, F32), (np.float16, F16), (np.float64, F32), (np.int64, F16)]:
+        data = x.astype(source)
+        (compiled,), (numpy_form,) = node_forms("Cast", [data], 19, to=to)
+        assert compiled.dtype == numpy_form.dtype and compiled.tobytes() == numpy_form.tobytes()

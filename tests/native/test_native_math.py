@@ -12,14 +12,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 import pytest
 from native_forms import node_forms, ulp_distance
+from onnx import helper
 from scipy.special import expit, ndtr
+
+import onnxflow
 
 MS = "com.microsoft"
 
 FORMS_TESTED = [
     ("", "Erf"),
+    ("", "Relu"),
     ("", "Sigmoid"),
     ("", "Swish"),
     ("", "Gelu"),
@@ -458,3 +463,69 @@ def test_pow_others_run_numpy():
             (compiled,), (numpy_form,) = node_forms("Pow", [base, y], 15)
             assert np.array_equal(compiled, numpy_form, equal_nan=True)
             assert compiled.shape == numpy_form.shape
+
+
+def test_sigmoid_in_one_call_gives_the_loops_bits():
+    """_math.sigmoid (Sigmoid's compiled form in one call: checks, new array, loop) gives
+    sigmoid_f32's bits for every shape and layout, a new array of x's shape; None for what
+    it does not take (the NumPy form then runs)."""
+    from onnxflow.native import _math
+
+    rng = np.random.default_rng(21)
+    base = (rng.standard_normal((4, 6, 5)) * 8).astype(np.float32)
+    for x in [
+        base,
+        base[:, ::2],
+        base[0, 0, 0:1],
+        np.full((), 3.5, np.float32),
+        base[:0],
+        base.transpose(2, 0, 1),
+    ]:
+        want = np.empty(x.size, np.float32)
+        _math.sigmoid_f32(np.ascontiguousarray(x).reshape(-1), want)
+        got = _math.sigmoid(x)
+        assert got.shape == x.shape and got.dtype == np.float32 and got.flags.c_contiguous
+        assert got.tobytes() == want.tobytes() and not np.shares_memory(got, x)
+    for other in [base.astype(np.float64), base.astype(">f4"), [1.0, 2.0], 3.0]:
+        assert _math.sigmoid(other) is None
+
+
+def test_relu_in_one_call_is_numpys_maximum():
+    """_math.relu (Relu's compiled form for small float32 tensors: checks, array and pass in
+    one call) gives np.maximum(x, 0)'s bits (NaN payloads kept, -0.0 made +0.0), in a new
+    array or in place; None (the NumPy form then runs) past its limit or for other inputs; a
+    node's two forms agree bit for bit, in place too."""
+    from onnxflow.native import _math
+
+    special = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-45, -1e-45, 3, -3])
+    base = np.concatenate([special, np.random.default_rng(4).standard_normal(50)])
+    base = base.astype(np.float32).reshape(2, 30)
+    for x in [base, base[:, ::3], base[:1, :1], np.full((), -2.5, np.float32), base[:0]]:
+        want = np.maximum(x, np.float32(0))
+        got = _math.relu(x, None, 4096)
+        assert got.shape == x.shape and got.tobytes() == want.tobytes()
+        assert not np.shares_memory(got, x)
+    own = base.copy()
+    assert _math.relu(own, own, 4096) is own and own.tobytes() == np.maximum(base, 0).tobytes()
+    for args in [
+        (base, None, 59),
+        (base.astype(np.float64), None, 4096),
+        (base[:, ::3], base[:, ::3], 4096),
+        (base, base.copy(), 4096),
+        ([1.0, -1.0], None, 4096),
+    ]:
+        assert _math.relu(*args) is None
+    (compiled,), (numpy_form,) = node_forms("Relu", [base], 14)
+    assert compiled.tobytes() == numpy_form.tobytes()
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "neg_relu",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 30])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    sess = onnxflow.InferenceSession(model.SerializeToString())
+    assert "_relu_compiled_over_x" in sess.source()  # Neg's array dies at Relu: in place
+    got = sess.run(None, {"x": base})[0]
+    assert got.tobytes() == np.maximum(-base, 0).tobytes()

@@ -102,3 +102,31 @@ def test_wide_row_means_are_the_numpy_forms_sum_and_division(n):
     module("_math").row_means_f32(x.reshape(-1), out, True)
     want = np.true_divide(np.add.reduce(x, axis=1), np.float64(n)).astype(np.float32)
     assert out.tobytes() == want.tobytes()
+
+
+def test_last_axis_means_in_one_call():
+    """_math.last_axis_means (ReduceMean over the last axis named by its attribute, in one
+    compiled call) gives the NumPy form's bits and shape for ranks 1 to 4, kept or not, axis
+    -1 or rank - 1; None (the other paths then run) for anything else."""
+    from onnxflow.ops import reduction
+
+    means = module("_math").last_axis_means
+    for shape in [(5,), (1, 1), (3, 17), (2, 3, 129), (2, 1, 2, 300)]:
+        x = _rows(int(np.prod(shape[:-1])), shape[-1], len(shape)).reshape(shape)
+        for axes in ([-1], (len(shape) - 1,)):
+            for keep in (True, False):
+                want = reduction._reduce(reduction._mean, x, list(axes), keep, 0)
+                got = means(x, axes, keep, reduction._WIDE_MEAN)
+                assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    x = _rows(3, 4, 1)
+    for args in [
+        (x, [0]),
+        (x, [0, 1]),
+        (x, None),
+        (x, np.array([1])),
+        (x.T, [1]),
+        (x.astype(np.float64), [1]),
+        (x[:, :0], [1]),
+        (np.float32(2.0), [0]),
+    ]:
+        assert means(*args, True, False) is None

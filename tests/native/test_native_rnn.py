@@ -297,3 +297,101 @@ def _where(code) -> str:
     that took 1 ms or more on a loaded machine reads the load once a second
     (ort_api/threads.py), which is no part of the LSTM's glue."""
     return "BLAS bound" if code.co_filename.endswith("threads.py") else code.co_name
+
+
+def _feeds(op: str, seq: int, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Feeds of :func:`_weights_model` with the initial states given."""
+    feeds = {"x": rng.standard_normal((seq, batch, 5)).astype(np.float32)}
+    for s in ("h0", "c0")[: 2 if op == "LSTM" else 1]:
+        feeds[s] = rng.standard_normal((1, batch, 16)).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_later_runs_run_no_python_of_the_kernel(op, direction):
+    """A later run on the weights the first prepared goes from the node's stateful form
+    (onnxflow.native._rnn.Stateful) into the compiled call (Direct: the input projection, the
+    loop and the outputs made in C), with no Python function of ops/rnn.py, bit for bit what a
+    fresh session's first run gives."""
+    import sys
+
+    data = _weights_model(op, direction, True).SerializeToString()
+    sess = onnxflow.InferenceSession(data)
+    rng = np.random.default_rng(12)
+    sess.run(None, _feeds(op, 3, 1, rng))
+    calls: list[str] = []
+
+    def note(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("rnn.py"):
+            calls.append(frame.f_code.co_name)
+
+    for seq, batch in ((6, 1), (1, 1), (2, 3)):
+        feeds = _feeds(op, seq, batch, rng)
+        first = onnxflow.InferenceSession(data).run(None, feeds)
+        calls.clear()
+        sys.setprofile(note)
+        try:
+            later = sess.run(None, feeds)
+        finally:
+            sys.setprofile(None)
+        for got, want in zip(later, first, strict=True):
+            assert got.tobytes() == want.tobytes() and got.shape == want.shape
+        assert calls == [], calls
+
+
+def test_the_direct_call_leaves_what_it_does_not_take_to_the_kernel():
+    """The prepared LSTM's direct call returns None (the kernel then runs) for float64 X,
+    sequence lengths, other weight arrays, a state of another shape or batch 64 and up."""
+    from onnxflow.ops import rnn
+
+    rng = np.random.default_rng(13)
+    x, w, r, b = _inputs("LSTM", 4, 2, 16, "forward", rng)
+    h, c = _states("LSTM", 2, 16, "forward", rng)
+    form = rnn._prepared(rnn.lstm, "LSTM")()
+    want = form(x, w, r, b, None, h, c)
+    direct = form.direct
+    assert isinstance(direct, rnn._NATIVE.Direct)
+    got = direct((x, w, r, b, None, h, c))
+    assert all(g.tobytes() == o.tobytes() for g, o in zip(got, want, strict=True))
+    big = np.zeros((4, 64, 5), np.float32)
+    for inputs in [
+        (x.astype(np.float64), w, r, b, None, h, c),
+        (x, w, r, b, np.full(2, 4, np.int32), h, c),
+        (x, w.copy(), r, b, None, h, c),
+        (x, w, r, b, None, h[:, :1], c),
+        (x, w, r, b, None, h, c.astype(np.float64)),
+        (big, w, r, b),
+    ]:
+        assert direct(inputs) is None
+
+
+@pytest.mark.parametrize("hidden", [1, 5, 16, 32, 128])
+@pytest.mark.parametrize("backwards", [False, True])
+def test_the_default_lstm_sequence_loop_is_the_step_by_step_loop(hidden, backwards):
+    """The default LSTM's whole-sequence loop (each entry's steps in one call, the next
+    product made as soon as the states are) gives bit for bit what the step-by-step calls
+    (lstm_default_step: the pre-activations, the product, the gates) give, over batches with
+    sequences cut short, in both directions."""
+    from onnxflow.ops import rnn
+
+    native = rnn._NATIVE
+    rng = np.random.default_rng(hidden)
+    seq, batch, width = 23, 3, 4 * hidden
+    xw = (rng.standard_normal((seq, batch, width)) * 2).astype(np.float32)
+    wb = rng.standard_normal(width).astype(np.float32)
+    rt = (rng.standard_normal((hidden, width)) / np.sqrt(hidden)).astype(np.float32)
+    h0, c0 = (rng.standard_normal((batch, hidden)).astype(np.float32) for _ in range(2))
+    lens = np.array([seq, 9, 0], np.int64)
+    gates = rnn._made_loop(rnn._LSTM, 1, None, None, None, None, 0).gates[0]
+    weights = native.Weights(wb, rt, np.zeros(width, np.float32), np.zeros(0, np.float32))
+    h, c, y = h0.copy(), c0.copy(), np.full((seq, batch, hidden), np.nan, np.float32)
+    native.recur(gates, weights, xw, h, c, lens, y, backwards)
+    for b in range(batch):
+        hb, cb = h0[b].copy(), c0[b].copy()
+        steps = range(lens[b])
+        for t in reversed(steps) if backwards else steps:
+            native.lstm_default_step(xw[t, b], wb, rt, hb, cb)
+            assert y[t, b].tobytes() == hb.tobytes()
+        assert not y[lens[b] :, b].any()
+        assert h[b].tobytes() == hb.tobytes() and c[b].tobytes() == cb.tobytes()

@@ -22,6 +22,9 @@ FORMS_TESTED = [
     ("", "Slice"),
     ("", "Gather"),
     ("", "Concat"),
+    ("", "Transpose"),
+    ("", "Split"),
+    ("", "Pad"),
 ]
 
 pytestmark = pytest.mark.skipif(shape._ARRAYS is None, reason="native/_arrays not built")
@@ -118,6 +121,13 @@ GATHER_CASES = [
     (GRID, np.array([0], np.int64), 3),  # an axis out of range
     (GRID, np.array([0], np.uint64), 0),  # another dtype: the NumPy form's
     (np.array(4.0), np.array(0, np.int64), 0),  # a scalar: the NumPy form's error
+    (GRID, np.array(-1, np.int64), 1),  # one index, copied straight: negative, a middle axis
+    (GRID, np.array(4, np.int32), 2),
+    (GRID > 20, np.array(2, np.int64), 0),  # bool
+    (GRID.astype(">f4"), np.array(1, np.int64), 1),  # swapped bytes: take's
+    (GRID[:, ::2], np.array(1, np.int64), 1),  # a strided view: take's
+    (GRID, np.array(5, np.int64), 1),  # out of range: the NumPy form's words
+    (GRID[0, 0], np.array(3, np.int64), 0),  # rank 1: a 0-d result
     (np.array(["a", "b"]), np.array([1, 1], np.int64), 0),
     (np.zeros((0, 3), np.float32), np.array([], np.int64), 0),
 ]
@@ -147,6 +157,13 @@ CONCAT_CASES = [
     ((GRID, GRID[:, :2]), 0),  # other dims differ
     ((GRID, GRID), 3),  # an axis out of range
     ((np.array(1.0), np.array(2.0)), 0),  # scalars
+    ((GRID, GRID[:, :1], GRID[:, 1:3].copy()), 1),  # copied straight: the middle axis
+    ((GRID[:1], GRID[1:]), 0),
+    ((GRID > 30, GRID < 10), 2),  # bool
+    ((GRID.astype(np.int64), GRID.astype(np.int64)[:, :, :1]), -1),
+    ((GRID, GRID.astype(np.float64)), 0),  # dtypes differ: promoted, as NumPy does
+    ((GRID, GRID.astype(">f4")), 0),  # byte order differs
+    ((GRID.astype(np.float16), GRID.astype(np.float16)), 1),
 ]
 
 
@@ -220,3 +237,114 @@ def test_sessions_run_the_compiled_glue_with_the_numpy_forms_results():
     for feed in (x, x[:, :4], x[:1]):
         got, want = native.run(None, {"x": feed})[0], numpy_form.run(None, {"x": feed})[0]
         assert (got.shape, got.tobytes()) == (want.shape, want.tobytes())
+
+
+TRANSPOSE_CASES = [
+    (GRID, None),
+    (GRID, [2, 0, 1]),
+    (GRID, [0, 1, 2]),
+    (GRID[:, ::2, ::-1], [1, 2, 0]),  # a strided view
+    (np.array(3.5), None),
+    (np.array(3.5), []),
+    (np.zeros((0, 4), np.float32), [1, 0]),
+    (GRID, [-1, 0, 1]),  # a negative axis: the NumPy form's
+    (GRID, [0, 0, 1]),  # repeated: the NumPy form's error
+    (GRID, [0, 1]),  # too short
+    (GRID, [0, 1, 3]),  # out of range
+    (GRID, (2, 1, 0)),  # a tuple: the NumPy form's
+]
+
+
+@pytest.mark.parametrize("data, perm", TRANSPOSE_CASES)
+def test_transpose_is_the_numpy_form(data, perm):
+    """Every perm: the same view, or the NumPy form's error."""
+    _same_outcome(
+        lambda d: shape._TRANSPOSE_COMPILED(d, perm=perm),
+        lambda d: shape.transpose(d, perm=perm),
+        data,
+    )
+
+
+def _split_model(opset: int, n_out: int, sizes_input: bool, **attrs: Any) -> bytes:
+    """One Split of X (N, L) into ``n_out`` parts, with a sizes input when ``sizes_input``."""
+    names = ["x", "sizes"] if sizes_input else ["x"]
+    outs = [f"y{i}" for i in range(n_out)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])]
+    if sizes_input:
+        inputs.append(helper.make_tensor_value_info("sizes", TensorProto.INT64, [n_out]))
+    graph = helper.make_graph(
+        [helper.make_node("Split", names, outs, **attrs)],
+        "split",
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("opset", "n_out", "sizes_input", "attrs"),
+    [
+        (13, 2, False, {"axis": 0}),
+        (13, 3, False, {"axis": -1}),
+        (11, 2, False, {"axis": 1, "split": [1, 3]}),
+        (18, 3, False, {"axis": 1, "num_outputs": 3}),  # the last part smaller
+        (13, 2, True, {"axis": 1}),  # a sizes input: the NumPy form's
+    ],
+)
+def test_split_is_the_numpy_form(opset, n_out, sizes_input, attrs):
+    """Split's compiled form (_arrays.Split, its indexes looked up again as X's shape changes)
+    gives the NumPy form's parts for every shape of a stream, and its errors."""
+    data = _split_model(opset, n_out, sizes_input, **attrs)
+    native = onnxflow.InferenceSession(data)
+    assert "_arrays.Split" in native.source()
+    numpy_form = onnxflow.InferenceSession(data, onnxflow.SessionOptions(kernels="numpy"))
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)
+    for feed in (x[:4, :4], x[:4, :4], x[:, :6], x[:2, :4], x[:3, :3]):
+        feeds = {"x": np.ascontiguousarray(feed)}
+        if sizes_input:
+            feeds["sizes"] = _ints(1, feed.shape[1] - 1)
+        try:
+            want = numpy_form.run(None, feeds)
+        except onnxflow.errors.OnnxflowError as exc:
+            with pytest.raises(type(exc), match="add up|equal parts|split"):
+                native.run(None, feeds)
+            continue
+        got = native.run(None, feeds)
+        assert [(g.shape, g.tobytes()) for g in got] == [(w.shape, w.tobytes()) for w in want]
+
+
+PAD_CASES = [
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "reflect"),
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "edge"),
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "wrap"),
+    (GRID, _ints(1, 1, 2, 0, 3, 1), "reflect"),  # the same shape, other pads: made again
+    (GRID[:, :3], _ints(1, 1, 2, 0, 3, 1), "reflect"),  # another shape
+    (GRID, _ints(0, -1, 2, 0, 3, -2), "edge"),  # negative pads crop
+    (GRID, _ints(0, 0, 0, 0, 0, 0), "reflect"),  # nothing to add: a copy
+    (GRID, _ints(0, 0, 9, 0, 0, 0), "reflect"),  # wider than one reflection: np.pad's
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "constant"),  # the NumPy form's
+    (GRID, np.array([0, 1, 2, 0, 3, 1], np.int32), "reflect"),  # other pads: the NumPy form's
+    (GRID, _ints(0, 1, 2, 0), "reflect"),  # too few pads: its error
+    (GRID, _ints(0, 1, 2, 0, 3, 1), "mirror"),  # an unknown mode: its error
+    (np.zeros((2, 0), np.float32), _ints(0, 1, 0, 1), "edge"),
+]
+
+
+def test_pad_is_the_numpy_form():
+    """Every case, in turn on one compiled form (its kept crop and gathers made again as the
+    shape, pads or mode change): the NumPy form's values, or its error."""
+    for data, pads, mode in PAD_CASES + PAD_CASES[:3]:
+        try:
+            want = shape.pad(data, pads, None, None, mode=mode)
+        except Exception as exc:
+            with pytest.raises(type(exc)) as raised:
+                shape._PAD_COMPILED(data, pads, None, None, mode=mode)
+            assert str(raised.value) == str(exc)
+            continue
+        got = shape._PAD_COMPILED(data, pads, None, None, mode=mode)
+        assert got.__class__ is want.__class__ and got.dtype == want.dtype
+        assert (got.shape, got.tobytes()) == (want.shape, want.tobytes())
+        assert not np.shares_memory(got, data)
+    axes = shape._PAD_COMPILED(GRID, _ints(1, 2), None, _ints(1), mode="edge")
+    assert axes.tobytes() == shape.pad(GRID, _ints(1, 2), None, _ints(1), mode="edge").tobytes()

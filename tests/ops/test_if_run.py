@@ -13,9 +13,10 @@ from onnx import TensorProto, helper
 import onnxflow
 
 #: Python-level calls an If of a one-node branch makes per run: its own run, the runner lookup
-#: (which asks whether an observer or RunOptions watches: three calls), the lowered function's
-#: failure-naming wrapper, the generated branch function and the branch's kernel (Sum's).
-IF_CALLS = 8
+#: (which reads whether an observer or RunOptions watches from their ContextVars: no call), the
+#: lowered function's failure-naming wrapper, the generated branch function and the branch's
+#: kernel (Sum's).
+IF_CALLS = 6
 
 
 def _branch(name: str, op: str, sources: list[str]) -> object:

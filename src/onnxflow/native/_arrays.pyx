@@ -3,8 +3,9 @@
 several attribute reads, a bytes copy and a comparison per array."""
 
 cimport numpy as cnp
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.string cimport memcmp
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from libc.string cimport memcmp, memcpy
 
 from inspect import signature
 
@@ -46,6 +47,36 @@ def same(tuple kept, tuple now):
         if not _equal(<cnp.ndarray>a, <cnp.ndarray>b):
             return False
     return True
+
+
+cdef class Remembered:
+    """A ShapeMemo's stateful compiled form: the memo ``kept`` (None, or its last inputs' key
+    and result, one tuple swapped whole) tested in C, :func:`same` on the key of the call's
+    first ``n_inputs`` arguments (the shape of each ndarray at a position in ``shaped``, the
+    others themselves), giving the kept result while they are equal; otherwise
+    ``miss(self, key, args)`` runs the body (and may keep its result in ``kept``)."""
+
+    cdef object miss
+    cdef Py_ssize_t n_inputs
+    cdef frozenset shaped
+    cdef public object kept
+
+    def __init__(self, miss, Py_ssize_t n_inputs, frozenset shaped):
+        self.miss, self.n_inputs, self.shaped, self.kept = miss, n_inputs, shaped, None
+
+    def __call__(self, *args):
+        cdef Py_ssize_t i, n = min(self.n_inputs, PyTuple_GET_SIZE(args))
+        cdef tuple key = PyTuple_New(n)
+        for i in range(n):
+            a = <object>PyTuple_GET_ITEM(args, i)
+            if type(a) is cnp.ndarray and self.shaped and i in self.shaped:
+                a = a.shape
+            Py_INCREF(a)
+            PyTuple_SET_ITEM(key, i, a)
+        kept = self.kept
+        if kept is not None and same(<tuple>kept[0], key):
+            return kept[1]
+        return self.miss(self, key, args)
 
 
 cdef class _Form:
@@ -233,10 +264,86 @@ cdef class Gather(_Form):
         if (rank == 0 or a < 0 or a >= rank or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>indices)
                 or (t != cnp.NPY_INT64 and t != cnp.NPY_INT32)):
             return self.fallback(data, indices, axis=axis)
+        if cnp.PyArray_NDIM(<cnp.ndarray>indices) == 0:
+            picked = _slab(<cnp.ndarray>data, <cnp.ndarray>indices, t, rank, a)
+            if picked is not None:
+                return picked
         try:
             return _take_from(<cnp.ndarray>data, indices, a, NULL, cnp.NPY_RAISE)
         except IndexError:
             return self.fallback(data, indices, axis=axis)
+
+
+cdef object _slab(cnp.ndarray data, cnp.ndarray index, int t, int rank, int a):
+    """data.take(i, a) for one index i (a 0-d array of dtype ``t``) in range, by copies into a
+    new C-ordered array, when data is C-ordered, of a native numeric or bool dtype; else
+    None."""
+    cdef int kind = cnp.PyArray_TYPE(data), d, k = 0
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(data)
+    cdef cnp.npy_intp shape[64]
+    cdef long long i = (<cnp.int64_t *>cnp.PyArray_DATA(index))[0] if t == cnp.NPY_INT64 else (
+        <cnp.int32_t *>cnp.PyArray_DATA(index))[0]
+    if (kind > cnp.NPY_CLONGDOUBLE or not cnp.PyArray_ISNOTSWAPPED(data) or rank > 64
+            or not cnp.PyArray_IS_C_CONTIGUOUS(data)):
+        return None
+    i = i + dims[a] if i < 0 else i
+    if i < 0 or i >= dims[a]:
+        return None
+    cdef Py_ssize_t o, outer = 1, size = cnp.PyArray_ITEMSIZE(data)
+    for d in range(rank):
+        if d < a:
+            outer *= dims[d]
+        elif d > a:
+            size *= dims[d]
+        if d != a:
+            shape[k] = dims[d]
+            k += 1
+    out = cnp.PyArray_EMPTY(rank - 1, shape, kind, 0)
+    cdef char *dst = <char *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef const char *src = <const char *>cnp.PyArray_DATA(data) + i * size
+    for o in range(outer):
+        memcpy(dst + o * size, src + o * size * dims[a], size)
+    return out
+
+
+cdef object _copies_joined(tuple inputs, int rank, int a):
+    """The inputs joined along axis ``a`` by copies into a new C-ordered array, what
+    np.concatenate gives, when they are C-ordered and of one native-order numeric or bool dtype
+    with the same dims but ``a``'s; None for others."""
+    cdef cnp.ndarray first = <cnp.ndarray>PyTuple_GET_ITEM(inputs, 0), x
+    cdef int kind = cnp.PyArray_TYPE(first), d
+    cdef Py_ssize_t i, o, count = PyTuple_GET_SIZE(inputs), outer = 1, inner = 1, total = 0
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp *own
+    if kind > cnp.NPY_CLONGDOUBLE or rank > 64:
+        return None
+    for i in range(count):
+        x = <cnp.ndarray>PyTuple_GET_ITEM(inputs, i)
+        own = cnp.PyArray_DIMS(x)
+        if (cnp.PyArray_TYPE(x) != kind or not cnp.PyArray_ISNOTSWAPPED(x)
+                or not cnp.PyArray_IS_C_CONTIGUOUS(x)):
+            return None
+        for d in range(rank):
+            if d != a and own[d] != cnp.PyArray_DIMS(first)[d]:
+                return None
+        total += own[a]
+    for d in range(rank):
+        dims[d] = cnp.PyArray_DIMS(first)[d]
+        if d < a:
+            outer *= dims[d]
+        elif d > a:
+            inner *= dims[d]
+    dims[a] = total
+    out = cnp.PyArray_EMPTY(rank, dims, kind, 0)
+    cdef char *dst = <char *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(first) * inner, chunk
+    for o in range(outer):
+        for i in range(count):
+            x = <cnp.ndarray>PyTuple_GET_ITEM(inputs, i)
+            chunk = cnp.PyArray_DIMS(x)[a] * size
+            memcpy(dst, <char *>cnp.PyArray_DATA(x) + o * chunk, chunk)
+            dst += chunk
+    return out
 
 
 cdef class Concat(_Form):
@@ -258,7 +365,109 @@ cdef class Concat(_Form):
             x = <object>PyTuple_GET_ITEM(inputs, i)
             if type(x) is not cnp.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>x) != rank:
                 return self.fallback(*inputs, axis=axis)
-        return cnp.PyArray_Concatenate(inputs, a)
+        joined = _copies_joined(inputs, rank, a)
+        return cnp.PyArray_Concatenate(inputs, a) if joined is None else joined
+
+
+cdef class Transpose(_Form):
+    """Transpose's compiled form: the NumPy form's view ``data.transpose(perm)`` made in C
+    (``PyArray_Transpose``) when ``data`` is an ndarray (not a subclass) and ``perm`` is None
+    (the axes reversed) or a list of ints that permutes its axes; other inputs (negative axes,
+    errors to report) go to ``fallback``, the NumPy form."""
+
+    def __call__(self, data, *, perm=None):
+        if type(data) is not cnp.ndarray:
+            return self.fallback(data, perm=perm)
+        if perm is None:
+            return cnp.PyArray_Transpose(<cnp.ndarray>data, NULL)
+        cdef int rank = cnp.PyArray_NDIM(<cnp.ndarray>data), d
+        cdef cnp.npy_intp axes[64]
+        cdef bint seen[64]
+        if type(perm) is not list or len(perm) != rank:
+            return self.fallback(data, perm=perm)
+        for d in range(rank):
+            seen[d] = False
+        for d in range(rank):
+            a = (<list>perm)[d]
+            if type(a) is not int or not 0 <= a < rank or seen[<int>a]:
+                return self.fallback(data, perm=perm)
+            axes[d] = a
+            seen[<int>a] = True
+        cdef cnp.PyArray_Dims order
+        order.ptr, order.len = axes, rank
+        return cnp.PyArray_Transpose(<cnp.ndarray>data, &order)
+
+
+cdef class Split(_Form):
+    """Split's compiled form: the parts of ``x`` (an ndarray, not a subclass) when no sizes
+    input is given, as the NumPy form's views, ``x[index]`` for each basic index of
+    ``index_of(x.shape)`` (looked up again only when x's shape changes: the shape and its
+    indexes kept in one tuple, swapped whole); other inputs go to ``fallback``, the NumPy
+    form."""
+
+    cdef object index_of
+    cdef tuple memo
+
+    def __init__(self, fallback, index_of):
+        self.fallback, self.index_of, self.memo = fallback, index_of, ((), ())
+
+    def __call__(self, x, sizes=None):
+        if type(x) is not cnp.ndarray or sizes is not None:
+            return self.fallback(x, sizes)
+        shape = x.shape
+        cdef tuple memo = self.memo
+        if <tuple>memo[0] != shape:
+            memo = self.memo = (shape, self.index_of(shape))
+        cdef tuple index = <tuple>memo[1]
+        cdef Py_ssize_t i, count = PyTuple_GET_SIZE(index)
+        cdef tuple parts = PyTuple_New(count)
+        for i in range(count):
+            part = x[<object>PyTuple_GET_ITEM(index, i)]
+            Py_INCREF(part)
+            PyTuple_SET_ITEM(parts, i, part)
+        return parts
+
+
+cdef extern from "numpy/arrayobject.h":
+    # PyArray_TakeFrom with no ``out`` (numpy's pxd types it an ndarray: None is not NULL)
+    object _take "PyArray_TakeFrom" (cnp.ndarray, object, int, void *, cnp.NPY_CLIPMODE)
+
+
+cdef class Pad(_Form):
+    """Pad's compiled form for the modes that copy (reflect, edge, wrap) with ``pads`` a
+    one-dimensional int64 ndarray and no ``axes``: the NumPy form's crop and gathers
+    (``plan_of(shape, pads, mode)``: the crop's index, () for none, and the (axis, positions)
+    gathers, or None where the NumPy form does it otherwise), looked up again only when data's
+    shape, the pads or the mode change (all kept in one tuple, swapped whole), then applied in
+    C (indexing, ``PyArray_TakeFrom``); other inputs go to ``fallback``, the NumPy form."""
+
+    cdef object plan_of
+    cdef tuple memo
+
+    def __init__(self, fallback, plan_of):
+        self.fallback, self.plan_of, self.memo = fallback, plan_of, ((), b"", "", None, ())
+
+    def __call__(self, data, pads, constant_value=None, axes=None, *, mode="constant"):
+        if (mode == "constant" or axes is not None or type(data) is not cnp.ndarray
+                or not _ints64(pads)):
+            return self.fallback(data, pads, constant_value, axes, mode=mode)
+        shape = data.shape
+        cdef tuple memo = self.memo
+        cdef bytes kept = <bytes>memo[1]
+        if (<tuple>memo[0] != shape or memo[2] != mode
+                or len(kept) != cnp.PyArray_NBYTES(<cnp.ndarray>pads)
+                or memcmp(<const char *>kept, cnp.PyArray_DATA(<cnp.ndarray>pads), len(kept))):
+            made = self.plan_of(shape, tuple(pads.tolist()), mode)
+            if made is None:
+                return self.fallback(data, pads, constant_value, axes, mode=mode)
+            memo = self.memo = (shape, pads.tobytes(), mode, made[0], made[1])
+        out = data[<tuple>memo[3]] if memo[3] else data
+        cdef tuple takes = <tuple>memo[4]
+        if not takes:
+            return cnp.PyArray_NewCopy(<cnp.ndarray>out, cnp.NPY_CORDER)
+        for axis, index in takes:
+            out = _take(<cnp.ndarray>out, index, axis, NULL, cnp.NPY_RAISE)
+        return out
 
 
 cdef class Shape(_Form):

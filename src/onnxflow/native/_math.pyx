@@ -244,6 +244,49 @@ def small_power(object x, object y):
     return out
 
 
+def sigmoid(object x):
+    """1 / (1 + exp(-x)) for an ndarray of native float32 (:func:`sigmoid_f32`'s values) in a
+    new array of x's shape, the checks and allocation in C; None for other inputs."""
+    if not _f32(x):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa),
+                                             cnp.NPY_FLOAT32, 0)
+    cdef long n = cnp.PyArray_SIZE(out)
+    x = _contiguous(x)
+    cdef const float *px = _data(x)
+    if n:
+        with nogil:
+            of_sigmoid_f32(px, NULL, <float *>cnp.PyArray_DATA(out), 1, n, 0.0)
+    return out
+
+
+def relu(object x, object out, Py_ssize_t limit):
+    """max(x, 0) for an ndarray of native float32 of at most ``limit`` elements, as
+    ``np.maximum(x, 0)`` gives it (a NaN kept, -0.0 made +0.0), into ``out``: None for a new
+    array of x's shape, or x itself (C-ordered and writable) for in place; the checks, the array
+    and the pass in one call. None for other inputs."""
+    if not _f32(x) or cnp.PyArray_SIZE(<cnp.ndarray>x) > limit:
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x, oa
+    if out is None:
+        oa = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa), cnp.NPY_FLOAT32, 0)
+        x = _contiguous(x)
+    elif out is not x or not cnp.PyArray_IS_C_CONTIGUOUS(xa) or not cnp.PyArray_ISWRITEABLE(xa):
+        return None
+    else:
+        oa = xa
+    cdef const float *px = _data(x)
+    cdef float *po = <float *>cnp.PyArray_DATA(oa)
+    cdef Py_ssize_t i, n = cnp.PyArray_SIZE(oa)
+    cdef float v
+    with nogil:
+        for i in range(n):
+            v = px[i]
+            po[i] = v if (v > 0 or v != v) else 0
+    return oa
+
+
 def erf_f64(const double[::1] x, double[::1] out):
     """out[i] = erf(x[i]) (libm's double erf)."""
     cdef Py_ssize_t i, n = x.shape[0]
@@ -286,16 +329,54 @@ def row_means_f32(const float[::1] x, float[::1] out, bint wide=False):
     gives it for a float32 row: the pairwise sum added to 0, then divided in float32; with
     ``wide``, as ReduceMean's NumPy form gives it under NumPy 2's promotion: that float32 sum
     divided by the count in double, rounded once to float32."""
-    cdef Py_ssize_t r, rows = out.shape[0], n = x.shape[0] // rows if rows else 0
-    cdef float count = <float>n, zero = 0.0
-    cdef double wide_count = <double>n
+    cdef Py_ssize_t rows = out.shape[0], n = x.shape[0] // rows if rows else 0
     if rows == 0:
         return
     if n * rows != x.shape[0] or n == 0:
         raise ValueError("buffer sizes do not match")
     with nogil:
-        for r in range(rows):
-            if wide:
-                out[r] = <float>(<double>(zero + _pairwise_sum(&x[r * n], n)) / wide_count)
-            else:
-                out[r] = (zero + _pairwise_sum(&x[r * n], n)) / count
+        _row_means(&x[0], &out[0], rows, n, wide)
+
+
+cdef void _row_means(const float *x, float *out, Py_ssize_t rows, Py_ssize_t n,
+                     bint wide) noexcept nogil:
+    """:func:`row_means_f32` over ``rows`` rows of ``n`` values."""
+    cdef Py_ssize_t r
+    cdef float count = <float>n, zero = 0.0
+    cdef double wide_count = <double>n
+    for r in range(rows):
+        if wide:
+            out[r] = <float>(<double>(zero + _pairwise_sum(&x[r * n], n)) / wide_count)
+        else:
+            out[r] = (zero + _pairwise_sum(&x[r * n], n)) / count
+
+
+def last_axis_means(object x, object axes, bint keep, bint wide):
+    """ReduceMean over the last axis alone of a C-ordered float32 ndarray (rank 1 and up, that
+    axis not empty) whose ``axes`` attribute (a list or tuple) names that axis alone, by
+    :func:`row_means_f32`, into a new array (the axis kept as 1 with ``keep``): the checks, the
+    array and the pass in one call; None for other inputs."""
+    if type(x) is not cnp.ndarray or not _f32(x) or type(axes) not in (list, tuple):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>x
+    cdef int rank = cnp.PyArray_NDIM(xa)
+    if rank == 0 or rank > 32 or len(axes) != 1 or type(axes[0]) is not int:
+        return None
+    cdef long axis = axes[0]
+    if (axis if axis >= 0 else axis + rank) != rank - 1 or not cnp.PyArray_IS_C_CONTIGUOUS(xa):
+        return None
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(xa)
+    cdef cnp.npy_intp n = dims[rank - 1], shape[32]
+    if n == 0:
+        return None
+    cdef int d
+    for d in range(rank - 1):
+        shape[d] = dims[d]
+    shape[rank - 1] = 1
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(rank if keep else rank - 1, shape,
+                                             cnp.NPY_FLOAT32, 0)
+    cdef Py_ssize_t rows = cnp.PyArray_SIZE(out)
+    with nogil:
+        _row_means(<const float *>cnp.PyArray_DATA(xa), <float *>cnp.PyArray_DATA(out), rows,
+                   n, wide)
+    return out

@@ -96,6 +96,19 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return y
 
 
+def _relu_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """Relu's compiled form: a small float32 ``x`` in one compiled call (``_math.relu``: the
+    checks, the new array and np.maximum's values), other inputs to the NumPy form."""
+    y = _MATH.relu(x, None, _SMALL_RELU)  # type: ignore[union-attr]
+    return _relu(x) if y is None else y
+
+
+def _relu_compiled_over_x(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
+    """:func:`_relu_compiled` over x's own array (x dies at this node)."""
+    y = _MATH.relu(x, x, _SMALL_RELU)  # type: ignore[union-attr]
+    return _relu(x, out=x) if y is None else y
+
+
 @op(
     "Relu",
     *(1, 6, 13, 14),
@@ -107,6 +120,7 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         selects=True,
         numpy="np.maximum({0}, 0)",
         pointwise="relu",
+        native=native_form(compiled.when(_MATH, _relu_compiled), in_place=_relu_compiled_over_x),
     ),
 )
 def relu(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
@@ -191,10 +205,10 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 
 # -- smooth activations -----------------------------------------------------------------------
 def _sigmoid_compiled(x: np.ndarray, *, consumed_inputs: list[int] | None = None) -> np.ndarray:
-    """Sigmoid's compiled form: float32 in one pass, within 1 ulp; other dtypes in NumPy."""
-    if x.dtype != np.float32:
-        return sigmoid(x)
-    return compiled.elementwise(x, _MATH.sigmoid_f32)
+    """Sigmoid's compiled form: float32 in one pass, within 1 ulp (from the checks to the new
+    array in one compiled call); other dtypes in NumPy."""
+    y = _MATH.sigmoid(x)
+    return sigmoid(x) if y is None else y
 
 
 @op(

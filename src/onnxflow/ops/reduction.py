@@ -157,7 +157,11 @@ def _row_means(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray |
 def _mean_attribute_compiled(
     data: np.ndarray, *, axes: list[int] | None = None, keepdims: int = 1
 ) -> np.ndarray:
-    """ReduceMean's compiled form (axes an attribute): :func:`_row_means`, else the NumPy form."""
+    """ReduceMean's compiled form (axes an attribute): the last axis alone in one compiled call
+    (``_math.last_axis_means``), else :func:`_row_means`, else the NumPy form."""
+    y = _MATH.last_axis_means(data, axes, bool(keepdims), _WIDE_MEAN)  # type: ignore[union-attr]
+    if y is not None:
+        return y
     y = _row_means(data, _picked(data, axes, 0), bool(keepdims))
     return _reduce(_mean, data, axes, keepdims, 0) if y is None else y
 

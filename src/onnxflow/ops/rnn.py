@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -557,27 +557,24 @@ def _memoized(kernel: Kernel) -> Callable[[], Kernel]:
 def _prepared(kernel: Kernel, op_type: str) -> Callable[[], Kernel]:
     """What makes the compiled stateful form of ``kernel`` (RNN, LSTM or GRU)."""
     kind = {"RNN": _RNN, "LSTM": _LSTM, "GRU": _GRU}[op_type]
-    return lambda: _Prepared(kernel, kind)
+    return lambda: _NATIVE.Stateful(_Prepared(kernel, kind))
 
 
 class _Prepared:
-    """A node's stateful compiled form: the kernel, whose first call on float32 weights the
-    compiled loop serves also prepares a :class:`_Direct` call; later calls on the same weight
-    arrays and inputs that fit go straight to it (the same GEMM and loop, minus the kernel's
-    per-call checks and setup). Anything else runs the kernel."""
+    """What a node's stateful compiled form (:class:`onnxflow.native._rnn.Stateful`) calls
+    for what its direct call does not take: the kernel, whose first call on float32 weights the
+    compiled loop serves also prepares the direct call (:class:`onnxflow.native._rnn.Direct`)
+    that later calls on the same weight arrays and inputs that fit go straight to (the same GEMM
+    and loop in C, minus the kernel's per-call checks and setup)."""
 
     def __init__(self, kernel: Kernel, kind: _CellKind) -> None:
         self.kernel, self.kind, self.memo = kernel, kind, WeightMemo()
-        self.direct: _Direct | None = None
 
-    def __call__(self, *inputs: Any, **attrs: Any) -> tuple[np.ndarray, ...]:
+    def __call__(self, form: Any, inputs: tuple[Any, ...], attrs: dict) -> tuple[np.ndarray, ...]:
         """The node's outputs for ``inputs`` (X, W, R, B, sequence_lens, the initial states
-        and, for LSTM, P) and the node's attributes."""
-        direct = self.direct
-        if direct is not None and direct.fits(inputs):
-            return direct(inputs)
+        and, for LSTM, P) and the node's attributes; ``form``'s direct call made anew."""
         outs = self.kernel(*inputs, weights_memo=self.memo, compiled=True, **attrs)
-        self.direct = _direct(self.kind, inputs, self.memo, attrs)
+        form.direct = _direct(self.kind, inputs, self.memo, attrs)
         return outs
 
 
@@ -587,66 +584,13 @@ def _padded(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return (tuple(inputs) + (None,) * 8)[:8]
 
 
-@dataclass(frozen=True, eq=False)
-class _Direct:
-    """One direction's compiled loop over float32 inputs, layout 0, full-length sequences:
-    made once for one set of weight arrays (``weights``: W, R, B, P, compared by identity)."""
-
-    weights: tuple[Any, ...]
-    static: _Static
-    gates: Any
-    backwards: bool
-    n_states: int
-    hidden: int
-    batch_limit: int
-    #: The sequence lengths the loop reads (all full) by (batch, steps), made once each.
-    lengths: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
-
-    def fits(self, inputs: tuple[Any, ...]) -> bool:
-        """Whether ``inputs`` are the weights prepared, with a float32 X of the width they
-        take, no sequence lengths and float32 initial states of shape (1, B, H) or none."""
-        x = inputs[0]
-        if x.__class__ is not np.ndarray or x.dtype != np.float32 or x.ndim != 3:
-            return False
-        given, w = _padded(inputs), self.weights
-        if given[1] is not w[0] or given[2] is not w[1] or given[3] is not w[2]:
-            return False
-        if given[7] is not w[3] or given[4] is not None:
-            return False
-        if x.shape[2] != self.static.wt.shape[0] or x.shape[1] >= self.batch_limit:
-            return False
-        shape = (1, x.shape[1], self.hidden)
-        for s in given[5 : 5 + self.n_states]:
-            if s is not None and (s.dtype != np.float32 or s.shape != shape):
-                return False
-        return True
-
-    def __call__(self, inputs: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
-        """Y (T, 1, B, H) and the final states (1, B, H): what :func:`_run` returns for them."""
-        x = inputs[0]
-        seq, batch, size = x.shape
-        q = self.static
-        xw = np.dot(x.reshape(seq * batch, size), q.wt).reshape(seq, batch, -1)
-        y = np.empty((seq, 1, batch, self.hidden), np.float32)
-        zeros = (1, batch, self.hidden)
-        given = _padded(inputs)[5 : 5 + self.n_states]
-        states = [np.zeros(zeros, np.float32) if s is None else s.copy() for s in given]
-        lens = self.lengths.get((batch, seq))
-        if lens is None:
-            if len(self.lengths) >= 64:  # a stream of ever new lengths: keep the last ones
-                self.lengths.clear()
-            lens = self.lengths[batch, seq] = np.full(batch, seq)
-            lens.flags.writeable = False
-        h, c = states[0][0], states[-1][0]
-        _NATIVE.recur(self.gates, q.native, xw, h, c, lens, y[:, 0], self.backwards)
-        return (y, *states)
-
-
 def _direct(
     kind: _CellKind, inputs: tuple[Any, ...], memo: WeightMemo[list[_Static]], attrs: dict
-) -> _Direct | None:
-    """The :class:`_Direct` call for a node whose kernel just ran on ``inputs`` with ``attrs``
-    and kept its weights in ``memo``, or None where the compiled loop would not serve it."""
+) -> Any:
+    """The direct call (:class:`onnxflow.native._rnn.Direct`) for a node whose kernel just ran
+    on ``inputs`` with ``attrs`` and kept its weights in ``memo``: one direction's compiled loop
+    over float32 inputs, layout 0, full-length sequences, made once for one set of weight
+    arrays; None where the compiled loop would not serve it."""
     direction = attrs.get("direction", "forward")
     given = _padded(inputs)
     if (
@@ -674,10 +618,8 @@ def _direct(
     if loop is None or not loop.serves(static, given[0], state, np.zeros(batch)):
         return None
     weights = (given[1], given[2], given[3], given[7])
-    limit = _BLAS_BATCH[loop.kind]
-    return _Direct(
-        weights, static, loop.gates[0], direction == "reverse", kind.n_states, hidden, limit
-    )
+    backwards, limit = direction == "reverse", _BLAS_BATCH[loop.kind]
+    return _NATIVE.Direct(loop.gates[0], static.native, weights, static.wt, backwards, limit)
 
 
 def recurrent(

@@ -10,6 +10,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -311,7 +312,31 @@ def _split_numpy(f: NumpyCall) -> str:
     return call if f.outputs > 1 else f"{call}[0]"  # one output: the part, not a 1-tuple
 
 
-@op("Split", 1, 2, 11, 13, 18, build=True, traits=Traits(numpy=_split_numpy))
+def _split_compiled(node: NodeContext, **attrs: Any) -> Callable[..., tuple]:
+    """Split's compiled form: with no sizes input, the parts made in C (``_arrays.Split``: the
+    NumPy form's views of the indexes :func:`_split_index` gives, looked up when X's shape
+    changes); other inputs to the NumPy form, :func:`split`."""
+    numpy_form = split(node, **attrs)
+    given = attrs.get("split")
+    index_of = functools.partial(
+        _split_index,
+        axis=attrs.get("axis", 0),
+        sizes=None if given is None else tuple(given),
+        n=node.n_outputs,
+        uneven=node.opset >= 18,
+    )
+    return _ARRAYS.Split(numpy_form, index_of)  # type: ignore[union-attr]
+
+
+@op(
+    "Split",
+    *(1, 2, 11, 13, 18),
+    build=True,
+    traits=Traits(
+        numpy=_split_numpy,
+        native=native_form(_split_compiled if _ARRAYS is not None else None),
+    ),
+)
 def split(
     node: NodeContext,
     *,
@@ -461,10 +486,24 @@ def _transpose_numpy(f: NumpyCall) -> str:
     return f"np.transpose({f.ins[0]}{perm})"
 
 
+#: Transpose's compiled form: the view made in C (``_arrays.Transpose``), other inputs and
+#: errors to the NumPy form (defined below).
+_TRANSPOSE_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Transpose(lambda data, *, perm=None: transpose(data, perm=perm))
+)
+
+
 @op(
     "Transpose",
     *(1, 13, 21, 23, 24, 25),
-    traits=Traits(static_shape=True, selects=True, numpy=_transpose_numpy),
+    traits=Traits(
+        static_shape=True,
+        selects=True,
+        numpy=_transpose_numpy,
+        native=native_form(_TRANSPOSE_COMPILED),
+    ),
 )
 def transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Return data with its axes permuted by ``perm`` (reversed by default)."""
@@ -648,7 +687,36 @@ def pad_v2(
     return _pad(data, pads, mode, value)
 
 
-@op("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+def _pad_plan(
+    shape: tuple[int, ...], pads: tuple[int, ...], mode: str
+) -> tuple[tuple[slice, ...], tuple[tuple[int, np.ndarray], ...]] | None:
+    """What Pad's compiled form applies for ``mode`` to a tensor of ``shape``: the crop (``()``
+    for none) and the gathers of :func:`_pad_by_copies`; None where it does not copy so (the
+    constant mode, np.pad's wide reflections, an unknown mode: the NumPy form's)."""
+    if mode not in _PAD_MODES[1:]:
+        return None
+    crop, takes, _ = _copies(shape, pads, None, mode)
+    if takes is None:
+        return None
+    whole = all(c == slice(0, n) for c, n in zip(crop, shape))
+    return (() if whole else crop), takes  # () indexes all of it: a view
+
+
+#: Pad's compiled form (from opset 11): reflect, edge and wrap by the NumPy form's crop and
+#: gathers, made once per shape and pads and applied in C (``_arrays.Pad``); the rest to it.
+_PAD_COMPILED = (
+    None
+    if _ARRAYS is None
+    else _ARRAYS.Pad(
+        lambda data, pads, constant_value=None, axes=None, *, mode="constant": pad(
+            data, pads, constant_value, axes, mode=mode
+        ),
+        _pad_plan,
+    )
+)
+
+
+@op("Pad", 11, 13, 18, 19, 21, 23, 24, 25, traits=Traits(native=native_form(_PAD_COMPILED)))
 def pad(
     data: np.ndarray,
     pads: np.ndarray,

@@ -15,6 +15,8 @@ from typing import Any
 from onnxflow.errors import CancelledError
 
 _CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("onnxflow_run_options", default=None)
+#: The ContextVar holding the current run's options (what :func:`current_run_options` reads).
+RUN_OPTIONS = _CURRENT
 
 
 #: Whether the caller asked the run to stop, as the source of an expression over ``options``

@@ -14,10 +14,14 @@ from typing import Any
 
 from onnxflow.compile.plan import Plan
 from onnxflow.runtime.codegen import source_of
-from onnxflow.runtime.context import current_run_options
+from onnxflow.runtime.context import RUN_OPTIONS, current_run_options
 from onnxflow.runtime.interpret import interpret
 from onnxflow.runtime.lower import LOWERED, Variant, lower, lowered
-from onnxflow.runtime.observe import current_observation
+from onnxflow.runtime.observe import OBSERVATION, current_observation
+
+#: current_observation and current_run_options as their ContextVars' own get methods: read
+#: without a Python call where a branch is taken (an If's every call).
+_observation, _run_options = OBSERVATION.get, RUN_OPTIONS.get
 
 
 def current_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]]:
@@ -29,7 +33,7 @@ def current_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]]:
 def unwatched_runner(plan: Plan) -> Callable[[Sequence[Any]], list[Any]] | None:
     """``plan``'s generated function when the run in progress has no observer and no
     RunOptions (what :func:`current_runner` then returns, fetched with fewer calls); else None."""
-    if current_observation() is not None or current_run_options() is not None:
+    if _observation() is not None or _run_options() is not None:
         return None
     made = LOWERED.get(id(plan)) or lower(plan)
     return made.call

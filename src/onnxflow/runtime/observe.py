@@ -105,6 +105,9 @@ class Observation:
 _CURRENT: contextvars.ContextVar[Observation | None] = contextvars.ContextVar(
     "onnxflow_observation", default=None
 )
+#: The ContextVar holding the observation of the run in progress (what
+#: :func:`current_observation` reads).
+OBSERVATION = _CURRENT
 
 
 def current_observation() -> Observation | None:

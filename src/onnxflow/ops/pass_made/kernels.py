@@ -61,7 +61,7 @@ _ARRAYS = compiled.module("_arrays")
 def _shape_memo_compiled(node: Any, *, body: GraphProto, shaped: list[int] | None = None) -> Built:
     """ShapeMemo's compiled form: :func:`shape_memo` whose memo compares its inputs in C
     (``_arrays.same``: :func:`_same`'s test, without a bytes copy per array)."""
-    return _shape_memo(node, body, shaped, _ARRAYS.same)  # type: ignore[union-attr]
+    return _shape_memo(node, body, shaped, _ARRAYS.same, _remembered_in_c)  # type: ignore[union-attr]
 
 
 @op(
@@ -81,15 +81,47 @@ def shape_memo(node: Any, *, body: GraphProto, shaped: list[int] | None = None) 
 
 
 def _shape_memo(
-    node: Any, body: GraphProto, shaped: list[int] | None, same: Callable[..., bool]
+    node: Any,
+    body: GraphProto,
+    shaped: list[int] | None,
+    same: Callable[..., bool],
+    remember: Callable[..., Callable[..., Any]] | None = None,
 ) -> Built:
-    """:func:`shape_memo` whose memo tells equal inputs by ``same``."""
+    """:func:`shape_memo` whose memo tells equal inputs by ``same``, made by ``remember``
+    (:func:`_remembering` when None)."""
     run = body_call(node, body)
     n_inputs = len(body.input)
     by_shape = frozenset(shaped or ())
-    return Built(
-        run, node.traits.replace(stateful=lambda: _remembering(run, n_inputs, by_shape, same))
-    )
+    make = remember or _remembering
+    return Built(run, node.traits.replace(stateful=lambda: make(run, n_inputs, by_shape, same)))
+
+
+def _remembered_in_c(
+    run: Callable[..., Any], n_inputs: int, shaped: frozenset[int], same: Callable[..., bool]
+) -> Callable[..., Any]:
+    """:func:`_remembering`'s memo with its test in C (``_arrays.Remembered``, which compares
+    by ``_arrays.same``): the run and what it keeps as there."""
+
+    def miss(memo: Any, key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
+        result = run(*args)
+        if _keepable(result):
+            memo.kept = (key, result)
+        return result
+
+    return _ARRAYS.Remembered(miss, n_inputs, shaped)  # type: ignore[union-attr]
+
+
+def _keepable(result: Any) -> bool:
+    """Whether a memo keeps ``result`` (its arrays made read-only): arrays alone, at most
+    MEMO_LIMIT bytes in all."""
+    values = result if isinstance(result, tuple) else (result,)
+    if not all(v.__class__ is np.ndarray for v in values):
+        return False
+    if sum(v.nbytes for v in values) > MEMO_LIMIT:
+        return False
+    for v in values:
+        v.flags.writeable = False
+    return True
 
 
 def _remembering(
@@ -105,12 +137,7 @@ def _remembering(
         if kept is not None and same(kept[0], key):
             return kept[1]
         result = run(*args)
-        values = result if isinstance(result, tuple) else (result,)
-        if all(v.__class__ is np.ndarray for v in values) and (
-            sum(v.nbytes for v in values) <= MEMO_LIMIT
-        ):
-            for v in values:
-                v.flags.writeable = False
+        if _keepable(result):
             memo.kept = (key, result)
         return result
 
