@@ -3,6 +3,8 @@ the same answers as the NumPy form's test (kernels._same), so the same outputs."
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from native_forms import both_forms
@@ -13,7 +15,7 @@ from onnxflow.native import module
 from onnxflow.ops.pass_made.kernels import _same
 from onnxflow.ops.shape import reshape
 
-FORMS_TESTED = [("onnxflow.fused", "ShapeMemo"), ("", "Reshape")]
+FORMS_TESTED = [("onnxflow.fused", "ShapeMemo"), ("", "Reshape"), ("ai.onnx.ml", "ZipMap")]
 
 _SHAPE = np.array([1, 4, 16], np.int64)
 _GRID = np.arange(12, dtype=np.int64).reshape(3, 4)
@@ -212,3 +214,53 @@ def test_reshape_node_with_its_allowzero_attribute(allowzero):
     else:
         (compiled,), (numpy_form,) = both_forms(model, feeds)
         assert compiled.shape == numpy_form.shape == (2, 12)
+
+
+def _zip_map_model(labels: dict[str, Any], elem: int) -> Any:
+    """A ZipMap node of ``labels`` (its attribute) on a [N, 3] tensor of ``elem``."""
+    key = TensorProto.STRING if "classlabels_strings" in labels else TensorProto.INT64
+    out = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(key, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    )
+    node = helper.make_node("ZipMap", ["x"], ["y"], domain="ai.onnx.ml", **labels)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", elem, [None, 3])],
+        [helper.make_value_info("y", out)],
+    )  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+@pytest.mark.parametrize(
+    "labels", [{"classlabels_int64s": [7, -1, 3]}, {"classlabels_strings": ["a", "b", "c"]}]
+)
+def test_zip_map_in_c_makes_the_numpy_forms_maps(labels, monkeypatch):
+    """ZipMap's compiled form zips float32 rows in C (a spy counts its calls) into the NumPy
+    form's maps: the same keys in order and the same Python floats (NaN, infinities, -0.0);
+    a float64 or non-contiguous input takes the NumPy form."""
+    from types import SimpleNamespace
+
+    from onnxflow.ops.ml import mapping
+
+    calls: list[int] = []
+    real = mapping._ARRAYS
+    spy = SimpleNamespace(zip_rows=lambda x, keys: calls.append(len(x)) or real.zip_rows(x, keys))
+    monkeypatch.setattr(mapping, "_ARRAYS", spy)
+    x = np.random.default_rng(0).standard_normal((50, 3)).astype(np.float32)
+    x[0] = [np.nan, np.inf, -0.0]
+    for feed, elem, compiled_calls in (
+        (x, TensorProto.FLOAT, [50]),
+        (x[::2], TensorProto.FLOAT, []),
+        (x.astype(np.float64), TensorProto.DOUBLE, []),
+    ):
+        calls.clear()
+        (native,), (numpy_form,) = both_forms(_zip_map_model(labels, elem), {"x": feed})
+        assert calls == compiled_calls
+        assert len(native) == len(numpy_form) == len(feed)
+        for a, b in zip(native, numpy_form, strict=True):
+            assert list(a) == list(b)
+            assert all(type(v) is float for v in a.values())
+            assert np.array_equal(
+                np.array(list(a.values())), np.array(list(b.values())), equal_nan=True
+            )
+            assert [np.signbit(v) for v in a.values()] == [np.signbit(v) for v in b.values()]

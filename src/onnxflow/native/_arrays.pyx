@@ -502,3 +502,19 @@ cdef inline Py_ssize_t _clamped(object bound, Py_ssize_t rank) except? -1:
     if b < 0:
         b += rank
     return 0 if b < 0 else (rank if b > rank else b)
+
+
+def zip_rows(const float[:, ::1] x, tuple labels):
+    """ZipMap's maps of float32 rows: ``[{labels[j]: float(x[r, j]) for j} for r]``, the
+    NumPy form's (its ``tolist`` floats, the labels in order), without a list of row lists."""
+    cdef Py_ssize_t r, j, n = x.shape[0], m = x.shape[1]
+    cdef list out = [None] * n
+    cdef dict row
+    if m != len(labels):
+        raise ValueError(f"input has {m} columns for {len(labels)} class labels")
+    for r in range(n):
+        row = {}
+        for j in range(m):
+            row[labels[j]] = <double>x[r, j]
+        out[r] = row
+    return out

@@ -12,10 +12,15 @@ from typing import Any
 import numpy as np
 
 from onnxflow.compile.context import NodeContext
+from onnxflow.ops import compiled
 from onnxflow.ops.ml.common import ML_DOMAIN, as_2d
 from onnxflow.ops.registry import op
-from onnxflow.traits import Traits
+from onnxflow.traits import Traits, native_form
 from onnxflow.values import np_dtype
+
+_F32 = np.dtype(np.float32)
+#: onnxflow.native._arrays, or None where it was not built.
+_ARRAYS = compiled.module("_arrays")
 
 
 class _Lookup:
@@ -158,7 +163,28 @@ def category_mapper(
     return np.array(out, dtype=object).reshape(x.shape)
 
 
-@op("ZipMap", 1, domain=ML_DOMAIN, build=True, traits=Traits(fresh=True))
+def _zip_map_compiled(node: NodeContext, **labels: Any) -> Callable[..., list[dict[Any, float]]]:
+    """ZipMap's compiled form: float32 rows of a 2-D C-ordered input zipped in C
+    (:func:`onnxflow.native._arrays.zip_rows`), the same maps; anything else as the NumPy
+    form."""
+    numpy_form = zip_map(node, **labels)
+    keys = tuple(_zip_labels(node, **labels))
+
+    def run_compiled(x: np.ndarray) -> list[dict[Any, float]]:
+        if x.__class__ is np.ndarray and x.ndim == 2 and x.dtype == _F32 and x.flags.c_contiguous:
+            return _ARRAYS.zip_rows(x, keys)
+        return numpy_form(x)
+
+    return run_compiled
+
+
+@op(
+    "ZipMap",
+    1,
+    domain=ML_DOMAIN,
+    build=True,
+    traits=Traits(fresh=True, native=native_form(_zip_map_compiled if _ARRAYS else None)),
+)
 def zip_map(
     node: NodeContext,
     *,
@@ -167,15 +193,9 @@ def zip_map(
 ) -> Callable[[np.ndarray], list[dict[Any, float]]]:
     """Return the function giving one {label: score} map per row of its input (the labels
     checked once, when the session is made)."""
-    try:
-        _, given = _one(
-            "ZipMap labels",
-            classlabels_int64s=classlabels_int64s,
-            classlabels_strings=classlabels_strings,
-        )
-    except ValueError as exc:
-        raise node.error(str(exc)) from exc
-    labels = list(given)
+    labels = _zip_labels(
+        node, classlabels_int64s=classlabels_int64s, classlabels_strings=classlabels_strings
+    )
 
     def run(x: np.ndarray) -> list[dict[Any, float]]:
         rows = x if x.ndim == 2 else as_2d(x)
@@ -185,6 +205,23 @@ def zip_map(
         return list(map(dict, map(zip, repeat(labels, len(values)), values)))
 
     return run
+
+
+def _zip_labels(
+    node: NodeContext,
+    classlabels_int64s: list[int] | None = None,
+    classlabels_strings: list[str] | None = None,
+) -> list[Any]:
+    """ZipMap's labels (exactly one of its two attributes), or the node's error."""
+    try:
+        _, given = _one(
+            "ZipMap labels",
+            classlabels_int64s=classlabels_int64s,
+            classlabels_strings=classlabels_strings,
+        )
+    except ValueError as exc:
+        raise node.error(str(exc)) from exc
+    return list(given)
 
 
 _CAST_TO = {"TO_FLOAT": np.float32, "TO_STRING": object, "TO_INT64": np.int64}
