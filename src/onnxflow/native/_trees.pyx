@@ -82,7 +82,7 @@ cdef enum:
     BLOCK = 256  # rows walked through all trees before their sums
     GROUP = 8  # rows walked together, their nodes in registers (forests without sets)
     LEVELS = 16  # the most levels of an oblivious tree
-    UNIT = 64  # rows a thread takes at a time
+    UNIT = 48  # rows a thread takes at a time (4 perfect-walk lane groups, 3 bit-vector groups)
     PARALLEL_WORK = 100000  # steps (rows x levels walked) from which more threads than one walk
     OBLIVIOUS_STEP = 4  # levels of an oblivious walk that cost about one step of a node walk
     PLANES = 12  # lanes of the perfect walk (measured: 8 and 16 took 10% longer)
