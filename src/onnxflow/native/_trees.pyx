@@ -115,7 +115,7 @@ cdef struct Forest:
     const int32_t* pnodes  # tree t's 2^D - 1 nodes from word t * (2^D - 1) * pwords: t, feature
     const int32_t* pleaves  # tree t's 2^D leaf slots from t * 2^D
     const of_test* tests  # a float32 perfect forest's tests for of_bitvector_walk (NULL: none)
-    const int32_t* test_start  # tree t's from test_start[t]
+    const int32_t* test_start  # tree t's from test_start[t] (set with the layout's tests)
     const int32_t* cnodes  # the packed nodes with each test as v < t taking yes (NULL: none)
 
 
@@ -1028,7 +1028,7 @@ cdef class PackedForest:
         self.f.pnodes, self.f.pleaves, self.f.pdepth = self.pnodes, self.pleaves, top
         if self.test_start != NULL:
             self.test_start[trees] = <int32_t>tests.n
-            self.bitvector = True
+            self.f.test_start, self.f.tests = self.test_start, self.tests
 
     def walk_oblivious(
         self, const int32_t[::1] level_node, const int32_t[::1] level_start,
@@ -1083,8 +1083,7 @@ cdef class PackedForest:
 
     @bitvector.setter
     def bitvector(self, bint on):
-        self.f.tests = self.tests if on and self.f.pdepth >= 0 and self.test_start != NULL else NULL
-        self.f.test_start = self.test_start if self.f.tests != NULL else NULL
+        self.f.tests = self.tests if on and self.f.test_start != NULL else NULL
 
     def __dealloc__(self):
         free(self.order)
